@@ -1,0 +1,151 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// MetadataPartitionKey is the message metadata field whose value becomes
+// the Kafka record key, and so picks the partition. Everything published
+// for one aggregate carries the aggregate id here, which keeps its messages
+// in order on one partition.
+const MetadataPartitionKey = "partition_key"
+
+// KafkaVersion is the protocol version our sarama clients speak. 2.1 is
+// the oldest that supports idempotent producers with more than one
+// in-flight batch and is spoken by Apache Kafka 2.1+ and the stack's broker.
+var KafkaVersion = sarama.V2_1_0_0
+
+// Marshaler maps Watermill messages to Kafka records keyed by
+// MetadataPartitionKey (messages without one get no key and are spread
+// round-robin).
+var Marshaler = kafka.NewWithPartitioningMarshaler(func(_ string, msg *message.Message) (string, error) {
+	return msg.Metadata.Get(MetadataPartitionKey), nil
+})
+
+// PublisherConfig configures a Kafka publisher.
+type PublisherConfig struct {
+	// Brokers are the seed brokers. Required.
+	Brokers []string
+	// ClientID names the client in broker logs (default "eventpipe").
+	ClientID string
+	// Logger receives Watermill's logs (default: slog's default logger).
+	Logger watermill.LoggerAdapter
+}
+
+func (c *PublisherConfig) setDefaults() {
+	if c.ClientID == "" {
+		c.ClientID = "eventpipe"
+	}
+	if c.Logger == nil {
+		c.Logger = watermill.NewSlogLogger(nil)
+	}
+}
+
+// Validate reports the first invalid field.
+func (c PublisherConfig) Validate() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("bus: PublisherConfig.Brokers is empty")
+	}
+	return nil
+}
+
+// NewPublisher returns a synchronous Watermill publisher: Publish returns
+// once every broker replica has acknowledged the messages (acks=all), and
+// the producer is idempotent, so sarama's retries never duplicate a record.
+// It is safe for concurrent use; Close flushes and releases connections.
+func NewPublisher(cfg PublisherConfig) (*kafka.Publisher, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	sc := kafka.DefaultSaramaSyncPublisherConfig()
+	sc.Version = KafkaVersion
+	sc.ClientID = cfg.ClientID
+	sc.Producer.RequiredAcks = sarama.WaitForAll
+	sc.Producer.Idempotent = true
+	sc.Net.MaxOpenRequests = 1
+	sc.Producer.Retry.Backoff = 250 * time.Millisecond
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{
+		Brokers:               cfg.Brokers,
+		Marshaler:             Marshaler,
+		OverwriteSaramaConfig: sc,
+	}, cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("bus: kafka publisher for %v: %w", cfg.Brokers, err)
+	}
+	return pub, nil
+}
+
+// SubscriberConfig configures a Kafka subscriber.
+type SubscriberConfig struct {
+	// Brokers are the seed brokers. Required.
+	Brokers []string
+	// ConsumerGroup is the group whose committed offsets this subscriber
+	// resumes from. Required: every eventpipe consumer is a group member.
+	ConsumerGroup string
+	// ClientID names the client in broker logs (default "eventpipe").
+	ClientID string
+	// NackResendSleep is the pause before a nacked message is redelivered
+	// (default 100ms).
+	NackResendSleep time.Duration
+	// Logger receives Watermill's logs (default: slog's default logger).
+	Logger watermill.LoggerAdapter
+}
+
+func (c *SubscriberConfig) setDefaults() {
+	if c.ClientID == "" {
+		c.ClientID = "eventpipe"
+	}
+	if c.NackResendSleep == 0 {
+		c.NackResendSleep = 100 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = watermill.NewSlogLogger(nil)
+	}
+}
+
+// Validate reports the first invalid field.
+func (c SubscriberConfig) Validate() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("bus: SubscriberConfig.Brokers is empty")
+	}
+	if c.ConsumerGroup == "" {
+		return errors.New("bus: SubscriberConfig.ConsumerGroup is empty")
+	}
+	return nil
+}
+
+// NewSubscriber returns a Watermill subscriber in a consumer group. A group
+// with no committed offset starts from the oldest record, so a new consumer
+// sees everything already on the topic. An acked message's offset is marked
+// and committed by sarama about once a second; delivery is at least once,
+// so handlers must be idempotent.
+func NewSubscriber(cfg SubscriberConfig) (*kafka.Subscriber, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	sc := kafka.DefaultSaramaSubscriberConfig()
+	sc.Version = KafkaVersion
+	sc.ClientID = cfg.ClientID
+	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{
+		Brokers:               cfg.Brokers,
+		Unmarshaler:           Marshaler,
+		OverwriteSaramaConfig: sc,
+		ConsumerGroup:         cfg.ConsumerGroup,
+		NackResendSleep:       cfg.NackResendSleep,
+		ReconnectRetrySleep:   time.Second,
+	}, cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("bus: kafka subscriber for group %s: %w", cfg.ConsumerGroup, err)
+	}
+	return sub, nil
+}

@@ -1,0 +1,50 @@
+// Command eventpipe runs every part of the eventpipe pipeline: the local
+// stack, and (as the project grows) migrations, command handlers, the relay,
+// projections, replay and benchmarks. Each subcommand reads its addresses
+// from the environment (see `eventpipe stack env`).
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()})))
+	if err := rootCommand().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "eventpipe:", err)
+		os.Exit(1)
+	}
+}
+
+func rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "eventpipe",
+		Short: "An event-sourcing pipeline: DynamoDB event store, Kafka bus, read models",
+		Long: `eventpipe is an event-sourcing pipeline on Watermill: commands on a Kafka bus,
+handlers appending to a DynamoDB event store with optimistic concurrency, a relay
+from the table's stream back onto the bus, and subscribers building read models.
+
+Addresses come from the environment; 'eventpipe stack env' prints them.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(stackCommand(), demoCommand())
+	return root
+}
+
+func logLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(os.Getenv("EVENTPIPE_LOG_LEVEL"))); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eventpipe/eventpipe/internal/kafkabroker"
+	"github.com/eventpipe/eventpipe/internal/stack"
+)
+
+func stackCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "stack",
+		Short: "Fetch, start, check and stop the local services (DynamoDB Local, Kafka, PostgreSQL)",
+		Long: `The local stack runs each service as a process on 127.0.0.1, cached and persisted
+under .stack/ at the repository root (EVENTPIPE_STACK_DIR moves it). Ports follow
+the endpoint variables (EVENTPIPE_DYNAMODB_ENDPOINT, EVENTPIPE_KAFKA_BROKERS,
+EVENTPIPE_POSTGRES_URL); a non-loopback endpoint is treated as external and left alone.`,
+	}
+	cmd.AddCommand(
+		&cobra.Command{
+			Use:   "up",
+			Short: "Start every service that is not already running (idempotent)",
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				s, err := stack.New(stack.Config{Out: cmd.OutOrStdout()})
+				if err != nil {
+					return err
+				}
+				return s.Up(cmd.Context())
+			},
+		},
+		&cobra.Command{
+			Use:   "down",
+			Short: "Stop the processes this stack started; data is kept",
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				s, err := stack.New(stack.Config{Out: cmd.OutOrStdout()})
+				if err != nil {
+					return err
+				}
+				return s.Down(cmd.Context())
+			},
+		},
+		&cobra.Command{
+			Use:   "status",
+			Short: "Show each service, its address, PID and a live health check",
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				s, err := stack.New(stack.Config{Out: cmd.OutOrStdout()})
+				if err != nil {
+					return err
+				}
+				return printStatus(cmd, s)
+			},
+		},
+		&cobra.Command{
+			Use:   "env",
+			Short: "Print export lines for the stack's addresses (eval \"$(eventpipe stack env)\")",
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				s, err := stack.New(stack.Config{Out: cmd.OutOrStdout()})
+				if err != nil {
+					return err
+				}
+				ep := s.Endpoints()
+				ep.StackDir = s.Dir()
+				for _, line := range ep.Exports() {
+					fmt.Fprintln(cmd.OutOrStdout(), line)
+				}
+				return nil
+			},
+		},
+		kafkaBrokerCommand(),
+	)
+	return cmd
+}
+
+func printStatus(cmd *cobra.Command, s *stack.Stack) error {
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "COMPONENT\tADDRESS\tPROCESS\tHEALTH\tLOG")
+	unhealthy := 0
+	for _, st := range s.Status(cmd.Context()) {
+		proc := "-"
+		switch {
+		case st.PID != 0:
+			proc = fmt.Sprintf("pid %d", st.PID)
+		case !st.Managed:
+			proc = "external"
+		}
+		health := "healthy"
+		switch {
+		case st.Healthy:
+		case st.Planned:
+			health = "absent: " + st.Detail
+		default:
+			health = "down: " + st.Detail
+			unhealthy++
+		}
+		log := st.LogFile
+		if log == "" {
+			log = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", st.Name, st.Address, proc, health, log)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if unhealthy > 0 {
+		return fmt.Errorf("%d component(s) down", unhealthy)
+	}
+	return nil
+}
+
+func kafkaBrokerCommand() *cobra.Command {
+	var cfg kafkabroker.Config
+	cmd := &cobra.Command{
+		Use:   "kafka-broker",
+		Short: "Run the stack's Kafka-protocol broker in the foreground (franz-go kfake, persisted)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return kafkabroker.Run(cmd.Context(), cfg)
+		},
+	}
+	cfg.BindFlags(cmd.Flags())
+	_ = cmd.MarkFlagRequired("data-dir")
+	return cmd
+}

@@ -1,0 +1,134 @@
+// Package endpoints holds the addresses and resource names every eventpipe
+// component agrees on, with loopback defaults that environment variables
+// override. The stack, every subcommand and every test read them from here,
+// so pointing eventpipe at docker-compose services or at AWS is a matter of
+// exporting a few variables.
+package endpoints
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Environment variable names. `eventpipe stack env` prints them.
+const (
+	EnvDynamoDB       = "EVENTPIPE_DYNAMODB_ENDPOINT"
+	EnvKafkaBrokers   = "EVENTPIPE_KAFKA_BROKERS"
+	EnvPostgres       = "EVENTPIPE_POSTGRES_URL"
+	EnvElasticsearch  = "ELASTICSEARCH_URL"
+	EnvHTTPAddr       = "EVENTPIPE_HTTP_ADDR"
+	EnvEventsTable    = "EVENTPIPE_EVENTS_TABLE"
+	EnvLeasesTable    = "EVENTPIPE_LEASES_TABLE"
+	EnvAnalyticsTable = "EVENTPIPE_ANALYTICS_TABLE"
+	EnvStackDir       = "EVENTPIPE_STACK_DIR"
+)
+
+// Defaults used when the matching environment variable is unset or empty.
+const (
+	DefaultDynamoDB       = "http://127.0.0.1:8000"
+	DefaultKafkaBrokers   = "127.0.0.1:9092"
+	DefaultPostgres       = "postgres://eventpipe@127.0.0.1:5433/eventpipe?sslmode=disable"
+	DefaultElasticsearch  = "http://127.0.0.1:9200"
+	DefaultHTTPAddr       = "127.0.0.1:8080"
+	DefaultEventsTable    = "eventpipe-events"
+	DefaultLeasesTable    = "eventpipe-leases"
+	DefaultAnalyticsTable = "eventpipe-analytics"
+	DefaultStackDir       = ".stack"
+)
+
+// Endpoints is the resolved set of addresses and names.
+type Endpoints struct {
+	DynamoDB       string   // DynamoDB endpoint URL; "aws" means the SDK's default AWS endpoint
+	KafkaBrokers   []string // host:port of each seed broker
+	Postgres       string   // pgx connection URL
+	Elasticsearch  string   // Elasticsearch base URL
+	HTTPAddr       string   // listen address of `eventpipe serve`
+	EventsTable    string   // DynamoDB event store table
+	LeasesTable    string   // DynamoDB relay lease table
+	AnalyticsTable string   // DynamoDB analytics table
+	StackDir       string   // cache folder of the local stack
+}
+
+// Default returns the built-in defaults, ignoring the environment.
+func Default() Endpoints {
+	return Endpoints{
+		DynamoDB:       DefaultDynamoDB,
+		KafkaBrokers:   []string{DefaultKafkaBrokers},
+		Postgres:       DefaultPostgres,
+		Elasticsearch:  DefaultElasticsearch,
+		HTTPAddr:       DefaultHTTPAddr,
+		EventsTable:    DefaultEventsTable,
+		LeasesTable:    DefaultLeasesTable,
+		AnalyticsTable: DefaultAnalyticsTable,
+		StackDir:       DefaultStackDir,
+	}
+}
+
+// FromEnv returns the defaults overridden by any non-empty environment variable.
+func FromEnv() Endpoints {
+	return fromLookup(os.LookupEnv)
+}
+
+func fromLookup(lookup func(string) (string, bool)) Endpoints {
+	e := Default()
+	str := func(name string, dst *string) {
+		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
+			*dst = strings.TrimSpace(v)
+		}
+	}
+	str(EnvDynamoDB, &e.DynamoDB)
+	str(EnvPostgres, &e.Postgres)
+	str(EnvElasticsearch, &e.Elasticsearch)
+	str(EnvHTTPAddr, &e.HTTPAddr)
+	str(EnvEventsTable, &e.EventsTable)
+	str(EnvLeasesTable, &e.LeasesTable)
+	str(EnvAnalyticsTable, &e.AnalyticsTable)
+	str(EnvStackDir, &e.StackDir)
+	var brokers string
+	str(EnvKafkaBrokers, &brokers)
+	if brokers != "" {
+		e.KafkaBrokers = SplitList(brokers)
+	}
+	return e
+}
+
+// SplitList splits a comma-separated list, dropping blanks.
+func SplitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if p := strings.TrimSpace(part); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Exports renders the endpoints as shell `export` lines, in a stable order.
+func (e Endpoints) Exports() []string {
+	kv := [][2]string{
+		{EnvDynamoDB, e.DynamoDB},
+		{EnvKafkaBrokers, strings.Join(e.KafkaBrokers, ",")},
+		{EnvPostgres, e.Postgres},
+		{EnvElasticsearch, e.Elasticsearch},
+		{EnvHTTPAddr, e.HTTPAddr},
+		{EnvEventsTable, e.EventsTable},
+		{EnvLeasesTable, e.LeasesTable},
+		{EnvAnalyticsTable, e.AnalyticsTable},
+		{EnvStackDir, e.StackDir},
+	}
+	lines := make([]string, 0, len(kv))
+	for _, p := range kv {
+		lines = append(lines, fmt.Sprintf("export %s=%s", p[0], shellQuote(p[1])))
+	}
+	return lines
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:,@=", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

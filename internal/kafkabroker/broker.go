@@ -1,0 +1,138 @@
+// Package kafkabroker runs a single-node Kafka-protocol broker built from
+// franz-go's kfake, persisted to a data directory so that topics, records and
+// committed consumer-group offsets survive a restart or a kill -9. It is the
+// local stack's Kafka; users with Docker or in production run Apache Kafka.
+package kafkabroker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+
+	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// Config configures the broker.
+type Config struct {
+	// Addr is the 127.0.0.1:port to listen on (default 127.0.0.1:9092).
+	Addr string
+	// DataDir holds the broker's persisted state. Required.
+	DataDir string
+	// Partitions is the partition count of auto-created topics (default 12).
+	Partitions int
+	// DisableAutoCreateTopics turns off topic auto-creation on produce and
+	// metadata requests (on by default, as in a development Kafka).
+	DisableAutoCreateTopics bool
+	// SyncWrites fsyncs every produced batch. Without it data is written to
+	// the OS page cache at once, which survives a process kill but not a
+	// machine crash.
+	SyncWrites bool
+	// Logger receives broker warnings and errors (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:9092"
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 12
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	host, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return fmt.Errorf("kafkabroker: Addr %q: %w", c.Addr, err)
+	}
+	if host != "127.0.0.1" {
+		return fmt.Errorf("kafkabroker: Addr %q: host must be 127.0.0.1 (the broker has no authentication and listens on loopback only)", c.Addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+		return fmt.Errorf("kafkabroker: Addr %q: invalid port", c.Addr)
+	}
+	if c.DataDir == "" {
+		return errors.New("kafkabroker: DataDir is required (without it nothing survives a restart)")
+	}
+	if c.Partitions < 1 {
+		return fmt.Errorf("kafkabroker: Partitions %d: must be at least 1", c.Partitions)
+	}
+	return nil
+}
+
+// Run starts the broker and blocks until ctx is cancelled, then closes it,
+// which flushes in-flight offset commits to DataDir. The returned error is
+// nil after a clean shutdown.
+func Run(ctx context.Context, cfg Config) error {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	_, portStr, _ := net.SplitHostPort(cfg.Addr)
+	port, _ := strconv.Atoi(portStr)
+
+	opts := []kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.Ports(port),
+		kfake.DataDir(cfg.DataDir),
+		kfake.DefaultNumPartitions(cfg.Partitions),
+		kfake.WithLogger(slogAdapter{cfg.Logger}),
+	}
+	if !cfg.DisableAutoCreateTopics {
+		opts = append(opts, kfake.AllowAutoTopicCreation())
+	}
+	if cfg.SyncWrites {
+		opts = append(opts, kfake.SyncWrites())
+	}
+	recovered, err := recoverTopics(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("kafkabroker: recover topics in %s: %w", cfg.DataDir, err)
+	}
+	if len(recovered) > 0 {
+		cfg.Logger.Warn("recovered topics missing from the topic list after an unclean stop", "topics", recovered)
+	}
+	cluster, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return fmt.Errorf("kafkabroker: start on %s with data dir %s: %w", cfg.Addr, cfg.DataDir, err)
+	}
+	cfg.Logger.Info("kafka broker listening", "addrs", cluster.ListenAddrs(), "data_dir", cfg.DataDir,
+		"partitions", cfg.Partitions, "auto_create_topics", !cfg.DisableAutoCreateTopics, "sync_writes", cfg.SyncWrites)
+	<-ctx.Done()
+	cluster.Close()
+	cfg.Logger.Info("kafka broker stopped")
+	return nil
+}
+
+type slogAdapter struct{ l *slog.Logger }
+
+func (a slogAdapter) Logf(level kfake.LogLevel, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	switch level {
+	case kfake.LogLevelError:
+		a.l.Error(msg, "component", "kfake")
+	case kfake.LogLevelWarn:
+		a.l.Warn(msg, "component", "kfake")
+	case kfake.LogLevelInfo:
+		a.l.Info(msg, "component", "kfake")
+	default:
+		a.l.Debug(msg, "component", "kfake")
+	}
+}
+
+// BindFlags registers the broker's command-line flags on fs, writing into
+// c. `eventpipe stack kafka-broker` and test harnesses share it.
+func (c *Config) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:9092", "listen address (127.0.0.1:port)")
+	fs.StringVar(&c.DataDir, "data-dir", "", "folder persisting topics, records and committed offsets (required)")
+	fs.IntVar(&c.Partitions, "partitions", 12, "partitions of auto-created topics")
+	fs.BoolVar(&c.DisableAutoCreateTopics, "no-auto-create-topics", false, "require topics to be created explicitly")
+	fs.BoolVar(&c.SyncWrites, "sync-writes", false, "fsync every produced batch (survives a machine crash, slower)")
+}

@@ -1,0 +1,109 @@
+// Package probe makes one real request to each backing service to tell
+// whether it is up: ListTables on DynamoDB, ApiVersions and Metadata on
+// Kafka, SELECT 1 on Postgres, GET / on Elasticsearch. The stack uses it as
+// its health check and the tests use it to fail loudly when a service is
+// missing.
+package probe
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eventpipe/eventpipe/internal/dynamoclient"
+)
+
+// DefaultTimeout bounds a probe whose context has no deadline.
+const DefaultTimeout = 5 * time.Second
+
+func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, DefaultTimeout)
+}
+
+// DynamoDB calls ListTables (limit 1) on endpoint.
+func DynamoDB(ctx context.Context, endpoint string) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	// One attempt: the caller decides whether and when to ask again.
+	client, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: endpoint},
+		func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
+	if err != nil {
+		return err
+	}
+	limit := int32(1)
+	if _, err := client.ListTables(ctx, &dynamodb.ListTablesInput{Limit: &limit}); err != nil {
+		return fmt.Errorf("dynamodb ListTables at %s: %w", endpoint, err)
+	}
+	return nil
+}
+
+// Kafka sends ApiVersions and Metadata requests to the seed brokers.
+func Kafka(ctx context.Context, brokers []string) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DialTimeout(2*time.Second))
+	if err != nil {
+		return fmt.Errorf("kafka client for %v: %w", brokers, err)
+	}
+	defer client.Close()
+	if err := client.Ping(ctx); err != nil {
+		return fmt.Errorf("kafka ping %v: %w", brokers, err)
+	}
+	return nil
+}
+
+// Postgres connects to url and runs SELECT 1.
+func Postgres(ctx context.Context, url string) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("postgres connect %s: %w", redactURL(url), err)
+	}
+	defer conn.Close(context.Background())
+	var one int
+	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("postgres SELECT 1 at %s: %w", redactURL(url), err)
+	}
+	return nil
+}
+
+// Elasticsearch sends GET / and checks the product header that the official
+// Go client insists on.
+func Elasticsearch(ctx context.Context, baseURL string) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/", nil)
+	if err != nil {
+		return fmt.Errorf("elasticsearch request %s: %w", baseURL, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("elasticsearch GET %s: %w", baseURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("elasticsearch GET %s: status %s", baseURL, resp.Status)
+	}
+	if got := resp.Header.Get("X-Elastic-Product"); got != "Elasticsearch" {
+		return fmt.Errorf("elasticsearch GET %s: X-Elastic-Product is %q, want \"Elasticsearch\"", baseURL, got)
+	}
+	return nil
+}
+
+// redactURL hides a password in a connection URL before it reaches a log.
+func redactURL(raw string) string {
+	cfg, err := pgx.ParseConfig(raw)
+	if err != nil || cfg.Password == "" {
+		return raw
+	}
+	return fmt.Sprintf("postgres://%s:***@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+}

@@ -1,0 +1,233 @@
+package stack
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/internal/probe"
+)
+
+// DynamoDB Local comes from the npm package amplify-dynamodb-simulator,
+// which carries Amazon's DynamoDBLocal.jar (v1.25.1) in package/emulator/.
+// The tarball is pinned by version and SHA-256.
+const (
+	dynamoDBPackage        = "amplify-dynamodb-simulator"
+	dynamoDBPackageVersion = "2.9.30"
+	dynamoDBPackageSHA256  = "3503ffac19f183407909fecdacf4db51ab1fdad1da7b2f177016670b2d80e4b9"
+	defaultNPMRegistry     = "https://registry.npmjs.org"
+)
+
+func (s *Stack) dynamoDB() *component {
+	ep := s.cfg.Endpoints.DynamoDB
+	c := &component{
+		name:       "dynamodb",
+		addr:       ep,
+		envVar:     endpoints.EnvDynamoDB,
+		marker:     s.dataDir("dynamodb"),
+		stopSignal: syscall.SIGTERM,
+		health:     func(ctx context.Context) error { return probe.DynamoDB(ctx, ep) },
+	}
+	u, err := url.Parse(ep)
+	var port string
+	if err == nil && u.Scheme == "http" {
+		_, port, c.managed = loopbackHostPort(u.Host)
+	}
+	c.prepare = func(ctx context.Context) error {
+		if _, err := s.dynamoDBLocalDir(ctx); err != nil {
+			return err
+		}
+		if _, err := s.java(ctx); err != nil {
+			return err
+		}
+		return os.MkdirAll(s.dataDir("dynamodb"), 0o755)
+	}
+	c.command = func() (*processSpec, error) {
+		dir, err := s.dynamoDBLocalDir(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		java, err := s.java(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		return &processSpec{path: java, args: []string{
+			"-Djava.library.path=" + filepath.Join(dir, "DynamoDBLocal_lib"),
+			"-jar", filepath.Join(dir, "DynamoDBLocal.jar"),
+			"-port", port,
+			"-dbPath", s.dataDir("dynamodb"),
+			"-sharedDb",
+		}}, nil
+	}
+	return c
+}
+
+// java returns the path of a java binary, installing Debian's OpenJDK 17
+// runtime when none is on PATH.
+func (s *Stack) java(ctx context.Context) (string, error) {
+	if p, err := exec.LookPath("java"); err == nil {
+		return p, nil
+	}
+	if err := s.aptInstall(ctx, "java (needed by DynamoDB Local)", "openjdk-17-jre-headless"); err != nil {
+		return "", err
+	}
+	return exec.LookPath("java")
+}
+
+// dynamoDBLocalDir returns the folder holding DynamoDBLocal.jar, fetching
+// and unpacking the pinned npm tarball into ToolsDir on first use.
+func (s *Stack) dynamoDBLocalDir(ctx context.Context) (string, error) {
+	dir := filepath.Join(s.cfg.ToolsDir, "dynamodb-local-"+dynamoDBPackageVersion)
+	if _, err := os.Stat(filepath.Join(dir, "DynamoDBLocal.jar")); err == nil {
+		return dir, nil
+	}
+	tarball := filepath.Join(s.cfg.ToolsDir, fmt.Sprintf("%s-%s.tgz", dynamoDBPackage, dynamoDBPackageVersion))
+	if err := s.fetchVerified(ctx, tarball); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(s.cfg.ToolsDir, ".unpack-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	if err := untarPrefix(tarball, "package/emulator/", tmp); err != nil {
+		return "", fmt.Errorf("unpack %s: %w", tarball, err)
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "DynamoDBLocal.jar")); err != nil {
+		return "", fmt.Errorf("unpack %s: no package/emulator/DynamoDBLocal.jar inside", tarball)
+	}
+	if err := os.Rename(tmp, dir); err != nil && !os.IsExist(err) {
+		if _, statErr := os.Stat(filepath.Join(dir, "DynamoDBLocal.jar")); statErr != nil {
+			return "", fmt.Errorf("install %s: %w", dir, err)
+		}
+	}
+	return dir, nil
+}
+
+// fetchVerified downloads the pinned tarball to dst unless a copy with the
+// right checksum is already there. The registry can be moved with
+// EVENTPIPE_NPM_REGISTRY (a mirror); the checksum is checked either way.
+func (s *Stack) fetchVerified(ctx context.Context, dst string) error {
+	if sum, err := fileSHA256(dst); err == nil && sum == dynamoDBPackageSHA256 {
+		return nil
+	}
+	registry := strings.TrimRight(os.Getenv("EVENTPIPE_NPM_REGISTRY"), "/")
+	if registry == "" {
+		registry = defaultNPMRegistry
+	}
+	src := fmt.Sprintf("%s/%s/-/%s-%s.tgz", registry, dynamoDBPackage, dynamoDBPackage, dynamoDBPackageVersion)
+	s.printf("%-14s fetching %s", "dynamodb", src)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("download %s: %w", src, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("download %s: %s", src, resp.Status)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".download-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), resp.Body); err != nil {
+		tmp.Close()
+		return fmt.Errorf("download %s: %w", src, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != dynamoDBPackageSHA256 {
+		return fmt.Errorf("download %s: SHA-256 %s, want %s (pinned); refusing to use it", src, got, dynamoDBPackageSHA256)
+	}
+	return os.Rename(tmp.Name(), dst)
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// untarPrefix extracts the regular files and folders under prefix of a
+// .tgz into dst, refusing paths that would escape dst.
+func untarPrefix(tgz, prefix, dst string) error {
+	f, err := os.Open(tgz)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(gz)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(hdr.Name, prefix) {
+			continue
+		}
+		rel := strings.TrimPrefix(hdr.Name, prefix)
+		if rel == "" {
+			continue
+		}
+		target := filepath.Join(dst, filepath.FromSlash(rel))
+		if !strings.HasPrefix(target, filepath.Clean(dst)+string(os.PathSeparator)) {
+			return fmt.Errorf("entry %q escapes the target folder", hdr.Name)
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(hdr.Mode&0o755|0o644))
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(out, tr); err != nil {
+				out.Close()
+				return err
+			}
+			if err := out.Close(); err != nil {
+				return err
+			}
+		}
+	}
+}

@@ -1,0 +1,373 @@
+// Package stack fetches, starts, checks and stops the local services
+// eventpipe runs against: DynamoDB Local (Amazon's jar from the npm package
+// amplify-dynamodb-simulator, run with Java 17), a Kafka-protocol broker
+// (franz-go's kfake inside the eventpipe binary), and PostgreSQL 15 from
+// Debian. Everything lives under one git-ignored folder: downloads and
+// unpacked tools, data, logs and PID files. Elasticsearch has a slot that a
+// later release fills.
+//
+// Each component listens on the loopback address its endpoint names
+// (internal/endpoints), so the same environment variables that point the
+// code and the tests at a service also choose the port the stack uses. An
+// endpoint that is not a loopback address is treated as external: the stack
+// reports on it but never starts or stops it.
+//
+// Up is idempotent, Down stops only processes this stack started (by PID,
+// checked against the process's command line), and data survives a Down/Up.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/eventpipe/eventpipe/internal/endpoints"
+)
+
+// Config configures a Stack.
+type Config struct {
+	// Dir is the stack folder (default: the endpoints' StackDir, ".stack",
+	// resolved against the repository root when relative).
+	Dir string
+	// ToolsDir caches downloaded and unpacked tools (default Dir/tools).
+	// Tests point a throwaway stack at the main stack's tools to avoid a
+	// second download.
+	ToolsDir string
+	// Endpoints are the addresses the components listen on
+	// (default endpoints.FromEnv()).
+	Endpoints endpoints.Endpoints
+	// KafkaBrokerCommand runs the Kafka broker; the stack appends its
+	// flags (default: this executable with "stack kafka-broker").
+	KafkaBrokerCommand []string
+	// KafkaBrokerEnv is added to the broker's environment.
+	KafkaBrokerEnv []string
+	// StartTimeout bounds the wait for one component to become healthy
+	// (default 120s; a cold JVM on a busy machine is slow).
+	StartTimeout time.Duration
+	// AutoInstall lets the stack run apt-get for a missing Java or
+	// PostgreSQL when it runs as root (default true; set
+	// EVENTPIPE_STACK_NO_INSTALL=1 to forbid).
+	AutoInstall *bool
+	// Out receives one human-readable line per step (default os.Stdout).
+	Out io.Writer
+	// Logger receives structured diagnostics (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.Endpoints.DynamoDB == "" {
+		c.Endpoints = endpoints.FromEnv()
+	}
+	if c.Dir == "" {
+		c.Dir = c.Endpoints.StackDir
+	}
+	if !filepath.IsAbs(c.Dir) {
+		c.Dir = filepath.Join(RepoRoot(), c.Dir)
+	}
+	if c.ToolsDir == "" {
+		c.ToolsDir = filepath.Join(c.Dir, "tools")
+	}
+	if len(c.KafkaBrokerCommand) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("stack: locate own executable for the kafka broker: %w", err)
+		}
+		c.KafkaBrokerCommand = []string{exe, "stack", "kafka-broker"}
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 120 * time.Second
+	}
+	if c.AutoInstall == nil {
+		auto := os.Getenv("EVENTPIPE_STACK_NO_INSTALL") == ""
+		c.AutoInstall = &auto
+	}
+	if c.Out == nil {
+		c.Out = os.Stdout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	if c.Dir == "" {
+		return errors.New("stack: Dir is empty")
+	}
+	if len(c.Endpoints.KafkaBrokers) == 0 {
+		return errors.New("stack: Endpoints.KafkaBrokers is empty")
+	}
+	if c.StartTimeout < 0 {
+		return fmt.Errorf("stack: StartTimeout %v is negative", c.StartTimeout)
+	}
+	return nil
+}
+
+// RepoRoot returns the nearest ancestor of the working directory holding
+// eventpipe's go.mod, or the working directory when there is none (an
+// installed binary run elsewhere).
+func RepoRoot() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
+			containsLine(string(b), "module github.com/eventpipe/eventpipe") {
+			return dir
+		}
+		if filepath.Dir(dir) == dir {
+			return wd
+		}
+	}
+}
+
+// Stack manages the local services. Its methods are not safe for
+// concurrent use within one process; across processes Up and Down take a
+// lock file in Dir.
+type Stack struct {
+	cfg        Config
+	components []*component
+	outMu      sync.Mutex // components start in parallel and share Out
+}
+
+// New validates cfg and returns a Stack.
+func New(cfg Config) (*Stack, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Stack{cfg: cfg}
+	s.components = []*component{s.dynamoDB(), s.kafka(), s.postgres(), s.elasticsearch()}
+	return s, nil
+}
+
+// Dir returns the resolved stack folder.
+func (s *Stack) Dir() string { return s.cfg.Dir }
+
+// Endpoints returns the addresses the stack serves.
+func (s *Stack) Endpoints() endpoints.Endpoints { return s.cfg.Endpoints }
+
+func (s *Stack) printf(format string, args ...any) {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	fmt.Fprintf(s.cfg.Out, format+"\n", args...)
+}
+
+// Up starts every managed component that is not already running, in
+// parallel, and waits until each answers its health check. A component
+// already running (ours, or an external service answering on its address)
+// is left as it is. The error names every component that failed, with its
+// log file and last log lines.
+func (s *Stack) Up(ctx context.Context) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	start := time.Now()
+	errs := make([]error, len(s.components))
+	var wg sync.WaitGroup
+	for i, c := range s.components {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.up(ctx, c)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	s.printf("stack up in %s (folder %s)", time.Since(start).Round(10*time.Millisecond), s.cfg.Dir)
+	return nil
+}
+
+func (s *Stack) up(ctx context.Context, c *component) error {
+	began := time.Now()
+	switch {
+	case c.planned != "":
+		s.printf("%-14s %s", c.name, c.planned)
+		return nil
+	case !c.managed:
+		if err := c.health(ctx); err != nil {
+			return fmt.Errorf("%s: external endpoint %s is not healthy (the stack only starts loopback services): %w", c.name, c.addr, err)
+		}
+		s.printf("%-14s external at %s, healthy", c.name, c.addr)
+		return nil
+	}
+	if pid, ok := s.runningPID(c); ok {
+		if err := s.waitHealthy(ctx, c, nil); err != nil {
+			return err
+		}
+		if c.afterStart != nil {
+			if err := c.afterStart(ctx); err != nil {
+				return s.startError(c, err)
+			}
+		}
+		s.printf("%-14s already running at %s (pid %d), left as it is", c.name, c.addr, pid)
+		return nil
+	}
+	if err := c.health(ctx); err == nil {
+		s.printf("%-14s a service not started by this stack already answers at %s; left alone", c.name, c.addr)
+		return nil
+	}
+	if portInUse(c.addr) {
+		return fmt.Errorf("%s: %s is in use by another process that does not answer as %s; stop it or choose another port with %s",
+			c.name, c.addr, c.name, c.envVar)
+	}
+	if err := c.prepare(ctx); err != nil {
+		return s.startError(c, err)
+	}
+	exited, err := s.startProcess(c)
+	if err != nil {
+		return s.startError(c, err)
+	}
+	if err := s.waitHealthy(ctx, c, exited); err != nil {
+		return err
+	}
+	if c.afterStart != nil {
+		if err := c.afterStart(ctx); err != nil {
+			return s.startError(c, err)
+		}
+	}
+	pid, _ := s.runningPID(c)
+	s.printf("%-14s started at %s (pid %d) in %s, log %s", c.name, c.addr, pid,
+		time.Since(began).Round(10*time.Millisecond), s.logPath(c))
+	return nil
+}
+
+func (s *Stack) waitHealthy(ctx context.Context, c *component, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		probeCtx, probeCancel := context.WithTimeout(ctx, 3*time.Second)
+		last = c.health(probeCtx)
+		probeCancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return s.startError(c, fmt.Errorf("process exited before it became healthy: %w", last))
+		case <-ctx.Done():
+			return s.startError(c, fmt.Errorf("not healthy after %s: %w", s.cfg.StartTimeout, last))
+		case <-tick.C:
+		}
+	}
+}
+
+// startError names the component, its log file and the log's last lines.
+func (s *Stack) startError(c *component, err error) error {
+	return fmt.Errorf("%s failed to start at %s: %w\nlog %s, last lines:\n%s",
+		c.name, c.addr, err, s.logPath(c), logTail(s.logPath(c), 20))
+}
+
+// Down stops the processes this stack started, newest first, and removes
+// their PID files. Data stays in Dir.
+func (s *Stack) Down(ctx context.Context) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	var errs []error
+	for i := len(s.components) - 1; i >= 0; i-- {
+		c := s.components[i]
+		if !c.managed || c.planned != "" {
+			continue
+		}
+		pid, ok := s.runningPID(c)
+		if !ok {
+			s.printf("%-14s not running", c.name)
+			_ = os.Remove(s.pidPath(c))
+			continue
+		}
+		if err := stopProcess(ctx, pid, c.stopSignal, 30*time.Second); err != nil {
+			errs = append(errs, fmt.Errorf("%s (pid %d): %w", c.name, pid, err))
+			continue
+		}
+		_ = os.Remove(s.pidPath(c))
+		s.printf("%-14s stopped (pid %d)", c.name, pid)
+	}
+	return errors.Join(errs...)
+}
+
+// ComponentStatus is one line of Status.
+type ComponentStatus struct {
+	Name    string
+	Address string
+	Managed bool   // started and stopped by this stack
+	Planned bool   // not provided by the stack yet; Detail says why
+	PID     int    // 0 when this stack runs no process for it
+	Healthy bool   // the health check answered
+	Detail  string // the health error, or why the component is absent
+	LogFile string
+}
+
+// Status reports each component: address, PID and a live health check.
+func (s *Stack) Status(ctx context.Context) []ComponentStatus {
+	out := make([]ComponentStatus, len(s.components))
+	var wg sync.WaitGroup
+	for i, c := range s.components {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := ComponentStatus{Name: c.name, Address: c.addr, Managed: c.managed}
+			if c.managed && c.planned == "" {
+				st.LogFile = s.logPath(c)
+				if pid, ok := s.runningPID(c); ok {
+					st.PID = pid
+				}
+			}
+			if c.planned != "" {
+				st.Planned, st.Detail = true, c.planned
+			}
+			if err := c.health(ctx); err != nil {
+				if st.Detail == "" {
+					st.Detail = err.Error()
+				}
+			} else {
+				st.Healthy = true
+				st.Detail = ""
+			}
+			out[i] = st
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// component is one service of the stack.
+type component struct {
+	name    string
+	addr    string // what the user connects to
+	envVar  string // the variable that moves it
+	managed bool   // loopback: this stack starts and stops it
+	planned string // non-empty: not provided yet, and why
+	// marker is a substring of the process command line that identifies
+	// our process (a data path), guarding against PID reuse.
+	marker     string
+	stopSignal syscall.Signal
+	prepare    func(ctx context.Context) error // fetch, unpack, initdb
+	command    func() (*processSpec, error)
+	health     func(ctx context.Context) error
+	afterStart func(ctx context.Context) error // optional, idempotent
+}
+
+func (s *Stack) pidPath(c *component) string { return filepath.Join(s.cfg.Dir, "run", c.name+".pid") }
+func (s *Stack) logPath(c *component) string { return filepath.Join(s.cfg.Dir, "logs", c.name+".log") }
+func (s *Stack) dataDir(name string) string  { return filepath.Join(s.cfg.Dir, "data", name) }

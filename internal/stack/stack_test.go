@@ -1,0 +1,250 @@
+package stack_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/internal/dynamoclient"
+	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/internal/stack"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	testenv.RunChildIfRequested()
+	os.Exit(m.Run())
+}
+
+// newThrowawayStack returns a stack in a temporary folder on free ports,
+// sharing the main stack's downloaded tools, whose Kafka broker is this
+// test binary run as a child.
+func newThrowawayStack(t *testing.T, out *bytes.Buffer) *stack.Stack {
+	t.Helper()
+	dir := t.TempDir()
+	// The postgres user must be able to reach its data folder.
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	port := func() string { return strconv.Itoa(testenv.FreePort(t)) }
+	ep := endpoints.Default()
+	ep.DynamoDB = "http://127.0.0.1:" + port()
+	ep.KafkaBrokers = []string{"127.0.0.1:" + port()}
+	ep.Postgres = "postgres://eventpipe@127.0.0.1:" + port() + "/eventpipe?sslmode=disable"
+	ep.Elasticsearch = "http://127.0.0.1:" + port()
+	cmd, env := testenv.KafkaBrokerCommand()
+	main := endpoints.FromEnv().StackDir
+	if !filepath.IsAbs(main) {
+		main = filepath.Join(stack.RepoRoot(), main)
+	}
+	s, err := stack.New(stack.Config{
+		Dir:                dir,
+		ToolsDir:           filepath.Join(main, "tools"),
+		Endpoints:          ep,
+		KafkaBrokerCommand: cmd,
+		KafkaBrokerEnv:     env,
+		Out:                out,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Down(context.Background()) })
+	return s
+}
+
+func pids(t *testing.T, s *stack.Stack) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, st := range s.Status(context.Background()) {
+		if st.Planned {
+			continue
+		}
+		out[st.Name] = st.PID
+		if st.PID != 0 && !st.Healthy {
+			t.Errorf("%s runs as pid %d but is unhealthy: %s", st.Name, st.PID, st.Detail)
+		}
+	}
+	return out
+}
+
+// TestUpIsIdempotentAndDownUpKeepsData starts a throwaway stack, checks a
+// second Up changes nothing, writes to DynamoDB, Kafka and Postgres, stops
+// the stack, starts it again and reads everything back.
+func TestUpIsIdempotentAndDownUpKeepsData(t *testing.T) {
+	ctx := context.Background()
+	var out bytes.Buffer
+	s := newThrowawayStack(t, &out)
+	if err := s.Up(ctx); err != nil {
+		t.Fatalf("first up: %v\n%s", err, out.String())
+	}
+	first := pids(t, s)
+	for _, name := range []string{"dynamodb", "kafka", "postgres"} {
+		if first[name] == 0 {
+			t.Fatalf("%s has no process after up:\n%s", name, out.String())
+		}
+	}
+
+	out.Reset()
+	if err := s.Up(ctx); err != nil {
+		t.Fatalf("second up: %v", err)
+	}
+	if n := strings.Count(out.String(), "already running"); n != 3 || strings.Contains(out.String(), "started at") {
+		t.Fatalf("second up was not a no-op:\n%s", out.String())
+	}
+	if second := pids(t, s); !equal(first, second) {
+		t.Fatalf("second up changed processes: %v -> %v", first, second)
+	}
+
+	// Write something into each service.
+	ep := s.Endpoints()
+	db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := aws.String("kept")
+	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            table,
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: ddbtypes.KeyTypeHash}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	key := map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: "k"}}
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: table, Item: map[string]ddbtypes.AttributeValue{
+		"pk": key["pk"], "v": &ddbtypes.AttributeValueMemberS{Value: "survives"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"one", "two"} {
+		if err := pub.Publish("kept", message.NewMessage(watermill.NewULID(), []byte(body))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = pub.Close()
+	testenv.Consume(t, ep.KafkaBrokers, "kept-group", "kept", 1)
+	committed := testenv.CommittedOffsets(t, ep.KafkaBrokers, "kept-group", "kept")
+	pg, err := pgx.Connect(ctx, ep.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pg.Exec(ctx, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('survives')"); err != nil {
+		t.Fatal(err)
+	}
+	pg.Close(ctx)
+
+	out.Reset()
+	if err := s.Down(ctx); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	for name, pid := range pids(t, s) {
+		if pid != 0 {
+			t.Errorf("%s still runs as pid %d after down", name, pid)
+		}
+	}
+	for _, st := range s.Status(ctx) {
+		if st.Healthy {
+			t.Errorf("%s still answers after down", st.Name)
+		}
+	}
+
+	if err := s.Up(ctx); err != nil {
+		t.Fatalf("up after down: %v\n%s", err, out.String())
+	}
+	got, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatalf("dynamodb after restart: %v", err)
+	}
+	if v, _ := got.Item["v"].(*ddbtypes.AttributeValueMemberS); v == nil || v.Value != "survives" {
+		t.Fatalf("dynamodb item after restart = %v", got.Item)
+	}
+	if after := testenv.CommittedOffsets(t, ep.KafkaBrokers, "kept-group", "kept"); !equal32(after, committed) {
+		t.Fatalf("kafka committed offsets %v after restart, want %v", after, committed)
+	}
+	if msgs := testenv.Consume(t, ep.KafkaBrokers, "kept-audit", "kept", 2); len(msgs) != 2 {
+		t.Fatalf("kafka holds %d messages after restart", len(msgs))
+	}
+	pg, err = pgx.Connect(ctx, ep.Postgres)
+	if err != nil {
+		t.Fatalf("postgres after restart: %v", err)
+	}
+	defer pg.Close(ctx)
+	var v string
+	if err := pg.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != "survives" {
+		t.Fatalf("postgres row after restart = %q, %v", v, err)
+	}
+}
+
+// TestUpRefusesAPortHeldByAnotherProgram occupies the Kafka port with a
+// plain TCP listener and expects a clear error naming the component, the
+// address and the variable that moves it.
+func TestUpRefusesAPortHeldByAnotherProgram(t *testing.T) {
+	var out bytes.Buffer
+	s := newThrowawayStack(t, &out)
+	l, err := net.Listen("tcp", s.Endpoints().KafkaBrokers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	err = s.Up(context.Background())
+	if err == nil {
+		t.Fatal("up succeeded although the kafka port is taken")
+	}
+	for _, want := range []string{"kafka", s.Endpoints().KafkaBrokers[0], "in use", endpoints.EnvKafkaBrokers} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func equal(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func equal32(a, b map[int32]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,99 @@
+// Package testenv gives integration tests real connections to the stack's
+// services, at the addresses internal/endpoints resolves. A service that
+// cannot be reached fails the test at once with a message saying how to
+// start it: integration tests never skip silently.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eventpipe/eventpipe/internal/dynamoclient"
+	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/internal/probe"
+)
+
+const startHint = "start the local stack with `make stack-up` (or `go run ./cmd/eventpipe stack up`), or point %s at a running service"
+
+// Endpoints returns the endpoints from the environment.
+func Endpoints() endpoints.Endpoints { return endpoints.FromEnv() }
+
+// DynamoDB returns a client for the configured DynamoDB endpoint after a
+// ListTables probe; it fails tb when the endpoint is unreachable.
+func DynamoDB(tb testing.TB) *dynamodb.Client {
+	tb.Helper()
+	ep := Endpoints().DynamoDB
+	if err := probe.DynamoDB(context.Background(), ep); err != nil {
+		tb.Fatalf("DynamoDB is not reachable at %s: %v\n"+startHint, ep, err, endpoints.EnvDynamoDB)
+	}
+	client, err := dynamoclient.New(context.Background(), dynamoclient.Config{Endpoint: ep})
+	if err != nil {
+		tb.Fatalf("dynamodb client: %v", err)
+	}
+	return client
+}
+
+// DynamoDBStreams returns a DynamoDB Streams client for the configured
+// endpoint; it fails tb when DynamoDB is unreachable.
+func DynamoDBStreams(tb testing.TB) *dynamodbstreams.Client {
+	tb.Helper()
+	DynamoDB(tb)
+	client, err := dynamoclient.NewStreams(context.Background(), dynamoclient.Config{Endpoint: Endpoints().DynamoDB})
+	if err != nil {
+		tb.Fatalf("dynamodb streams client: %v", err)
+	}
+	return client
+}
+
+// KafkaBrokers returns the configured seed brokers after a Metadata probe;
+// it fails tb when no broker answers.
+func KafkaBrokers(tb testing.TB) []string {
+	tb.Helper()
+	brokers := Endpoints().KafkaBrokers
+	if err := probe.Kafka(context.Background(), brokers); err != nil {
+		tb.Fatalf("Kafka is not reachable at %v: %v\n"+startHint, brokers, err, endpoints.EnvKafkaBrokers)
+	}
+	return brokers
+}
+
+// Postgres returns a pool on the configured database, closed when tb ends;
+// it fails tb when Postgres is unreachable.
+func Postgres(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	url := Endpoints().Postgres
+	if err := probe.Postgres(context.Background(), url); err != nil {
+		tb.Fatalf("Postgres is not reachable: %v\n"+startHint, err, endpoints.EnvPostgres)
+	}
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		tb.Fatalf("postgres pool: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+// UniqueName returns prefix-<test name>-<random> restricted to characters
+// valid in DynamoDB table names, Kafka topics and consumer groups, so that
+// tests sharing one stack never collide.
+func UniqueName(tb testing.TB, prefix string) string {
+	tb.Helper()
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		tb.Fatalf("random name: %v", err)
+	}
+	name := unsafeName.ReplaceAllString(tb.Name(), "-")
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	return strings.Trim(prefix+"-"+name, "-") + "-" + hex.EncodeToString(b[:])
+}
