@@ -28,7 +28,7 @@ func demoCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintln(out)
-			fmt.Fprintln(out, "Point your shell at it with:  eval \"$(go run ./cmd/eventpipe stack env)\"")
+			fmt.Fprintln(out, "Point your shell at it with:  eval \"$(bin/eventpipe stack env)\"")
 			fmt.Fprintln(out, "Stop it with:                 make stack-down")
 			return nil
 		},

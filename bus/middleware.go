@@ -1,0 +1,141 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+)
+
+// PermanentError marks a failure that no retry can fix: malformed input,
+// an unknown type, a validation error, a panic. Handlers wrap such errors
+// with Permanent; the middleware sends the message to the poison topic at
+// once instead of retrying it.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err as a PermanentError (nil stays nil).
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// IsPermanent reports whether err is, or wraps, a PermanentError.
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}
+
+// ReasonMetadataKey holds the reason a message was poisoned.
+const ReasonMetadataKey = middleware.ReasonForPoisonedKey
+
+// MiddlewareConfig configures the handler middleware chain.
+type MiddlewareConfig struct {
+	// PoisonPublisher publishes poisoned messages. Required.
+	PoisonPublisher message.Publisher
+	// PoisonTopic receives them (see PoisonTopic). Required.
+	PoisonTopic string
+	// MaxRetries is the number of in-handler retries of a transient error
+	// before the message is nacked and redelivered (default 5). Transient
+	// errors are never poisoned: a message that fails because a service is
+	// down waits for it, in order.
+	MaxRetries int
+	// InitialInterval is the first retry pause (default 100ms); pauses
+	// double up to MaxInterval (default 5s), with jitter.
+	InitialInterval time.Duration
+	MaxInterval     time.Duration
+	// Logger receives one line per retry and per poisoned message
+	// (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *MiddlewareConfig) setDefaults() {
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 5
+	}
+	if c.InitialInterval == 0 {
+		c.InitialInterval = 100 * time.Millisecond
+	}
+	if c.MaxInterval == 0 {
+		c.MaxInterval = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first invalid field.
+func (c MiddlewareConfig) Validate() error {
+	if c.PoisonPublisher == nil {
+		return errors.New("bus: MiddlewareConfig.PoisonPublisher is nil")
+	}
+	if err := ValidateTopic(c.PoisonTopic); err != nil {
+		return fmt.Errorf("bus: MiddlewareConfig.PoisonTopic: %w", err)
+	}
+	if c.MaxRetries < 0 || c.InitialInterval < 0 || c.MaxInterval < c.InitialInterval {
+		return errors.New("bus: MiddlewareConfig: negative retries or intervals, or MaxInterval < InitialInterval")
+	}
+	return nil
+}
+
+// Middlewares returns the handler middleware chain, outermost first, for
+// router.AddMiddleware: correlation-id propagation, the poison queue (only
+// permanent errors), retry with exponential backoff (only transient
+// errors), and a recoverer that turns a panic into a permanent error.
+func Middlewares(cfg MiddlewareConfig) ([]message.HandlerMiddleware, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	poison, err := middleware.PoisonQueueWithFilter(cfg.PoisonPublisher, cfg.PoisonTopic, func(err error) bool {
+		if IsPermanent(err) {
+			cfg.Logger.Warn("message poisoned", "topic", cfg.PoisonTopic, "reason", err)
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bus: poison queue: %w", err)
+	}
+	retry := middleware.Retry{
+		MaxRetries:          cfg.MaxRetries,
+		InitialInterval:     cfg.InitialInterval,
+		MaxInterval:         cfg.MaxInterval,
+		Multiplier:          2,
+		RandomizationFactor: 0.3,
+		ShouldRetry:         func(p middleware.RetryParams) bool { return !IsPermanent(p.Err) },
+		OnRetryHook: func(n int, delay time.Duration) {
+			cfg.Logger.Debug("retrying message", "attempt", n, "delay", delay)
+		},
+		Logger: watermill.NewSlogLogger(cfg.Logger),
+	}
+	return []message.HandlerMiddleware{
+		middleware.CorrelationID,
+		poison,
+		retry.Middleware,
+		recoverPermanent,
+	}, nil
+}
+
+// recoverPermanent turns a handler panic into a permanent error with the
+// stack, so the message is poisoned instead of crashing the process or
+// blocking its partition.
+func recoverPermanent(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) (out []*message.Message, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = Permanent(fmt.Errorf("handler panic: %v\n%s", r, debug.Stack()))
+			}
+		}()
+		return h(msg)
+	}
+}
