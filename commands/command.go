@@ -1,0 +1,136 @@
+// Package commands carries users' intentions to the aggregates: the command
+// envelope and its codec, the registry of handlers by command type, the
+// dispatcher that runs them against the event store, and the results sent
+// back on the replies topic.
+package commands
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/eventpipe/eventpipe/bus"
+)
+
+// Command is one request to change one aggregate. Its ID is the
+// idempotency key: the event store records it in the same transaction as
+// the events it caused, so a redelivered command appends nothing twice.
+type Command struct {
+	ID            string          `json:"id"`             // ULID; also the Watermill message UUID
+	Type          string          `json:"type"`           // e.g. "DepositMoney"
+	AggregateType string          `json:"aggregate_type"` // e.g. "account"
+	AggregateID   string          `json:"aggregate_id"`
+	// ExpectedVersion, when set, must equal the aggregate's current version
+	// (0 for a new aggregate); a stale one fails with a conflict and is not
+	// retried. When nil the dispatcher reloads and retries on conflict.
+	ExpectedVersion *int64          `json:"expected_version,omitempty"`
+	Payload         json.RawMessage `json:"payload"`
+	Actor           string          `json:"actor,omitempty"`
+	IP              string          `json:"ip,omitempty"`
+	CorrelationID   string          `json:"correlation_id,omitempty"`
+	IssuedAt        time.Time       `json:"issued_at"`
+}
+
+// Metadata keys set on command messages besides the correlation id and
+// partition key.
+const (
+	MetadataCommandType   = "command_type"
+	MetadataAggregateType = "aggregate_type"
+)
+
+// ValidationError says which field of a command is unusable. It is
+// permanent: retrying cannot fix it.
+type ValidationError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string { return fmt.Sprintf("command %s: %s", e.Field, e.Reason) }
+
+// ErrMalformed is wrapped by decode errors of command messages.
+var ErrMalformed = errors.New("malformed command message")
+
+// New returns a command with a fresh ULID, the current time, and the
+// correlation id defaulting to the command id.
+func New(commandType, aggregateType, aggregateID string, payload json.RawMessage) Command {
+	id := ulid.Make().String()
+	return Command{
+		ID: id, Type: commandType, AggregateType: aggregateType, AggregateID: aggregateID,
+		Payload: payload, CorrelationID: id, IssuedAt: time.Now().UTC(),
+	}
+}
+
+// Validate checks the envelope (not the payload, which is the handler's).
+func (c Command) Validate() error {
+	for _, f := range []struct{ name, value string }{
+		{"id", c.ID}, {"type", c.Type}, {"aggregate_type", c.AggregateType}, {"aggregate_id", c.AggregateID},
+	} {
+		if f.value == "" {
+			return &ValidationError{Field: f.name, Reason: "is empty"}
+		}
+		if strings.ContainsAny(f.value, "#\x00") {
+			return &ValidationError{Field: f.name, Reason: fmt.Sprintf("%q contains a reserved character ('#' or NUL)", f.value)}
+		}
+		if len(f.value) > 256 {
+			return &ValidationError{Field: f.name, Reason: "is longer than 256 bytes"}
+		}
+	}
+	if c.ExpectedVersion != nil && *c.ExpectedVersion < 0 {
+		return &ValidationError{Field: "expected_version", Reason: "is negative"}
+	}
+	if trimmed := strings.TrimSpace(string(c.Payload)); !strings.HasPrefix(trimmed, "{") || !json.Valid(c.Payload) {
+		return &ValidationError{Field: "payload", Reason: "is not a JSON object"}
+	}
+	return nil
+}
+
+// Topic is the commands topic of the command's aggregate type.
+func (c Command) Topic() string { return bus.CommandsTopic(c.AggregateType) }
+
+// ToMessage encodes the command as a Watermill message: the UUID is the
+// command id, the partition key the aggregate id (so one aggregate's
+// commands stay in order), and the correlation id is in metadata.
+func (c Command) ToMessage() (*message.Message, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode command %s: %w", c.ID, err)
+	}
+	msg := message.NewMessage(c.ID, body)
+	msg.Metadata.Set(bus.MetadataPartitionKey, c.AggregateID)
+	msg.Metadata.Set(MetadataCommandType, c.Type)
+	msg.Metadata.Set(MetadataAggregateType, c.AggregateType)
+	if c.CorrelationID != "" {
+		middleware.SetCorrelationID(c.CorrelationID, msg)
+	}
+	return msg, nil
+}
+
+// FromMessage decodes and validates a command message. Errors wrap
+// ErrMalformed or are *ValidationError.
+func FromMessage(msg *message.Message) (Command, error) {
+	var c Command
+	dec := json.NewDecoder(strings.NewReader(string(msg.Payload)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Command{}, fmt.Errorf("%w %s: %v", ErrMalformed, msg.UUID, err)
+	}
+	if c.ID != msg.UUID {
+		return Command{}, fmt.Errorf("%w %s: body id %q differs from the message id", ErrMalformed, msg.UUID, c.ID)
+	}
+	if c.CorrelationID == "" {
+		c.CorrelationID = middleware.MessageCorrelationID(msg)
+	}
+	if err := c.Validate(); err != nil {
+		return Command{}, err
+	}
+	return c, nil
+}

@@ -1,0 +1,77 @@
+package commands_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/commands"
+)
+
+func TestCommandRoundTripsThroughAMessage(t *testing.T) {
+	v := int64(3)
+	cmd := commands.New("Deposit", "account", "acc-1", json.RawMessage(`{"amount":5}`))
+	cmd.ExpectedVersion = &v
+	cmd.Actor = "u_alice"
+	msg, err := cmd.ToMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.UUID != cmd.ID || msg.Metadata.Get(bus.MetadataPartitionKey) != "acc-1" || cmd.Topic() != "commands.account" {
+		t.Fatalf("message %s key %q topic %s", msg.UUID, msg.Metadata.Get(bus.MetadataPartitionKey), cmd.Topic())
+	}
+	got, err := commands.FromMessage(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != cmd.ID || *got.ExpectedVersion != 3 || got.Actor != "u_alice" || string(got.Payload) != `{"amount":5}` || got.CorrelationID != cmd.ID {
+		t.Fatalf("decoded %+v", got)
+	}
+}
+
+func TestBadCommandsFailWithTypedErrors(t *testing.T) {
+	valid := commands.New("Deposit", "account", "acc-1", json.RawMessage(`{}`))
+	neg := int64(-1)
+	for name, tc := range map[string]struct {
+		payload    string
+		uuid       string
+		malformed  bool
+		validField string
+	}{
+		"not json":        {payload: `{"id":`, malformed: true},
+		"unknown field":   {payload: `{"id":"X","bogus":1}`, uuid: "X", malformed: true},
+		"id mismatch":     {payload: mustJSON(valid), uuid: "other", malformed: true},
+		"reserved char":   {payload: mustJSON(with(valid, func(c *commands.Command) { c.AggregateID = "a#b" })), uuid: valid.ID, validField: "aggregate_id"},
+		"empty type":      {payload: mustJSON(with(valid, func(c *commands.Command) { c.Type = "" })), uuid: valid.ID, validField: "type"},
+		"payload not obj": {payload: strings.Replace(mustJSON(valid), `"payload":{}`, `"payload":"x"`, 1), uuid: valid.ID, validField: "payload"},
+		"negative ver":    {payload: mustJSON(with(valid, func(c *commands.Command) { c.ExpectedVersion = &neg })), uuid: valid.ID, validField: "expected_version"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := commands.FromMessage(message.NewMessage(tc.uuid, []byte(tc.payload)))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			var ve *commands.ValidationError
+			switch {
+			case tc.malformed && !errors.Is(err, commands.ErrMalformed):
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			case tc.validField != "" && (!errors.As(err, &ve) || ve.Field != tc.validField):
+				t.Fatalf("error %v is not a ValidationError on %s", err, tc.validField)
+			}
+		})
+	}
+}
+
+func with(c commands.Command, f func(*commands.Command)) commands.Command { f(&c); return c }
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}

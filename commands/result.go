@@ -1,0 +1,69 @@
+package commands
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+
+	"github.com/eventpipe/eventpipe/bus"
+)
+
+// Status is the outcome of a command.
+type Status string
+
+// Outcomes of a command.
+const (
+	// StatusAccepted: the events were appended (or had been, for a
+	// redelivered command: see Result.Duplicate).
+	StatusAccepted Status = "accepted"
+	// StatusRejected: the domain refused the command (e.g. insufficient
+	// funds); nothing was stored.
+	StatusRejected Status = "rejected"
+	// StatusConflict: the command's expected version was stale; nothing
+	// was stored and the command is not retried.
+	StatusConflict Status = "conflict"
+	// StatusInvalid: the command could never succeed (malformed, unknown
+	// type, bad id); it went to the poison topic.
+	StatusInvalid Status = "invalid"
+)
+
+// Result is what the dispatcher publishes on bus.RepliesTopic, keyed by
+// command id, after handling a command.
+type Result struct {
+	CommandID     string   `json:"command_id"`
+	Status        Status   `json:"status"`
+	Reason        string   `json:"reason,omitempty"`
+	AggregateType string   `json:"aggregate_type,omitempty"`
+	AggregateID   string   `json:"aggregate_id,omitempty"`
+	Version       int64    `json:"version"`             // the aggregate's version after the command
+	EventIDs      []string `json:"event_ids,omitempty"` // events the command appended
+	Duplicate     bool     `json:"duplicate,omitempty"` // the command id had already been applied
+}
+
+// ToMessage encodes the result, keyed (partition key) by command id.
+func (r Result) ToMessage(correlationID string) (*message.Message, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode result of %s: %w", r.CommandID, err)
+	}
+	msg := message.NewMessage(r.CommandID+".result", body)
+	msg.Metadata.Set(bus.MetadataPartitionKey, r.CommandID)
+	if correlationID != "" {
+		middleware.SetCorrelationID(correlationID, msg)
+	}
+	return msg, nil
+}
+
+// ResultFromMessage decodes a result message.
+func ResultFromMessage(msg *message.Message) (Result, error) {
+	var r Result
+	if err := json.Unmarshal(msg.Payload, &r); err != nil {
+		return Result{}, fmt.Errorf("%w %s: result: %v", ErrMalformed, msg.UUID, err)
+	}
+	if r.CommandID == "" || r.Status == "" {
+		return Result{}, fmt.Errorf("%w %s: result without command id or status", ErrMalformed, msg.UUID)
+	}
+	return r, nil
+}
