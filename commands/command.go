@@ -22,10 +22,10 @@ import (
 // idempotency key: the event store records it in the same transaction as
 // the events it caused, so a redelivered command appends nothing twice.
 type Command struct {
-	ID            string          `json:"id"`             // ULID; also the Watermill message UUID
-	Type          string          `json:"type"`           // e.g. "DepositMoney"
-	AggregateType string          `json:"aggregate_type"` // e.g. "account"
-	AggregateID   string          `json:"aggregate_id"`
+	ID            string `json:"id"`             // ULID; also the Watermill message UUID
+	Type          string `json:"type"`           // e.g. "DepositMoney"
+	AggregateType string `json:"aggregate_type"` // e.g. "account"
+	AggregateID   string `json:"aggregate_id"`
 	// ExpectedVersion, when set, must equal the aggregate's current version
 	// (0 for a new aggregate); a stale one fails with a conflict and is not
 	// retried. When nil the dispatcher reloads and retries on conflict.
