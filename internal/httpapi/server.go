@@ -1,0 +1,159 @@
+// Package httpapi is eventpipe's HTTP front door: a server with JSON
+// errors, a request size limit, health and Prometheus endpoints and
+// graceful shutdown, onto which `eventpipe serve` mounts the resource
+// handlers (the todo API of seed 004).
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Addr is the listen address (default 127.0.0.1:8080).
+	Addr string
+	// MaxBodyBytes bounds a request body (default 64 KiB); larger bodies
+	// get 413.
+	MaxBodyBytes int64
+	// ShutdownTimeout bounds the wait for in-flight requests when the
+	// context ends (default 10s).
+	ShutdownTimeout time.Duration
+	// Registry serves /metrics (default: a new registry).
+	Registry *prometheus.Registry
+	// Logger logs one line per failed request (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:8080"
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 64 << 10
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return fmt.Errorf("httpapi: Addr %q: %w", c.Addr, err)
+	}
+	if c.MaxBodyBytes < 0 {
+		return errors.New("httpapi: MaxBodyBytes is negative")
+	}
+	return nil
+}
+
+// Server serves the API. Mount handlers on Mux before Run.
+type Server struct {
+	cfg Config
+	Mux *http.ServeMux
+}
+
+// New returns a Server with /healthz and /metrics mounted.
+func New(cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, Mux: http.NewServeMux()}
+	s.Mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.Mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+	return s, nil
+}
+
+// Handler returns the server's handler with the body size limit applied.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		s.Mux.ServeHTTP(w, r)
+	})
+}
+
+// Run listens on Addr and serves until ctx ends, then shuts down
+// gracefully within ShutdownTimeout. ready, if not nil, receives the bound
+// address once listening.
+func (s *Server) Run(ctx context.Context, ready chan<- string) error {
+	l, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("httpapi: listen %s: %w", s.cfg.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	if ready != nil {
+		ready <- l.Addr().String()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("httpapi: serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("httpapi: shutdown: %w", err)
+	}
+	return nil
+}
+
+// Error is the JSON body of every error response.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// WriteError writes {"code":…, "message":…} with status.
+func WriteError(w http.ResponseWriter, status int, code, msg string) {
+	WriteJSON(w, status, Error{Code: code, Message: msg})
+}
+
+// WriteJSON writes v as JSON with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// DecodeJSON decodes a request body into v, writing the error response
+// (413 for a body over the limit, 400 otherwise) and returning false on
+// failure.
+func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			WriteError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
+			return false
+		}
+		WriteError(w, http.StatusBadRequest, "malformed_json", err.Error())
+		return false
+	}
+	return true
+}
