@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/eventpipe/eventpipe/internal/stack"
 )
 
 func demoCommand() *cobra.Command {
@@ -14,7 +12,7 @@ func demoCommand() *cobra.Command {
 		Short: "Bring the stack up and show what runs where",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := stack.New(stack.Config{Out: cmd.OutOrStdout()})
+			s, err := newStack(cmd)
 			if err != nil {
 				return err
 			}

@@ -25,7 +25,7 @@ EVENTPIPE_POSTGRES_URL); a non-loopback endpoint is treated as external and left
 			Short: "Start every service that is not already running (idempotent)",
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				s, err := stack.New(stack.Config{Out: cmd.OutOrStdout()})
+				s, err := newStack(cmd)
 				if err != nil {
 					return err
 				}
@@ -37,7 +37,7 @@ EVENTPIPE_POSTGRES_URL); a non-loopback endpoint is treated as external and left
 			Short: "Stop the processes this stack started; data is kept",
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				s, err := stack.New(stack.Config{Out: cmd.OutOrStdout()})
+				s, err := newStack(cmd)
 				if err != nil {
 					return err
 				}
@@ -49,7 +49,7 @@ EVENTPIPE_POSTGRES_URL); a non-loopback endpoint is treated as external and left
 			Short: "Show each service, its address, PID and a live health check",
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				s, err := stack.New(stack.Config{Out: cmd.OutOrStdout()})
+				s, err := newStack(cmd)
 				if err != nil {
 					return err
 				}
@@ -61,7 +61,7 @@ EVENTPIPE_POSTGRES_URL); a non-loopback endpoint is treated as external and left
 			Short: "Print export lines for the stack's addresses (eval \"$(eventpipe stack env)\")",
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				s, err := stack.New(stack.Config{Out: cmd.OutOrStdout()})
+				s, err := newStack(cmd)
 				if err != nil {
 					return err
 				}
@@ -76,6 +76,11 @@ EVENTPIPE_POSTGRES_URL); a non-loopback endpoint is treated as external and left
 		kafkaBrokerCommand(),
 	)
 	return cmd
+}
+
+// newStack builds the stack from the environment, printing to cmd's output.
+func newStack(cmd *cobra.Command) (*stack.Stack, error) {
+	return stack.New(stack.Config{Out: cmd.OutOrStdout()})
 }
 
 func printStatus(cmd *cobra.Command, s *stack.Stack) error {

@@ -3,6 +3,7 @@ package stack_test
 import (
 	"bytes"
 	"context"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -106,7 +107,7 @@ func TestUpIsIdempotentAndDownUpKeepsData(t *testing.T) {
 	if n := strings.Count(out.String(), "already running"); n != 3 || strings.Contains(out.String(), "started at") {
 		t.Fatalf("second up was not a no-op:\n%s", out.String())
 	}
-	if second := pids(t, s); !equal(first, second) {
+	if second := pids(t, s); !maps.Equal(first, second) {
 		t.Fatalf("second up changed processes: %v -> %v", first, second)
 	}
 
@@ -177,7 +178,7 @@ func TestUpIsIdempotentAndDownUpKeepsData(t *testing.T) {
 	if v, _ := got.Item["v"].(*ddbtypes.AttributeValueMemberS); v == nil || v.Value != "survives" {
 		t.Fatalf("dynamodb item after restart = %v", got.Item)
 	}
-	if after := testenv.CommittedOffsets(t, ep.KafkaBrokers, "kept-group", "kept"); !equal32(after, committed) {
+	if after := testenv.CommittedOffsets(t, ep.KafkaBrokers, "kept-group", "kept"); !maps.Equal(after, committed) {
 		t.Fatalf("kafka committed offsets %v after restart, want %v", after, committed)
 	}
 	if msgs := testenv.Consume(t, ep.KafkaBrokers, "kept-audit", "kept", 2); len(msgs) != 2 {
@@ -223,28 +224,4 @@ func TestUpRefusesAPortHeldByAnotherProgram(t *testing.T) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
-}
-
-func equal(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-func equal32(a, b map[int32]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
