@@ -5,7 +5,7 @@ GO          ?= go
 BIN         := bin/eventpipe
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TESTFLAGS   ?=
-BENCHFLAGS  ?= -benchtime=1x
+BENCHFLAGS  ?= -benchtime=300x
 
 .PHONY: build test bench demo lint stack-up stack-down stack-status clean
 

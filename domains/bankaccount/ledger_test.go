@@ -1,0 +1,203 @@
+package bankaccount_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/eventpipe/eventpipe/domains/bankaccount"
+	"github.com/eventpipe/eventpipe/eventstore"
+	store "github.com/eventpipe/eventpipe/eventstore/dynamodb"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
+)
+
+func newLedger(t *testing.T) (*bankaccount.Ledger, *store.Store, *ddb.Client, string) {
+	t.Helper()
+	ctx := context.Background()
+	client := testenv.DynamoDB(t)
+	table := testenv.UniqueName(t, "ledger")
+	if err := migrations.CreateEventsTable(ctx, client, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = client.DeleteTable(context.Background(), &ddb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	s, err := store.New(store.Config{Client: client, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := bankaccount.NewLedger(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, s, client, table
+}
+
+func partition(t *testing.T, client *ddb.Client, table, id string) []map[string]types.AttributeValue {
+	t.Helper()
+	out, err := client.Query(context.Background(), &ddb.QueryInput{
+		TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "AGGREGATE#BANK_ACCOUNT#" + id}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Items
+}
+
+func render(items []map[string]types.AttributeValue) string {
+	b, _ := json.Marshal(items)
+	return string(b)
+}
+
+func balanceJSON(a bankaccount.Account) string {
+	b, _ := json.Marshal(a)
+	return string(b)
+}
+
+// TestLedgerWalkThroughOfSeed003 reproduces the seed's demonstration and
+// its printed results.
+func TestLedgerWalkThroughOfSeed003(t *testing.T) {
+	ctx := context.Background()
+	ledger, s, client, table := newLedger(t)
+	id := "476118"
+	one := func(e eventstore.NewEvent) eventstore.Change {
+		return eventstore.Change{Events: []eventstore.NewEvent{e}}
+	}
+
+	if _, err := ledger.Append(ctx, id, one(bankaccount.Create(id))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.Append(ctx, id, one(bankaccount.Rename("John", "Brown"))); err != nil {
+		t.Fatal(err)
+	}
+	// Two transactions in a single append.
+	res, err := ledger.Append(ctx, id, eventstore.Change{Events: []eventstore.NewEvent{
+		bankaccount.Transact("Transaction A", 200), bankaccount.Transact("Transaction B", -300),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Events) != 2 || res.State.Seq != 4 {
+		t.Fatalf("two-event append wrote %d events, version %d", len(res.Events), res.State.Seq)
+	}
+	if len(res.Outbound) != 1 || res.Outbound[0].Name != "accountOverdrawn" || string(res.Outbound[0].Payload) != `{"accountId":"476118"}` {
+		t.Fatalf("published %+v, want one accountOverdrawn", res.Outbound)
+	}
+	t.Logf("Published event: {\"type\":%q,\"event\":%s}", res.Outbound[0].Name, res.Outbound[0].Payload)
+
+	// Another separate transaction, then appendTo against the state just
+	// returned, without reading it again.
+	resC, err := ledger.Append(ctx, id, one(bankaccount.Transact("Transaction C", 50)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resD, err := ledger.AppendTo(ctx, resC.State, one(bankaccount.Transact("Transaction D", 25)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bankaccount.Account{ID: id, OwnerFirst: "John", OwnerLast: "Brown", Balance: -25, MinimumBalance: -1000}
+	if resD.State.Item != want {
+		t.Fatalf("after AppendTo %+v, want %+v", resD.State.Item, want)
+	}
+	got, err := ledger.Get(ctx, id)
+	if err != nil || got.Item != want {
+		t.Fatalf("Account details: %+v (%v), want %+v", got.Item, err, want)
+	}
+	t.Logf("Account details: %s", balanceJSON(got.Item))
+
+	verified, err := ledger.Recalculate(ctx, id, eventstore.Change{})
+	if err != nil || verified.State.Item != want || len(verified.Outbound) != 0 {
+		t.Fatalf("Verified balance: %+v (%v), outbound %v", verified.State.Item, err, verified.Outbound)
+	}
+	t.Logf("Verified balance: %s", balanceJSON(verified.State.Item))
+
+	final, err := ledger.Recalculate(ctx, id, one(bankaccount.Transact("Transaction E", 25)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Balance = 0
+	if final.State.Item != want || final.State.Seq != 7 {
+		t.Fatalf("Final balance: %+v at %d, want %+v at 7", final.State.Item, final.State.Seq, want)
+	}
+	t.Logf("Final balance: %s", balanceJSON(final.State.Item))
+
+	// The table: 7 events, one OUTBOUND item (from sequence 4), STATE at 7.
+	var events, outbound int
+	for _, it := range partition(t, client, table, id) {
+		sk := it["sk"].(*types.AttributeValueMemberS).Value
+		switch {
+		case strings.HasPrefix(sk, "EVENT#"):
+			events++
+		case strings.HasPrefix(sk, "OUTBOUND#"):
+			outbound++
+			if sk != "OUTBOUND#000000000004#0" {
+				t.Errorf("outbound item %s, want OUTBOUND#000000000004#0", sk)
+			}
+			rec, err := store.OutboundFromItem(it)
+			if err != nil || rec.Name != "accountOverdrawn" || string(rec.Payload) != `{"accountId":"476118"}` || rec.EventID != res.Events[1].EventID {
+				t.Errorf("outbound record %+v, %v", rec, err)
+			}
+		case sk == "STATE":
+			if seq := it["seq"].(*types.AttributeValueMemberN).Value; seq != "7" {
+				t.Errorf("STATE at %s, want 7", seq)
+			}
+		}
+	}
+	if events != 7 || outbound != 1 {
+		t.Fatalf("%d events and %d outbound items, want 7 and 1", events, outbound)
+	}
+
+	// Past the overdraft: rejected, nothing stored.
+	before := render(partition(t, client, table, id))
+	_, err = ledger.Append(ctx, id, one(bankaccount.Transact("Transaction F", -1001)))
+	var rej *eventstore.RuleRejection
+	if !errors.As(err, &rej) || rej.Reason != "insufficient funds" {
+		t.Fatalf("transaction past the overdraft: %v", err)
+	}
+	if after := render(partition(t, client, table, id)); after != before {
+		t.Fatal("a rejected transaction changed the partition")
+	}
+	if v, _ := s.Version(ctx, eventstore.Ref{Type: bankaccount.AggregateType, ID: id}); v != 7 {
+		t.Fatalf("version %d after a rejection, want 7", v)
+	}
+}
+
+// TestLedgerRedeliveredCommandReturnsOriginalResult: a command applied
+// once comes back with its first result, even when the rules would now
+// reject it (the balance moved since).
+func TestLedgerRedeliveredCommandReturnsOriginalResult(t *testing.T) {
+	ctx := context.Background()
+	ledger, _, client, table := newLedger(t)
+	id := "acc-dup"
+	if _, err := ledger.Append(ctx, id, eventstore.Change{Events: []eventstore.NewEvent{bankaccount.Create(id)}}); err != nil {
+		t.Fatal(err)
+	}
+	withdraw := eventstore.Change{CommandID: "cmd-withdraw-600", Events: []eventstore.NewEvent{bankaccount.Transact("W", -600)}}
+	first, err := ledger.Append(ctx, id, withdraw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := render(partition(t, client, table, id))
+	for i := range 2 {
+		again, err := ledger.Append(ctx, id, withdraw) // -1200 would be past the overdraft
+		if err != nil {
+			t.Fatalf("redelivery %d: %v", i, err)
+		}
+		if !again.Duplicate || fmt.Sprint(again.Append.EventIDs) != fmt.Sprint(first.Append.EventIDs) || again.State.Item.Balance != -600 {
+			t.Fatalf("redelivery %d: %+v", i, again)
+		}
+	}
+	if after := render(partition(t, client, table, id)); after != before {
+		t.Fatal("a redelivered command changed the partition")
+	}
+}

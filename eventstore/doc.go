@@ -1,0 +1,15 @@
+// Package eventstore holds the domain side of eventpipe's event log: the
+// event Envelope and its JSON codec (used unchanged by the store, the relay,
+// the bus and every consumer), the Store interface an adapter implements,
+// the typed errors callers test with errors.Is / errors.As, the schema
+// (known event types and upcasters), and the facet API of rules (pure
+// reducers) that keep an aggregate's current STATE beside its events and
+// publish OUTBOUND events through the same transaction.
+//
+// The package imports no AWS code; eventstore/dynamodb is the adapter.
+//
+// Vocabulary: an aggregate is identified by a Ref (type and id); its
+// version is the sequence number of its last event (0 before the first);
+// every event carries the next sequence number, so the log of one
+// aggregate has no gap and no duplicate.
+package eventstore

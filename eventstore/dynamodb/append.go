@@ -1,0 +1,283 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/eventpipe/eventpipe/eventstore"
+)
+
+// Cancellation reason codes DynamoDB reports per item of a cancelled
+// transaction.
+const (
+	reasonConditionFailed     = "ConditionalCheckFailed"
+	reasonTransactionConflict = "TransactionConflict"
+)
+
+// Append writes req in one TransactWriteItems (AP1): the #METADATA update
+// conditional on req.ExpectedVersion (attribute_not_exists for a new
+// aggregate), every event (each conditional on not existing), the STATE
+// item, the OUTBOUND items and the COMMAND# record (conditional on not
+// existing). Nothing is written unless all are.
+//
+// Before any write it validates req (*eventstore.ValidationError, against
+// the configured Schema) and DynamoDB's limits: more than 100 items is
+// eventstore.ErrTooManyItems, an item over 400 KB eventstore.ErrItemTooLarge,
+// more than 4 MB in all eventstore.ErrTransactionTooLarge.
+//
+// When DynamoDB cancels the transaction: a command id already recorded
+// returns the original result with Duplicate set (and no error); a failed
+// version condition returns *eventstore.ConcurrencyError with the actual
+// version (eventstore.ErrAggregateNotFound when a version above 0 was
+// expected of an aggregate that does not exist); a TransactionConflict
+// with the version unchanged is retried up to Config.ConflictRetries
+// times. Every error is wrapped as "append <type>/<id>: …".
+func (s *Store) Append(ctx context.Context, req eventstore.AppendRequest) (eventstore.AppendResult, error) {
+	ref := req.Aggregate
+	wrap := func(err error) error { return fmt.Errorf("append %s: %w", ref, err) }
+	if err := req.Validate(s.cfg.Schema); err != nil {
+		return eventstore.AppendResult{}, wrap(err)
+	}
+	if len(req.Events) == 0 && req.ExpectedVersion == 0 {
+		return eventstore.AppendResult{}, wrap(&eventstore.ValidationError{Field: "events", Reason: "is empty for a new aggregate"})
+	}
+	if req.NewVersion() > maxSeq {
+		return eventstore.AppendResult{}, wrap(&eventstore.ValidationError{Field: "sequence", Reason: fmt.Sprintf("%d exceeds %d", req.NewVersion(), int64(maxSeq))})
+	}
+	tx, err := s.transaction(req, time.Now().UTC())
+	if err != nil {
+		return eventstore.AppendResult{}, wrap(err)
+	}
+	for attempt := 0; ; attempt++ {
+		_, err := s.cfg.Client.TransactWriteItems(ctx, tx.input)
+		if err == nil {
+			return appended(req), nil
+		}
+		var tce *types.TransactionCanceledException
+		if !errors.As(err, &tce) {
+			return eventstore.AppendResult{}, wrap(err)
+		}
+		res, retry, err := s.cancelled(ctx, req, tx, tce)
+		if !retry {
+			if err != nil {
+				return res, wrap(err)
+			}
+			return res, nil
+		}
+		if attempt >= s.cfg.ConflictRetries {
+			return eventstore.AppendResult{}, wrap(fmt.Errorf("transaction conflict persisted after %d retries: %w", attempt, err))
+		}
+		s.cfg.Logger.DebugContext(ctx, "append conflict, retrying", "aggregate", ref.String(), "attempt", attempt+1)
+		select {
+		case <-ctx.Done():
+			return eventstore.AppendResult{}, wrap(ctx.Err())
+		case <-time.After(time.Duration(1+attempt) * time.Duration(5+rand.IntN(15)) * time.Millisecond):
+		}
+	}
+}
+
+func appended(req eventstore.AppendRequest) eventstore.AppendResult {
+	res := eventstore.AppendResult{
+		Aggregate: req.Aggregate,
+		FirstSeq:  req.ExpectedVersion + 1,
+		LastSeq:   req.NewVersion(),
+		Events:    req.Events,
+		EventIDs:  make([]string, len(req.Events)),
+	}
+	for i, e := range req.Events {
+		res.EventIDs[i] = e.EventID
+	}
+	return res
+}
+
+// prepared is a transaction ready to send, with where its conditional
+// items sit (for reading cancellation reasons).
+type prepared struct {
+	input      *dynamodb.TransactWriteItemsInput
+	commandIdx int // -1 without command id
+}
+
+// transaction builds the TransactWriteItems input of req and checks
+// DynamoDB's limits on it.
+func (s *Store) transaction(req eventstore.AppendRequest, now time.Time) (prepared, error) {
+	ref := req.Aggregate
+	count := 1 + len(req.Events) + len(req.Outbound)
+	if len(req.State) > 0 {
+		count++
+	}
+	if req.CommandID != "" {
+		count++
+	}
+	if count > MaxTransactionItems {
+		return prepared{}, fmt.Errorf("%w: needs %d items (%d events, %d outbound, plus metadata/STATE/command), limit %d",
+			eventstore.ErrTooManyItems, count, len(req.Events), len(req.Outbound), MaxTransactionItems)
+	}
+	table := aws.String(s.cfg.Table)
+	items := make([]types.TransactWriteItem, 0, count)
+	total := 0
+	check := func(what string, it item) error {
+		n := ItemSize(it)
+		if n > MaxItemSize {
+			return fmt.Errorf("%w: %s is %d bytes, limit %d", eventstore.ErrItemTooLarge, what, n, MaxItemSize)
+		}
+		total += n
+		return nil
+	}
+	put := func(it item, cond bool) {
+		p := &types.Put{TableName: table, Item: it}
+		if cond {
+			p.ConditionExpression = aws.String("attribute_not_exists(pk)")
+		}
+		items = append(items, types.TransactWriteItem{Put: p})
+	}
+
+	metaKey := item{AttrPK: attrS(PartitionKey(ref)), AttrSK: attrS(SKMetadata)}
+	metaVals := item{":new": attrN(req.NewVersion()), ":now": attrS(formatTime(now)), ":t": attrS(ref.Type), ":id": attrS(ref.ID)}
+	cond := "attribute_not_exists(pk)"
+	if req.ExpectedVersion > 0 {
+		cond = "currentSeq = :expected"
+		metaVals[":expected"] = attrN(req.ExpectedVersion)
+	}
+	if err := check("#METADATA", item{
+		AttrPK: metaKey[AttrPK], AttrSK: metaKey[AttrSK], AttrCurrentSeq: metaVals[":new"],
+		AttrUpdatedAt: metaVals[":now"], AttrAggregateType: metaVals[":t"], AttrAggregateID: metaVals[":id"],
+	}); err != nil {
+		return prepared{}, err
+	}
+	if len(req.Events) > 0 {
+		items = append(items, types.TransactWriteItem{Update: &types.Update{
+			TableName:                           table,
+			Key:                                 metaKey,
+			UpdateExpression:                    aws.String("SET currentSeq = :new, updatedAt = :now, aggregateType = :t, aggregateId = :id"),
+			ConditionExpression:                 aws.String(cond),
+			ExpressionAttributeValues:           metaVals,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}})
+	} else {
+		vals := item{":expected": attrN(req.ExpectedVersion)}
+		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName:                           table,
+			Key:                                 metaKey,
+			ConditionExpression:                 aws.String("currentSeq = :expected"),
+			ExpressionAttributeValues:           vals,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}})
+	}
+	for _, e := range req.Events {
+		it := eventItem(e)
+		if err := check(fmt.Sprintf("event %d (%s)", e.Sequence, e.EventType), it); err != nil {
+			return prepared{}, err
+		}
+		put(it, true)
+	}
+	if len(req.State) > 0 {
+		it := stateItem(ref, SKState, eventstore.Stored{Seq: req.NewVersion(), Data: req.State, UpdatedAt: now})
+		if err := check("STATE", it); err != nil {
+			return prepared{}, err
+		}
+		put(it, false)
+	}
+	for _, o := range req.Outbound {
+		it := outboundItem(o, req.Events[o.Seq-req.ExpectedVersion-1])
+		if err := check(fmt.Sprintf("outbound %s (sequence %d, index %d)", o.Name, o.Seq, o.Index), it); err != nil {
+			return prepared{}, err
+		}
+		put(it, false)
+	}
+	p := prepared{commandIdx: -1}
+	if req.CommandID != "" {
+		it := commandItem(req, now, s.cfg.CommandRetention)
+		if err := check("command record", it); err != nil {
+			return prepared{}, err
+		}
+		p.commandIdx = len(items)
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName:                           table,
+			Item:                                it,
+			ConditionExpression:                 aws.String("attribute_not_exists(pk)"),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}})
+	}
+	if total > MaxTransactionSize {
+		return prepared{}, fmt.Errorf("%w: %d bytes in %d items, limit %d", eventstore.ErrTransactionTooLarge, total, len(items), MaxTransactionSize)
+	}
+	p.input = &dynamodb.TransactWriteItemsInput{TransactItems: items}
+	return p, nil
+}
+
+// cancelled interprets a cancelled transaction. retry is set for a
+// TransactionConflict that left the version as expected.
+func (s *Store) cancelled(ctx context.Context, req eventstore.AppendRequest, tx prepared, tce *types.TransactionCanceledException) (res eventstore.AppendResult, retry bool, err error) {
+	ref := req.Aggregate
+	code := func(i int) string {
+		if i < 0 || i >= len(tce.CancellationReasons) {
+			return ""
+		}
+		return aws.ToString(tce.CancellationReasons[i].Code)
+	}
+	if code(tx.commandIdx) == reasonConditionFailed {
+		if old := tce.CancellationReasons[tx.commandIdx].Item; len(old) > 0 {
+			if res, err := resultFromCommandItem(ref, old); err == nil {
+				return res, false, nil
+			}
+		}
+		res, err := s.CommandResult(ctx, ref, req.CommandID)
+		return res, false, err
+	}
+	conflict := false
+	for i := range tce.CancellationReasons {
+		switch c := code(i); {
+		case c == reasonTransactionConflict:
+			conflict = true
+		case c == reasonConditionFailed && i > 0 && code(0) != reasonConditionFailed:
+			return eventstore.AppendResult{}, false, fmt.Errorf("item %d of the transaction already exists although #METADATA allowed the append (inconsistent partition): %w", i, tce)
+		}
+	}
+	if code(0) != reasonConditionFailed && !conflict {
+		return eventstore.AppendResult{}, false, tce
+	}
+	actual, known := int64(0), false
+	if code(0) == reasonConditionFailed {
+		if old := tce.CancellationReasons[0].Item; len(old) > 0 {
+			if v, err := getN(old, AttrCurrentSeq); err == nil {
+				actual, known = v, true
+			}
+		}
+	}
+	if !known {
+		v, err := s.Version(ctx, ref)
+		switch {
+		case errors.Is(err, eventstore.ErrAggregateNotFound):
+			actual = 0
+		case err != nil:
+			return eventstore.AppendResult{}, false, fmt.Errorf("read version after a cancelled append: %w", err)
+		default:
+			actual = v
+		}
+	}
+	if req.CommandID != "" && actual != req.ExpectedVersion {
+		// The command may have been applied by the append that moved the
+		// version on; its record answers for it.
+		if res, err := s.CommandResult(ctx, ref, req.CommandID); err == nil {
+			return res, false, nil
+		}
+	}
+	if actual == req.ExpectedVersion {
+		if conflict {
+			return eventstore.AppendResult{}, true, tce
+		}
+		return eventstore.AppendResult{}, false, fmt.Errorf("version condition failed at the expected version %d: %w", actual, tce)
+	}
+	if actual == 0 {
+		return eventstore.AppendResult{}, false, fmt.Errorf("expected version %d: %w", req.ExpectedVersion, eventstore.ErrAggregateNotFound)
+	}
+	s.cfg.Logger.DebugContext(ctx, "append conflict", "aggregate", ref.String(), "expected", req.ExpectedVersion, "actual", actual)
+	return eventstore.AppendResult{}, false, &eventstore.ConcurrencyError{Aggregate: ref, Expected: req.ExpectedVersion, Actual: actual}
+}

@@ -1,0 +1,272 @@
+package dynamodb
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/eventpipe/eventpipe/eventstore"
+)
+
+type item = map[string]types.AttributeValue
+
+func attrS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func attrN(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+// setOpt sets a string attribute only when v is not empty (saves item size).
+func setOpt(it item, name, v string) {
+	if v != "" {
+		it[name] = attrS(v)
+	}
+}
+
+func getS(it item, name string) (string, error) {
+	v, ok := it[name]
+	if !ok {
+		return "", fmt.Errorf("attribute %s is missing", name)
+	}
+	s, ok := v.(*types.AttributeValueMemberS)
+	if !ok {
+		return "", fmt.Errorf("attribute %s is %T, want S", name, v)
+	}
+	return s.Value, nil
+}
+
+func getOptS(it item, name string) string {
+	if s, ok := it[name].(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
+}
+
+func getN(it item, name string) (int64, error) {
+	v, ok := it[name]
+	if !ok {
+		return 0, fmt.Errorf("attribute %s is missing", name)
+	}
+	n, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, fmt.Errorf("attribute %s is %T, want N", name, v)
+	}
+	i, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("attribute %s: %w", name, err)
+	}
+	return i, nil
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// eventItem is the EVENT item of e: keys, GSI1 keys and the envelope's
+// fields as top-level attributes (empty metadata fields are left out).
+func eventItem(e eventstore.Envelope) item {
+	it := item{
+		AttrPK:            attrS(PartitionKey(e.Aggregate())),
+		AttrSK:            attrS(EventSK(e.Sequence)),
+		AttrGSI1PK:        attrS(TypeKey(e.EventType)),
+		AttrGSI1SK:        attrS(gsiSKPrefix + e.EventID),
+		AttrEventID:       attrS(e.EventID),
+		AttrAggregateType: attrS(e.AggregateType),
+		AttrAggregateID:   attrS(e.AggregateID),
+		AttrSeq:           attrN(e.Sequence),
+		AttrEventType:     attrS(e.EventType),
+		AttrSchemaVersion: attrN(int64(e.SchemaVersion)),
+		AttrOccurredAt:    attrS(formatTime(e.OccurredAt)),
+		AttrPayload:       attrS(string(e.Payload)),
+	}
+	setOpt(it, AttrCorrelationID, e.Metadata.CorrelationID)
+	setOpt(it, AttrCausationID, e.Metadata.CausationID)
+	setOpt(it, AttrActor, e.Metadata.Actor)
+	setOpt(it, AttrIP, e.Metadata.IP)
+	return it
+}
+
+// EnvelopeFromItem decodes an EVENT item (from a read, or a stream
+// record's NEW_IMAGE converted to these types) into its envelope, as
+// stored: no upcasting. A missing or mistyped attribute, or an envelope
+// that fails Validate, returns a *eventstore.DecodeError.
+func EnvelopeFromItem(it map[string]types.AttributeValue) (eventstore.Envelope, error) {
+	var e eventstore.Envelope
+	var err error
+	get := func(name string, dst *string) {
+		if err == nil {
+			*dst, err = getS(it, name)
+		}
+	}
+	get(AttrEventID, &e.EventID)
+	get(AttrAggregateType, &e.AggregateType)
+	get(AttrAggregateID, &e.AggregateID)
+	get(AttrEventType, &e.EventType)
+	var occurred, payload string
+	get(AttrOccurredAt, &occurred)
+	get(AttrPayload, &payload)
+	if err == nil {
+		e.Sequence, err = getN(it, AttrSeq)
+	}
+	var version int64
+	if err == nil {
+		version, err = getN(it, AttrSchemaVersion)
+	}
+	if err == nil {
+		e.OccurredAt, err = time.Parse(time.RFC3339Nano, occurred)
+	}
+	if err != nil {
+		return eventstore.Envelope{}, &eventstore.DecodeError{Reason: "event item: " + err.Error()}
+	}
+	e.SchemaVersion = int(version)
+	e.OccurredAt = e.OccurredAt.UTC()
+	e.Payload = json.RawMessage(payload)
+	e.Metadata = eventstore.Metadata{
+		CorrelationID: getOptS(it, AttrCorrelationID),
+		CausationID:   getOptS(it, AttrCausationID),
+		Actor:         getOptS(it, AttrActor),
+		IP:            getOptS(it, AttrIP),
+	}
+	if err := e.Validate(); err != nil {
+		var ve *eventstore.ValidationError
+		if errors.As(err, &ve) {
+			return eventstore.Envelope{}, &eventstore.DecodeError{Field: ve.Field, Reason: ve.Reason}
+		}
+		return eventstore.Envelope{}, &eventstore.DecodeError{Reason: err.Error()}
+	}
+	return e, nil
+}
+
+// outboundItem is the OUTBOUND item of o, caused by event cause.
+func outboundItem(o eventstore.Outbound, cause eventstore.Envelope) item {
+	it := item{
+		AttrPK:            attrS(PartitionKey(cause.Aggregate())),
+		AttrSK:            attrS(OutboundSK(o.Seq, o.Index)),
+		AttrOutboundID:    attrS(eventstore.NewEventID(time.Now())),
+		AttrName:          attrS(o.Name),
+		AttrAggregateType: attrS(cause.AggregateType),
+		AttrAggregateID:   attrS(cause.AggregateID),
+		AttrSeq:           attrN(o.Seq),
+		AttrIndex:         attrN(int64(o.Index)),
+		AttrEventID:       attrS(cause.EventID),
+		AttrOccurredAt:    attrS(formatTime(cause.OccurredAt)),
+		AttrPayload:       attrS(string(o.Payload)),
+	}
+	setOpt(it, AttrCorrelationID, cause.Metadata.CorrelationID)
+	setOpt(it, AttrCausationID, cause.EventID)
+	setOpt(it, AttrActor, cause.Metadata.Actor)
+	setOpt(it, AttrIP, cause.Metadata.IP)
+	return it
+}
+
+// OutboundFromItem decodes an OUTBOUND item (e.g. a stream NEW_IMAGE).
+// Its metadata's causation id is the id of the event that caused it.
+func OutboundFromItem(it map[string]types.AttributeValue) (eventstore.OutboundRecord, error) {
+	var o eventstore.OutboundRecord
+	var err error
+	get := func(name string, dst *string) {
+		if err == nil {
+			*dst, err = getS(it, name)
+		}
+	}
+	var occurred, payload string
+	get(AttrOutboundID, &o.ID)
+	get(AttrName, &o.Name)
+	get(AttrAggregateType, &o.AggregateType)
+	get(AttrAggregateID, &o.AggregateID)
+	get(AttrEventID, &o.EventID)
+	get(AttrOccurredAt, &occurred)
+	get(AttrPayload, &payload)
+	var idx int64
+	if err == nil {
+		o.Seq, err = getN(it, AttrSeq)
+	}
+	if err == nil {
+		idx, err = getN(it, AttrIndex)
+	}
+	if err == nil {
+		o.OccurredAt, err = time.Parse(time.RFC3339Nano, occurred)
+	}
+	if err == nil && !json.Valid([]byte(payload)) {
+		err = errors.New("payload is not JSON")
+	}
+	if err != nil {
+		return eventstore.OutboundRecord{}, &eventstore.DecodeError{Reason: "outbound item: " + err.Error()}
+	}
+	o.Index = int(idx)
+	o.OccurredAt = o.OccurredAt.UTC()
+	o.Payload = json.RawMessage(payload)
+	o.Metadata = eventstore.Metadata{
+		CorrelationID: getOptS(it, AttrCorrelationID),
+		CausationID:   getOptS(it, AttrCausationID),
+		Actor:         getOptS(it, AttrActor),
+		IP:            getOptS(it, AttrIP),
+	}
+	return o, nil
+}
+
+// stateItem is a STATE or #SNAPSHOT item.
+func stateItem(ref eventstore.Ref, sk string, s eventstore.Stored) item {
+	return item{
+		AttrPK:        attrS(PartitionKey(ref)),
+		AttrSK:        attrS(sk),
+		AttrSeq:       attrN(s.Seq),
+		AttrState:     attrS(string(s.Data)),
+		AttrUpdatedAt: attrS(formatTime(s.UpdatedAt)),
+	}
+}
+
+func storedFromItem(it item) (eventstore.Stored, error) {
+	seq, err := getN(it, AttrSeq)
+	if err != nil {
+		return eventstore.Stored{}, err
+	}
+	data, err := getS(it, AttrState)
+	if err != nil {
+		return eventstore.Stored{}, err
+	}
+	updated, _ := time.Parse(time.RFC3339Nano, getOptS(it, AttrUpdatedAt))
+	return eventstore.Stored{Seq: seq, Data: json.RawMessage(data), UpdatedAt: updated.UTC()}, nil
+}
+
+// commandItem records the result of command id.
+func commandItem(req eventstore.AppendRequest, now time.Time, ttl time.Duration) item {
+	ids := make([]types.AttributeValue, len(req.Events))
+	for i, e := range req.Events {
+		ids[i] = attrS(e.EventID)
+	}
+	it := item{
+		AttrPK:        attrS(PartitionKey(req.Aggregate)),
+		AttrSK:        attrS(CommandSK(req.CommandID)),
+		AttrCommandID: attrS(req.CommandID),
+		AttrFirstSeq:  attrN(req.ExpectedVersion + 1),
+		AttrLastSeq:   attrN(req.NewVersion()),
+		AttrEventIDs:  &types.AttributeValueMemberL{Value: ids},
+		AttrUpdatedAt: attrS(formatTime(now)),
+	}
+	if ttl > 0 {
+		it[AttrTTL] = attrN(now.Add(ttl).Unix())
+	}
+	return it
+}
+
+func resultFromCommandItem(ref eventstore.Ref, it item) (eventstore.AppendResult, error) {
+	first, err := getN(it, AttrFirstSeq)
+	if err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	last, err := getN(it, AttrLastSeq)
+	if err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	res := eventstore.AppendResult{Aggregate: ref, FirstSeq: first, LastSeq: last, Duplicate: true}
+	if l, ok := it[AttrEventIDs].(*types.AttributeValueMemberL); ok {
+		for _, v := range l.Value {
+			if s, ok := v.(*types.AttributeValueMemberS); ok {
+				res.EventIDs = append(res.EventIDs, s.Value)
+			}
+		}
+	}
+	return res, nil
+}

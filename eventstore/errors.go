@@ -1,0 +1,97 @@
+package eventstore
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrAggregateNotFound is returned (wrapped) when an operation needs an
+// existing aggregate and there is none: no STATE, no events, or an append
+// that expects a version above 0 on an aggregate never written.
+var ErrAggregateNotFound = errors.New("aggregate not found")
+
+// ErrItemTooLarge is returned (wrapped, with the item and its size) when an
+// item of an append would exceed DynamoDB's 400 KB item limit. It is
+// checked before anything is written.
+var ErrItemTooLarge = errors.New("item too large")
+
+// ErrTooManyItems is returned (wrapped, with the count) when an append
+// would need more than 100 items in its transaction (events, metadata,
+// STATE, OUTBOUND and command items together). Checked before any write.
+var ErrTooManyItems = errors.New("too many items in one append")
+
+// ErrTransactionTooLarge is returned (wrapped) when the items of one
+// append add up to more than 4 MB. Checked before any write.
+var ErrTransactionTooLarge = errors.New("transaction too large")
+
+// ErrCommandNotFound is returned (wrapped) by Store.CommandResult when the
+// command id was never recorded for the aggregate.
+var ErrCommandNotFound = errors.New("command not recorded")
+
+// ErrMalformedEnvelope is matched (errors.Is) by every *DecodeError.
+var ErrMalformedEnvelope = errors.New("malformed event envelope")
+
+// ConcurrencyError says an append expected the aggregate at version
+// Expected but found it at Actual: someone else appended meanwhile (or the
+// caller's version is stale). Nothing was written. Reload and decide again.
+type ConcurrencyError struct {
+	Aggregate Ref
+	Expected  int64
+	Actual    int64
+}
+
+func (e *ConcurrencyError) Error() string {
+	return fmt.Sprintf("concurrent modification of %s: expected version %d, actual %d", e.Aggregate, e.Expected, e.Actual)
+}
+
+// ValidationError says which input field is unusable and why. It is
+// permanent: retrying the same input fails the same way, and nothing was
+// written.
+type ValidationError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason) }
+
+// RuleRejection is returned by a rule that refuses an event (e.g.
+// "insufficient funds"). The processor fills in which event it was; the
+// facet writes nothing when any rule rejects.
+type RuleRejection struct {
+	EventType string // filled in by the processor
+	Sequence  int64  // the sequence the event would have had (or had, on replay)
+	Reason    string
+}
+
+func (e *RuleRejection) Error() string {
+	if e.EventType == "" {
+		return "rejected: " + e.Reason
+	}
+	return fmt.Sprintf("rejected %s (sequence %d): %s", e.EventType, e.Sequence, e.Reason)
+}
+
+// Reject returns a *RuleRejection with the reason; rules return it to
+// refuse an event.
+func Reject(reason string) error { return &RuleRejection{Reason: reason} }
+
+// Rejectf is Reject with a format.
+func Rejectf(format string, args ...any) error {
+	return &RuleRejection{Reason: fmt.Sprintf(format, args...)}
+}
+
+// DecodeError says why bytes are not a valid Envelope. It matches
+// ErrMalformedEnvelope with errors.Is.
+type DecodeError struct {
+	Field  string // "" when the JSON itself is broken
+	Reason string
+}
+
+func (e *DecodeError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("%v: %s", ErrMalformedEnvelope, e.Reason)
+	}
+	return fmt.Sprintf("%v: %s %s", ErrMalformedEnvelope, e.Field, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrMalformedEnvelope) true.
+func (e *DecodeError) Is(target error) bool { return target == ErrMalformedEnvelope }

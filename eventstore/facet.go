@@ -1,0 +1,353 @@
+package eventstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// FacetConfig configures a Facet.
+type FacetConfig[S any] struct {
+	// Store holds the events and the STATE item. Required.
+	Store Store
+	// AggregateType is the type of every aggregate of this facet, e.g.
+	// "BANK_ACCOUNT". Required.
+	AggregateType string
+	// Processor gives the initial state and one rule per event type.
+	// Required: Initial and at least one rule.
+	Processor Processor[S]
+	// Upcasters decide the schema version of new events (the current one)
+	// and must be the store's own, so that rules see current payloads.
+	Upcasters *Upcasters
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *FacetConfig[S]) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first missing or malformed field.
+func (c FacetConfig[S]) Validate() error {
+	if c.Store == nil {
+		return errors.New("eventstore: FacetConfig.Store is nil")
+	}
+	if err := ValidateName("aggregate_type", c.AggregateType); err != nil {
+		return fmt.Errorf("eventstore: FacetConfig.AggregateType: %w", err)
+	}
+	if c.Processor.Initial == nil {
+		return errors.New("eventstore: FacetConfig.Processor.Initial is nil")
+	}
+	if len(c.Processor.Rules) == 0 {
+		return errors.New("eventstore: FacetConfig.Processor.Rules is empty")
+	}
+	for t, r := range c.Processor.Rules {
+		if err := ValidateName("event_type", t); err != nil {
+			return fmt.Errorf("eventstore: FacetConfig.Processor.Rules: %w", err)
+		}
+		if r == nil {
+			return fmt.Errorf("eventstore: FacetConfig.Processor.Rules[%q] is nil", t)
+		}
+	}
+	return nil
+}
+
+// Facet keeps the current state of each aggregate of one type in a STATE
+// item beside its events (the design of seed 003). Every append reads or
+// is given the state, runs the rules over the new events, and writes the
+// events, the new STATE and any OUTBOUND events in one conditional
+// transaction, so STATE always equals a replay of the log. S must survive
+// a JSON round trip: the state is stored as JSON.
+//
+// A Facet is safe for concurrent use; concurrent appends to one aggregate
+// are serialised by the store's optimistic concurrency (losers get
+// *ConcurrencyError and nothing is written).
+type Facet[S any] struct {
+	cfg    FacetConfig[S]
+	schema Schema
+}
+
+// NewFacet validates cfg and returns a Facet.
+func NewFacet[S any](cfg FacetConfig[S]) (*Facet[S], error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Facet[S]{cfg: cfg, schema: Schema{Types: cfg.Processor.Types(), Upcasters: cfg.Upcasters}}, nil
+}
+
+// State is an aggregate's state after the event with sequence Seq (0: no
+// event yet, the initial state).
+type State[S any] struct {
+	Ref  Ref
+	Seq  int64
+	Item S
+}
+
+// Result is what an append did.
+type Result[S any] struct {
+	// State is the state after the append (for a duplicate command: the
+	// current STATE).
+	State State[S]
+	// Events are the events written (nil for a duplicate).
+	Events []Envelope
+	// Outbound are the outbound events written with them.
+	Outbound []Outbound
+	// Duplicate is set when the command id had already been applied and
+	// nothing was written; Append holds the original result.
+	Duplicate bool
+	Append    AppendResult
+}
+
+func (f *Facet[S]) ref(id string) Ref { return Ref{Type: f.cfg.AggregateType, ID: id} }
+
+// AggregateType returns the type of the facet's aggregates.
+func (f *Facet[S]) AggregateType() string { return f.cfg.AggregateType }
+
+// Initial returns the state of aggregate id before its first event (Seq
+// 0, the processor's initial state), to AppendTo when Get reports
+// ErrAggregateNotFound.
+func (f *Facet[S]) Initial(id string) State[S] {
+	return State[S]{Ref: f.ref(id), Item: f.cfg.Processor.Initial()}
+}
+
+// Get returns the STATE of aggregate id, or ErrAggregateNotFound.
+func (f *Facet[S]) Get(ctx context.Context, id string) (State[S], error) {
+	ref := f.ref(id)
+	if err := ref.Validate(); err != nil {
+		return State[S]{}, fmt.Errorf("get %s: %w", ref, err)
+	}
+	st, err := f.cfg.Store.State(ctx, ref)
+	if err != nil {
+		return State[S]{}, fmt.Errorf("get %s: %w", ref, err)
+	}
+	item, err := f.decode(st.Data)
+	if err != nil {
+		return State[S]{}, fmt.Errorf("get %s: STATE at %d: %w", ref, st.Seq, err)
+	}
+	return State[S]{Ref: ref, Seq: st.Seq, Item: item}, nil
+}
+
+// Append reads the STATE of aggregate id (the initial state when there is
+// none), applies the rules to ch's events and writes everything in one
+// transaction conditional on the STATE's version. A rule's refusal returns
+// *RuleRejection and writes nothing, unless ch.CommandID had already been
+// applied (then the original result comes back with Duplicate). A
+// concurrent append returns *ConcurrencyError. An aggregate whose events
+// were appended without its facet has no up-to-date STATE: every Append
+// conflicts until Recalculate rebuilds it.
+func (f *Facet[S]) Append(ctx context.Context, id string, ch Change) (Result[S], error) {
+	ref := f.ref(id)
+	if err := ref.Validate(); err != nil {
+		return Result[S]{}, fmt.Errorf("append %s: %w", ref, err)
+	}
+	cur := State[S]{Ref: ref, Item: f.cfg.Processor.Initial()}
+	st, err := f.cfg.Store.State(ctx, ref)
+	switch {
+	case errors.Is(err, ErrAggregateNotFound):
+	case err != nil:
+		return Result[S]{}, fmt.Errorf("append %s: %w", ref, err)
+	default:
+		if cur.Item, err = f.decode(st.Data); err != nil {
+			return Result[S]{}, fmt.Errorf("append %s: STATE at %d: %w", ref, st.Seq, err)
+		}
+		cur.Seq = st.Seq
+	}
+	return f.appendTo(ctx, cur, ch)
+}
+
+// AppendTo is Append against a state the caller already holds (from Get,
+// Load or a previous Result), without reading it again. If anyone appended
+// since, it returns *ConcurrencyError and writes nothing. cur.Item is not
+// modified. cur.Ref must name an aggregate of this facet.
+func (f *Facet[S]) AppendTo(ctx context.Context, cur State[S], ch Change) (Result[S], error) {
+	if cur.Ref.Type != f.cfg.AggregateType {
+		return Result[S]{}, fmt.Errorf("append %s: %w", cur.Ref, &ValidationError{Field: "aggregate_type", Reason: fmt.Sprintf("is %q, this facet holds %q", cur.Ref.Type, f.cfg.AggregateType)})
+	}
+	if err := cur.Ref.Validate(); err != nil {
+		return Result[S]{}, fmt.Errorf("append %s: %w", cur.Ref, err)
+	}
+	return f.appendTo(ctx, cur, ch)
+}
+
+func (f *Facet[S]) appendTo(ctx context.Context, cur State[S], ch Change) (Result[S], error) {
+	ref := cur.Ref
+	if len(ch.Events) == 0 {
+		return Result[S]{}, fmt.Errorf("append %s: %w", ref, &ValidationError{Field: "events", Reason: "is empty"})
+	}
+	req, err := Prepare(ref, cur.Seq, ch, f.schema)
+	if err != nil {
+		return Result[S]{}, fmt.Errorf("append %s: %w", ref, err)
+	}
+	state, err := f.clone(cur.Item)
+	if err != nil {
+		return Result[S]{}, fmt.Errorf("append %s: %w", ref, err)
+	}
+	state, outbound, err := f.cfg.Processor.Apply(state, req.Events)
+	if err != nil {
+		var rej *RuleRejection
+		if errors.As(err, &rej) && ch.CommandID != "" {
+			if res, derr := f.duplicate(ctx, ref, ch.CommandID); derr == nil {
+				return res, nil
+			}
+		}
+		return Result[S]{}, fmt.Errorf("append %s: %w", ref, err)
+	}
+	return f.write(ctx, req, state, outbound)
+}
+
+// Recalculate reads every event of aggregate id, replays them through the
+// rules from the initial state (outbound events of past events are not
+// published again), applies ch's events if any (their outbound events are
+// published) and writes the STATE, and the new events, in one transaction
+// conditional on the version read. With no events stored and none in ch
+// it returns ErrAggregateNotFound. A stored event that a rule now rejects
+// fails the recalculation with that *RuleRejection; nothing is written.
+func (f *Facet[S]) Recalculate(ctx context.Context, id string, ch Change) (Result[S], error) {
+	ref := f.ref(id)
+	if err := ref.Validate(); err != nil {
+		return Result[S]{}, fmt.Errorf("recalculate %s: %w", ref, err)
+	}
+	past, err := f.cfg.Store.Load(ctx, ref, 0)
+	if err != nil && !(errors.Is(err, ErrAggregateNotFound) && len(ch.Events) > 0) {
+		return Result[S]{}, fmt.Errorf("recalculate %s: %w", ref, err)
+	}
+	state, _, err := f.cfg.Processor.Apply(f.cfg.Processor.Initial(), past)
+	if err != nil {
+		return Result[S]{}, fmt.Errorf("recalculate %s: replay: %w", ref, err)
+	}
+	var version int64
+	if len(past) > 0 {
+		version = past[len(past)-1].Sequence
+	}
+	req, err := Prepare(ref, version, ch, f.schema)
+	if err != nil {
+		return Result[S]{}, fmt.Errorf("recalculate %s: %w", ref, err)
+	}
+	state, outbound, err := f.cfg.Processor.Apply(state, req.Events)
+	if err != nil {
+		return Result[S]{}, fmt.Errorf("recalculate %s: %w", ref, err)
+	}
+	res, err := f.write(ctx, req, state, outbound)
+	if err != nil {
+		return Result[S]{}, fmt.Errorf("recalculate: %w", err)
+	}
+	return res, nil
+}
+
+func (f *Facet[S]) write(ctx context.Context, req AppendRequest, state S, outbound []Outbound) (Result[S], error) {
+	ref := req.Aggregate
+	data, err := json.Marshal(state)
+	if err != nil {
+		return Result[S]{}, fmt.Errorf("append %s: encode state: %w", ref, err)
+	}
+	req.State, req.Outbound = data, outbound
+	ar, err := f.cfg.Store.Append(ctx, req)
+	if err != nil {
+		return Result[S]{}, err // the store names the aggregate
+	}
+	if ar.Duplicate {
+		f.cfg.Logger.DebugContext(ctx, "duplicate command", "aggregate", ref.String(), "command_id", req.CommandID, "version", ar.LastSeq)
+		cur, err := f.Get(ctx, ref.ID)
+		if err != nil {
+			return Result[S]{}, fmt.Errorf("append %s: duplicate command %s: %w", ref, req.CommandID, err)
+		}
+		return Result[S]{State: cur, Duplicate: true, Append: ar}, nil
+	}
+	item, err := f.decode(data) // a copy the caller owns
+	if err != nil {
+		return Result[S]{}, fmt.Errorf("append %s: %w", ref, err)
+	}
+	return Result[S]{
+		State:    State[S]{Ref: ref, Seq: req.NewVersion(), Item: item},
+		Events:   ar.Events,
+		Outbound: outbound,
+		Append:   ar,
+	}, nil
+}
+
+func (f *Facet[S]) duplicate(ctx context.Context, ref Ref, commandID string) (Result[S], error) {
+	ar, err := f.cfg.Store.CommandResult(ctx, ref, commandID)
+	if err != nil {
+		return Result[S]{}, err
+	}
+	cur, err := f.Get(ctx, ref.ID)
+	if err != nil {
+		return Result[S]{}, err
+	}
+	return Result[S]{State: cur, Duplicate: true, Append: ar}, nil
+}
+
+// Load rebuilds aggregate id the event-sourcing way, for command handlers
+// that do not trust or use STATE: the latest snapshot (if any) plus the
+// events after it, through the rules. Outbound events are not collected.
+// Returns ErrAggregateNotFound when there is neither snapshot nor event.
+func (f *Facet[S]) Load(ctx context.Context, id string) (State[S], error) {
+	ref := f.ref(id)
+	if err := ref.Validate(); err != nil {
+		return State[S]{}, fmt.Errorf("load %s: %w", ref, err)
+	}
+	cur := State[S]{Ref: ref, Item: f.cfg.Processor.Initial()}
+	snap, err := f.cfg.Store.Snapshot(ctx, ref)
+	switch {
+	case errors.Is(err, ErrAggregateNotFound):
+	case err != nil:
+		return State[S]{}, fmt.Errorf("load %s: %w", ref, err)
+	default:
+		if cur.Item, err = f.decode(snap.Data); err != nil {
+			return State[S]{}, fmt.Errorf("load %s: snapshot at %d: %w", ref, snap.Seq, err)
+		}
+		cur.Seq = snap.Seq
+	}
+	events, err := f.cfg.Store.Load(ctx, ref, cur.Seq)
+	if err != nil {
+		return State[S]{}, fmt.Errorf("load %s: %w", ref, err)
+	}
+	if cur.Item, _, err = f.cfg.Processor.Apply(cur.Item, events); err != nil {
+		return State[S]{}, fmt.Errorf("load %s: replay: %w", ref, err)
+	}
+	if len(events) > 0 {
+		cur.Seq = events[len(events)-1].Sequence
+	}
+	return cur, nil
+}
+
+// Snapshot loads aggregate id (snapshot plus later events) and stores the
+// result as its new #SNAPSHOT, returning it. A snapshot is an
+// optimisation off the write path: a later trigger calls this every N
+// events. A concurrent snapshot at a later sequence wins.
+func (f *Facet[S]) Snapshot(ctx context.Context, id string) (State[S], error) {
+	cur, err := f.Load(ctx, id)
+	if err != nil {
+		return State[S]{}, fmt.Errorf("snapshot: %w", err)
+	}
+	data, err := json.Marshal(cur.Item)
+	if err != nil {
+		return State[S]{}, fmt.Errorf("snapshot %s: encode state: %w", cur.Ref, err)
+	}
+	if err := f.cfg.Store.PutSnapshot(ctx, cur.Ref, Stored{Seq: cur.Seq, Data: data, UpdatedAt: time.Now().UTC()}); err != nil {
+		return State[S]{}, fmt.Errorf("snapshot %s: %w", cur.Ref, err)
+	}
+	return cur, nil
+}
+
+func (f *Facet[S]) decode(data json.RawMessage) (S, error) {
+	s := f.cfg.Processor.Initial()
+	if err := json.Unmarshal(data, &s); err != nil {
+		return s, fmt.Errorf("decode state: %w", err)
+	}
+	return s, nil
+}
+
+func (f *Facet[S]) clone(s S) (S, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return s, fmt.Errorf("encode state: %w", err)
+	}
+	return f.decode(b)
+}

@@ -1,0 +1,64 @@
+package eventstore
+
+import "fmt"
+
+// Validate checks everything an adapter needs before writing, against
+// schema: the aggregate, the expected version, every event (complete,
+// of a known type, of this aggregate, sequences contiguous from
+// ExpectedVersion+1), the command id, the STATE JSON and every outbound
+// event (caused by an event of this request, unique (Seq, Index)). The
+// first problem is returned as a *ValidationError.
+func (r AppendRequest) Validate(schema Schema) error {
+	if err := r.Aggregate.Validate(); err != nil {
+		return err
+	}
+	if r.ExpectedVersion < 0 {
+		return &ValidationError{Field: "expected_version", Reason: fmt.Sprintf("is %d, want ≥ 0", r.ExpectedVersion)}
+	}
+	if len(r.Events) == 0 && len(r.State) == 0 {
+		return &ValidationError{Field: "events", Reason: "is empty (an append without events must rewrite STATE)"}
+	}
+	for i, e := range r.Events {
+		if err := e.Validate(); err != nil {
+			return indexed(err, i)
+		}
+		if err := schema.Types.Check(e.EventType); err != nil {
+			return indexed(err, i)
+		}
+		if e.Aggregate() != r.Aggregate {
+			return indexed(&ValidationError{Field: "aggregate", Reason: fmt.Sprintf("is %s, want %s", e.Aggregate(), r.Aggregate)}, i)
+		}
+		if want := r.ExpectedVersion + int64(i) + 1; e.Sequence != want {
+			return indexed(&ValidationError{Field: "sequence", Reason: fmt.Sprintf("is %d, want %d", e.Sequence, want)}, i)
+		}
+	}
+	if r.CommandID != "" {
+		if err := ValidateName("command_id", r.CommandID); err != nil {
+			return err
+		}
+	}
+	if len(r.State) > 0 {
+		if err := ValidatePayload("state", r.State); err != nil {
+			return err
+		}
+	}
+	seen := map[[2]int64]bool{}
+	for i, o := range r.Outbound {
+		field := func(f string) string { return fmt.Sprintf("outbound[%d].%s", i, f) }
+		if err := ValidateName(field("name"), o.Name); err != nil {
+			return err
+		}
+		if err := ValidatePayload(field("payload"), o.Payload); err != nil {
+			return err
+		}
+		if o.Seq <= r.ExpectedVersion || o.Seq > r.NewVersion() {
+			return &ValidationError{Field: field("seq"), Reason: fmt.Sprintf("is %d, want an event of this append (%d..%d)", o.Seq, r.ExpectedVersion+1, r.NewVersion())}
+		}
+		k := [2]int64{o.Seq, int64(o.Index)}
+		if o.Index < 0 || seen[k] {
+			return &ValidationError{Field: field("index"), Reason: fmt.Sprintf("%d is negative or repeated for sequence %d", o.Index, o.Seq)}
+		}
+		seen[k] = true
+	}
+	return nil
+}

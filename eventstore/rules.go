@@ -1,0 +1,96 @@
+package eventstore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Rule is a pure reducer: it returns the state after ev, or an error. A
+// *RuleRejection (see Reject) refuses the event; any other error is a
+// failure of the rule itself. A rule may publish outbound events on out.
+// It must not do I/O: it runs between the read of the state and the
+// conditional write, and on every replay. It receives a state of its own
+// (the facet hands it a fresh copy) and may modify and return it.
+type Rule[S any] func(state S, ev Envelope, out *Outbox) (S, error)
+
+// On adapts a rule that wants the payload decoded as E. A payload that
+// does not decode into E is a *ValidationError on "payload".
+func On[S, E any](fn func(state S, ev E, out *Outbox) (S, error)) Rule[S] {
+	return func(state S, env Envelope, out *Outbox) (S, error) {
+		var ev E
+		if err := json.Unmarshal(env.Payload, &ev); err != nil {
+			return state, &ValidationError{Field: "payload", Reason: fmt.Sprintf("%s does not decode: %v", env.EventType, err)}
+		}
+		return fn(state, ev, out)
+	}
+}
+
+// Outbox collects the outbound events a rule publishes while one event is
+// applied. Not safe for concurrent use (rules run sequentially).
+type Outbox struct {
+	seq     int64
+	pending []Outbound
+	err     error
+}
+
+// Publish records an outbound event called name with payload v encoded as
+// JSON. An encoding failure fails the event's application.
+func (o *Outbox) Publish(name string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		o.err = errors.Join(o.err, fmt.Errorf("outbound %s: %w", name, err))
+		return
+	}
+	o.pending = append(o.pending, Outbound{Seq: o.seq, Index: len(o.pending), Name: name, Payload: b})
+}
+
+// Processor applies rules to events. Initial gives the state of an
+// aggregate before its first event. A Processor is immutable once built
+// and safe for concurrent use.
+type Processor[S any] struct {
+	Initial func() S
+	Rules   map[string]Rule[S]
+}
+
+// Apply folds events into state in order and returns the new state and
+// every outbound event published. It stops at the first event that has no
+// rule (*ValidationError on "event_type"), is rejected (*RuleRejection,
+// filled with the event type and sequence) or fails, and returns that
+// error with the state as it was before that event.
+func (p Processor[S]) Apply(state S, events []Envelope) (S, []Outbound, error) {
+	var all []Outbound
+	for _, ev := range events {
+		rule, ok := p.Rules[ev.EventType]
+		if !ok {
+			return state, nil, &ValidationError{Field: "event_type", Reason: fmt.Sprintf("%q has no rule", ev.EventType)}
+		}
+		out := &Outbox{seq: ev.Sequence}
+		next, err := rule(state, ev, out)
+		if err == nil {
+			err = out.err
+		}
+		if err != nil {
+			var rej *RuleRejection
+			if errors.As(err, &rej) {
+				filled := *rej
+				filled.EventType, filled.Sequence = ev.EventType, ev.Sequence
+				return state, nil, &filled
+			}
+			return state, nil, fmt.Errorf("rule %s (sequence %d): %w", ev.EventType, ev.Sequence, err)
+		}
+		state = next
+		all = append(all, out.pending...)
+	}
+	return state, all, nil
+}
+
+// Types returns the event types the processor has rules for, as a set
+// usable as Schema.Types.
+func (p Processor[S]) Types() EventTypes {
+	s := make(EventTypes, len(p.Rules))
+	for t := range p.Rules {
+		s[t] = struct{}{}
+	}
+	return s
+}

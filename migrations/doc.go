@@ -1,0 +1,4 @@
+// Package migrations holds the definitions of eventpipe's storage: DynamoDB
+// tables in migrations/dynamodb (applied by `eventpipe migrate`), and room
+// for the read models' Postgres schema in migrations/postgres.
+package migrations
