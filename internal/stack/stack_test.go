@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -109,6 +110,12 @@ func TestUpIsIdempotentAndDownUpKeepsData(t *testing.T) {
 	}
 	if second := pids(t, s); !maps.Equal(first, second) {
 		t.Fatalf("second up changed processes: %v -> %v", first, second)
+	}
+
+	// DynamoDB Local's stream tables got the indexes that keep writes fast.
+	if out, err := exec.Command("sqlite3", filepath.Join(s.Dir(), "data", "dynamodb", "shared-local-instance.db"), ".indexes us").CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "eventpipe_us_stream_shard_seq") {
+		t.Errorf("DynamoDB Local's us table lacks our indexes: %s %v", out, err)
 	}
 
 	// Write something into each service.
