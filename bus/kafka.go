@@ -136,6 +136,17 @@ func NewSubscriber(cfg SubscriberConfig) (*kafka.Subscriber, error) {
 	sc.Version = KafkaVersion
 	sc.ClientID = cfg.ClientID
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
+	// A member that dies without leaving (kill -9) holds up a rebalance
+	// until the rebalance timeout; it must also stay below the client's
+	// 30 s read timeout, or a joining member's JoinGroup times out and
+	// the group never settles. 10 s bounds the pause after a crash.
+	sc.Consumer.Group.Rebalance.Timeout = 10 * time.Second
+	sc.Consumer.Group.Session.Timeout = 10 * time.Second
+	sc.Consumer.Group.Heartbeat.Interval = 3 * time.Second
+	// The longest a fetch waits for new records: bounds the latency an
+	// idle partition adds (the local broker does not answer a waiting
+	// fetch early when records arrive).
+	sc.Consumer.MaxWaitTime = 100 * time.Millisecond
 	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{
 		Brokers:               cfg.Brokers,
 		Unmarshaler:           Marshaler,

@@ -96,13 +96,7 @@ func Middlewares(cfg MiddlewareConfig) ([]message.HandlerMiddleware, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	poison, err := middleware.PoisonQueueWithFilter(cfg.PoisonPublisher, cfg.PoisonTopic, func(err error) bool {
-		if IsPermanent(err) {
-			cfg.Logger.Warn("message poisoned", "topic", cfg.PoisonTopic, "reason", err)
-			return true
-		}
-		return false
-	})
+	poison, err := middleware.PoisonQueueWithFilter(cfg.PoisonPublisher, cfg.PoisonTopic, IsPermanent)
 	if err != nil {
 		return nil, fmt.Errorf("bus: poison queue: %w", err)
 	}
@@ -118,9 +112,19 @@ func Middlewares(cfg MiddlewareConfig) ([]message.HandlerMiddleware, error) {
 		},
 		Logger: watermill.NewSlogLogger(cfg.Logger),
 	}
+	logPoisoned := func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			out, err := h(msg)
+			if IsPermanent(err) {
+				cfg.Logger.Warn("message poisoned", "message_id", msg.UUID, "poison_topic", cfg.PoisonTopic, "reason", err)
+			}
+			return out, err
+		}
+	}
 	return []message.HandlerMiddleware{
 		middleware.CorrelationID,
 		poison,
+		logPoisoned,
 		retry.Middleware,
 		recoverPermanent,
 	}, nil

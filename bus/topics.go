@@ -12,22 +12,53 @@ const (
 	eventsPrefix   = "events."
 	outboundPrefix = "outbound."
 	poisonPrefix   = "poison."
-	// RepliesTopic carries command results, keyed by command id.
+	// RepliesTopic carries command results, keyed by command id, in the
+	// default namespace (see Topics.Replies).
 	RepliesTopic = "commands.replies"
 )
 
-// CommandsTopic is where commands for an aggregate type are published.
-func CommandsTopic(aggregateType string) string { return commandsPrefix + topicPart(aggregateType) }
+// Topics names topics within a namespace: Prefix (e.g. "staging.") is
+// put before every name, so several deployments (or test runs) can share
+// one Kafka cluster without seeing each other's messages. The zero value
+// is the default namespace. EVENTPIPE_TOPIC_PREFIX sets it for the
+// binary.
+type Topics struct {
+	Prefix string
+}
 
-// EventsTopic is where the relay publishes the events of an aggregate type.
-func EventsTopic(aggregateType string) string { return eventsPrefix + topicPart(aggregateType) }
+// Commands is where commands for an aggregate type are published.
+func (t Topics) Commands(aggregateType string) string {
+	return t.Prefix + commandsPrefix + topicPart(aggregateType)
+}
 
-// OutboundTopic is where the relay publishes outbox events of a name.
-func OutboundTopic(name string) string { return outboundPrefix + topicPart(name) }
+// Events is where the relay publishes the events of an aggregate type.
+func (t Topics) Events(aggregateType string) string {
+	return t.Prefix + eventsPrefix + topicPart(aggregateType)
+}
 
-// PoisonTopic is where a consumer group parks messages that can never
+// Outbound is where the relay publishes outbox events of a name.
+func (t Topics) Outbound(name string) string { return t.Prefix + outboundPrefix + topicPart(name) }
+
+// Poison is where a consumer group parks messages that can never
 // succeed, with the reason in metadata.
-func PoisonTopic(consumerGroup string) string { return poisonPrefix + topicPart(consumerGroup) }
+func (t Topics) Poison(consumerGroup string) string {
+	return t.Prefix + poisonPrefix + topicPart(consumerGroup)
+}
+
+// Replies carries command results, keyed by command id.
+func (t Topics) Replies() string { return t.Prefix + RepliesTopic }
+
+// CommandsTopic is Topics{}.Commands: the default namespace.
+func CommandsTopic(aggregateType string) string { return Topics{}.Commands(aggregateType) }
+
+// EventsTopic is Topics{}.Events: the default namespace.
+func EventsTopic(aggregateType string) string { return Topics{}.Events(aggregateType) }
+
+// OutboundTopic is Topics{}.Outbound: the default namespace.
+func OutboundTopic(name string) string { return Topics{}.Outbound(name) }
+
+// PoisonTopic is Topics{}.Poison: the default namespace.
+func PoisonTopic(consumerGroup string) string { return Topics{}.Poison(consumerGroup) }
 
 // topicPart maps a name onto Kafka's legal topic characters
 // ([a-zA-Z0-9._-]); anything else becomes '_'. Aggregate and event names

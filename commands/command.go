@@ -90,8 +90,9 @@ func (c Command) Validate() error {
 	return nil
 }
 
-// Topic is the commands topic of the command's aggregate type.
-func (c Command) Topic() string { return bus.CommandsTopic(c.AggregateType) }
+// Topic is the commands topic of the command's aggregate type in the
+// namespace t.
+func (c Command) Topic(t bus.Topics) string { return t.Commands(c.AggregateType) }
 
 // ToMessage encodes the command as a Watermill message: the UUID is the
 // command id, the partition key the aggregate id (so one aggregate's
@@ -133,4 +134,13 @@ func FromMessage(msg *message.Message) (Command, error) {
 		return Command{}, err
 	}
 	return c, nil
+}
+
+// NewJSON is New with payload v encoded as JSON.
+func NewJSON(commandType, aggregateType, aggregateID string, v any) (Command, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return Command{}, &ValidationError{Field: "payload", Reason: err.Error()}
+	}
+	return New(commandType, aggregateType, aggregateID, b), nil
 }

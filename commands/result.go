@@ -24,12 +24,15 @@ const (
 	// StatusConflict: the command's expected version was stale; nothing
 	// was stored and the command is not retried.
 	StatusConflict Status = "conflict"
+	// StatusNotFound: the command needs an aggregate that does not exist
+	// (or was deleted); nothing was stored.
+	StatusNotFound Status = "not_found"
 	// StatusInvalid: the command could never succeed (malformed, unknown
 	// type, bad id); it went to the poison topic.
 	StatusInvalid Status = "invalid"
 )
 
-// Result is what the dispatcher publishes on bus.RepliesTopic, keyed by
+// Result is what the dispatcher publishes on the replies topic, keyed by
 // command id, after handling a command.
 type Result struct {
 	CommandID     string   `json:"command_id"`

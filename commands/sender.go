@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
@@ -18,6 +20,8 @@ type SenderConfig struct {
 	Brokers []string
 	// Publisher publishes commands (default: bus.NewPublisher on Brokers).
 	Publisher message.Publisher
+	// Topics is the topic namespace (default: the default namespace).
+	Topics bus.Topics
 	// Logger receives Watermill's logs (default slog's default).
 	Logger watermill.LoggerAdapter
 }
@@ -39,10 +43,17 @@ func (c SenderConfig) Validate() error {
 // Sender publishes commands and can wait for their results. It is safe
 // for concurrent use.
 type Sender struct {
-	pub     message.Publisher
-	ownPub  bool
-	client  sarama.Client
-	brokers []string
+	pub    message.Publisher
+	ownPub bool
+	client sarama.Client
+	topics bus.Topics
+
+	listenOnce     sync.Once
+	listenStartErr error
+	listenErr      chan error
+	consumer       sarama.Consumer
+	mu             sync.Mutex
+	waiting        map[string]chan Result // command id -> its waiter
 }
 
 // NewSender connects to Kafka.
@@ -51,7 +62,7 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sender{pub: cfg.Publisher, brokers: cfg.Brokers}
+	s := &Sender{pub: cfg.Publisher, topics: cfg.Topics}
 	if s.pub == nil {
 		pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: cfg.Brokers, Logger: cfg.Logger})
 		if err != nil {
@@ -62,6 +73,7 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	sc := sarama.NewConfig()
 	sc.Version = bus.KafkaVersion
 	sc.ClientID = "eventpipe-sender"
+	sc.Consumer.MaxWaitTime = 50 * time.Millisecond
 	client, err := sarama.NewClient(cfg.Brokers, sc)
 	if err != nil {
 		s.Close()
@@ -74,6 +86,9 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 // Close releases the publisher (when the Sender made it) and the client.
 func (s *Sender) Close() error {
 	var errs []error
+	if s.consumer != nil {
+		errs = append(errs, s.consumer.Close())
+	}
 	if s.ownPub && s.pub != nil {
 		errs = append(errs, s.pub.Close())
 	}
@@ -91,68 +106,106 @@ func (s *Sender) Send(ctx context.Context, cmd Command) error {
 		return err
 	}
 	msg.SetContext(ctx)
-	if err := s.pub.Publish(cmd.Topic(), msg); err != nil {
+	if err := s.pub.Publish(cmd.Topic(s.topics), msg); err != nil {
 		return fmt.Errorf("send command %s (%s): %w", cmd.ID, cmd.Type, err)
 	}
 	return nil
 }
 
-// SendAndWait sends cmd and waits for its Result on bus.RepliesTopic
-// until ctx ends. It notes the end of the reply partition that the
-// command id hashes to before sending, then reads that partition from
-// there, so a reply cannot be missed and old replies are not scanned.
+// SendAndWait sends cmd and waits for its Result on the replies topic
+// until ctx ends. On first use the Sender starts reading every replies
+// partition from its end and hands each result to the caller waiting for
+// that command id; a caller registers before it publishes, so no reply can
+// be missed, and old replies are never scanned.
 func (s *Sender) SendAndWait(ctx context.Context, cmd Command) (Result, error) {
-	partition, offset, err := s.replyPosition(cmd.ID)
-	if err != nil {
+	if err := s.listen(); err != nil {
 		return Result{}, err
 	}
+	ch := make(chan Result, 1)
+	s.mu.Lock()
+	s.waiting[cmd.ID] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.waiting, cmd.ID)
+		s.mu.Unlock()
+	}()
 	if err := s.Send(ctx, cmd); err != nil {
 		return Result{}, err
 	}
-	consumer, err := sarama.NewConsumerFromClient(s.client)
-	if err != nil {
-		return Result{}, fmt.Errorf("commands: reply consumer: %w", err)
+	select {
+	case res := <-ch:
+		return res, nil
+	case err := <-s.listenErr:
+		return Result{}, fmt.Errorf("wait for the result of command %s: %w", cmd.ID, err)
+	case <-ctx.Done():
+		return Result{}, fmt.Errorf("wait for the result of command %s: %w", cmd.ID, ctx.Err())
 	}
-	defer consumer.Close()
-	pc, err := consumer.ConsumePartition(bus.RepliesTopic, partition, offset)
-	if err != nil {
-		return Result{}, fmt.Errorf("commands: read replies partition %d: %w", partition, err)
-	}
-	defer pc.Close()
+}
+
+// listen starts the replies reader once.
+func (s *Sender) listen() error {
+	s.listenOnce.Do(func() {
+		s.waiting = map[string]chan Result{}
+		s.listenErr = make(chan error, 1)
+		topic := s.topics.Replies()
+		consumer, err := sarama.NewConsumerFromClient(s.client)
+		if err != nil {
+			s.listenStartErr = fmt.Errorf("commands: reply consumer: %w", err)
+			return
+		}
+		s.consumer = consumer
+		parts, err := s.client.Partitions(topic)
+		if err != nil {
+			s.listenStartErr = fmt.Errorf("commands: partitions of %s: %w", topic, err)
+			return
+		}
+		for _, p := range parts {
+			// ConsumePartition resolves OffsetNewest now, before any
+			// command of this Sender is published.
+			pc, err := consumer.ConsumePartition(topic, p, sarama.OffsetNewest)
+			if err != nil {
+				s.listenStartErr = fmt.Errorf("commands: read %s/%d: %w", topic, p, err)
+				return
+			}
+			go s.deliver(pc)
+		}
+	})
+	return s.listenStartErr
+}
+
+// deliver hands each reply of one partition to its waiter, if any.
+func (s *Sender) deliver(pc sarama.PartitionConsumer) {
 	for {
 		select {
-		case <-ctx.Done():
-			return Result{}, fmt.Errorf("wait for the result of command %s: %w", cmd.ID, ctx.Err())
-		case kerr := <-pc.Errors():
-			return Result{}, fmt.Errorf("wait for the result of command %s: %w", cmd.ID, kerr)
-		case km := <-pc.Messages():
-			if string(km.Key) != cmd.ID {
+		case km, ok := <-pc.Messages():
+			if !ok {
+				return
+			}
+			s.mu.Lock()
+			ch := s.waiting[string(km.Key)]
+			s.mu.Unlock()
+			if ch == nil {
 				continue
 			}
 			msg, err := bus.Marshaler.Unmarshal(km)
 			if err != nil {
-				return Result{}, err
+				continue
 			}
-			return ResultFromMessage(msg)
+			if res, err := ResultFromMessage(msg); err == nil {
+				select {
+				case ch <- res:
+				default: // a redelivered result; the first one was taken
+				}
+			}
+		case kerr, ok := <-pc.Errors():
+			if !ok {
+				return
+			}
+			select {
+			case s.listenErr <- kerr:
+			default:
+			}
 		}
 	}
-}
-
-// replyPosition returns the replies partition the key hashes to (the
-// publisher's hash partitioner) and its current end offset.
-func (s *Sender) replyPosition(key string) (int32, int64, error) {
-	parts, err := s.client.Partitions(bus.RepliesTopic)
-	if err != nil {
-		return 0, 0, fmt.Errorf("commands: partitions of %s: %w", bus.RepliesTopic, err)
-	}
-	p, err := sarama.NewHashPartitioner(bus.RepliesTopic).Partition(
-		&sarama.ProducerMessage{Key: sarama.StringEncoder(key)}, int32(len(parts)))
-	if err != nil {
-		return 0, 0, err
-	}
-	off, err := s.client.GetOffset(bus.RepliesTopic, p, sarama.OffsetNewest)
-	if err != nil {
-		return 0, 0, fmt.Errorf("commands: end of %s/%d: %w", bus.RepliesTopic, p, err)
-	}
-	return p, off, nil
 }

@@ -37,7 +37,7 @@ Addresses come from the environment; 'eventpipe stack env' prints them.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(stackCommand(), demoCommand())
+	root.AddCommand(stackCommand(), migrateCommand(), serveCommand(), sendCommand(), eventsCommand(), demoCommand())
 	return root
 }
 

@@ -22,6 +22,7 @@ const (
 	EnvLeasesTable    = "EVENTPIPE_LEASES_TABLE"
 	EnvAnalyticsTable = "EVENTPIPE_ANALYTICS_TABLE"
 	EnvStackDir       = "EVENTPIPE_STACK_DIR"
+	EnvTopicPrefix    = "EVENTPIPE_TOPIC_PREFIX"
 )
 
 // Defaults used when the matching environment variable is unset or empty.
@@ -48,6 +49,7 @@ type Endpoints struct {
 	LeasesTable    string   // DynamoDB relay lease table
 	AnalyticsTable string   // DynamoDB analytics table
 	StackDir       string   // cache folder of the local stack
+	TopicPrefix    string   // namespace put before every Kafka topic name ("" by default)
 }
 
 // Default returns the built-in defaults, ignoring the environment.
@@ -85,6 +87,7 @@ func fromLookup(lookup func(string) (string, bool)) Endpoints {
 	str(EnvLeasesTable, &e.LeasesTable)
 	str(EnvAnalyticsTable, &e.AnalyticsTable)
 	str(EnvStackDir, &e.StackDir)
+	str(EnvTopicPrefix, &e.TopicPrefix)
 	var brokers string
 	str(EnvKafkaBrokers, &brokers)
 	if brokers != "" {
@@ -116,6 +119,7 @@ func (e Endpoints) Exports() []string {
 		{EnvLeasesTable, e.LeasesTable},
 		{EnvAnalyticsTable, e.AnalyticsTable},
 		{EnvStackDir, e.StackDir},
+		{EnvTopicPrefix, e.TopicPrefix},
 	}
 	lines := make([]string, 0, len(kv))
 	for _, p := range kv {

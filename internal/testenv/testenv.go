@@ -97,3 +97,11 @@ func UniqueName(tb testing.TB, prefix string) string {
 	}
 	return strings.Trim(prefix+"-"+name, "-") + "-" + hex.EncodeToString(b[:])
 }
+
+// DeleteTable deletes a DynamoDB table a test created, reporting (not
+// failing on) an error.
+func DeleteTable(tb testing.TB, db *dynamodb.Client, name string) {
+	if _, err := db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &name}); err != nil {
+		tb.Logf("delete table %s: %v", name, err)
+	}
+}

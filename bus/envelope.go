@@ -1,0 +1,58 @@
+package bus
+
+import (
+	"fmt"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+
+	"github.com/eventpipe/eventpipe/eventstore"
+)
+
+// Metadata keys set on event messages besides the partition key and the
+// correlation id. They let a subscriber route or filter without decoding
+// the payload; the payload (the envelope) stays the source of truth.
+const (
+	MetadataEventType     = "event_type"
+	MetadataAggregateType = "aggregate_type"
+	MetadataCausationID   = "causation_id"
+	MetadataSequence      = "sequence"
+)
+
+// EventMessage maps an envelope to a Watermill message: UUID = event id,
+// payload = eventstore.Marshal(e), partition key = aggregate id (one
+// aggregate's events stay in order on one partition), and correlation id,
+// causation id, event type, aggregate type and sequence in metadata.
+func EventMessage(e eventstore.Envelope) (*message.Message, error) {
+	body, err := eventstore.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	msg := message.NewMessage(e.EventID, body)
+	msg.Metadata.Set(MetadataPartitionKey, e.AggregateID)
+	msg.Metadata.Set(MetadataEventType, e.EventType)
+	msg.Metadata.Set(MetadataAggregateType, e.AggregateType)
+	msg.Metadata.Set(MetadataSequence, fmt.Sprint(e.Sequence))
+	if e.Metadata.CorrelationID != "" {
+		middleware.SetCorrelationID(e.Metadata.CorrelationID, msg)
+	}
+	if e.Metadata.CausationID != "" {
+		msg.Metadata.Set(MetadataCausationID, e.Metadata.CausationID)
+	}
+	return msg, nil
+}
+
+// EventFromMessage decodes an event message. A payload that is not a valid
+// envelope, or whose event id differs from the message UUID, is a
+// permanent error wrapping the *eventstore.DecodeError.
+func EventFromMessage(msg *message.Message) (eventstore.Envelope, error) {
+	e, err := eventstore.Unmarshal(msg.Payload)
+	if err != nil {
+		return eventstore.Envelope{}, Permanent(fmt.Errorf("event message %s: %w", msg.UUID, err))
+	}
+	if e.EventID != msg.UUID {
+		return eventstore.Envelope{}, Permanent(fmt.Errorf("event message %s: %w: envelope event id %q differs",
+			msg.UUID, eventstore.ErrMalformedEnvelope, e.EventID))
+	}
+	return e, nil
+}

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eventpipe/eventpipe/internal/dynamoclient"
+	"github.com/eventpipe/eventpipe/internal/endpoints"
+	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+)
+
+func migrateCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Create or check the storage: the DynamoDB events table (idempotent)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			ep := endpoints.FromEnv()
+			db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+			if err != nil {
+				return err
+			}
+			if err := migrate.CreateEventsTable(ctx, db, ep.EventsTable); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "dynamodb table %s ready at %s\n", ep.EventsTable, ep.DynamoDB)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,199 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/eventpipe/eventpipe/eventstore"
+)
+
+// Decision errors: a decide function returns one to refuse a command
+// without writing anything. The dispatcher reports it as the command's
+// Result (it is an answer, not a failure, and is never retried).
+type Decision struct {
+	Status Status // StatusRejected, StatusConflict or StatusNotFound
+	Reason string
+}
+
+func (d *Decision) Error() string { return fmt.Sprintf("%s: %s", d.Status, d.Reason) }
+
+// Reject refuses a command for a business reason (e.g. insufficient funds).
+func Reject(format string, args ...any) error {
+	return &Decision{Status: StatusRejected, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Conflict refuses a command because the aggregate is not in the state it
+// presumes (e.g. creating what already exists).
+func Conflict(format string, args ...any) error {
+	return &Decision{Status: StatusConflict, Reason: fmt.Sprintf(format, args...)}
+}
+
+// NotFound refuses a command on an aggregate that does not exist (or was
+// deleted).
+func NotFound(format string, args ...any) error {
+	return &Decision{Status: StatusNotFound, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Decide turns a command and the current state of its aggregate (Seq 0
+// and the initial state when it has no events) into the events to append.
+// It must be pure: it can run several times for one command when
+// concurrent writers force a reload.
+type Decide[S any] func(cur eventstore.State[S], cmd Command) ([]eventstore.NewEvent, error)
+
+// Handler handles the commands of one type. Handle returns the command's
+// Result; an error means the command could not be handled now (a
+// permanent one, see bus.Permanent, means never).
+type Handler interface {
+	CommandType() string
+	AggregateType() string
+	Handle(ctx context.Context, cmd Command) (Result, error)
+}
+
+// FacetHandlerConfig configures a handler that decides against a facet.
+type FacetHandlerConfig[S any] struct {
+	CommandType string
+	Facet       *eventstore.Facet[S]
+	// Store is the facet's store, used to tell a redelivered command from
+	// a refused one.
+	Store  eventstore.Store
+	Decide Decide[S]
+	// MaxAttempts bounds reload-and-retry on concurrent appends when the
+	// command carries no expected version (default 10).
+	MaxAttempts int
+}
+
+// facetHandler is the Handler built by NewFacetHandler.
+type facetHandler[S any] struct {
+	cfg FacetHandlerConfig[S]
+}
+
+// NewFacetHandler returns a Handler that loads the aggregate's STATE,
+// decides, and appends with the command id through the facet. On a
+// concurrent append it reloads and decides again (bounded, jittered)
+// unless the command carried an expected version: then the stale version
+// is a StatusConflict result. A command id already applied returns the
+// original outcome with Duplicate set, even when deciding again would
+// refuse it.
+func NewFacetHandler[S any](cfg FacetHandlerConfig[S]) (Handler, error) {
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = 10
+	}
+	switch {
+	case cfg.CommandType == "":
+		return nil, errors.New("commands: FacetHandlerConfig.CommandType is empty")
+	case cfg.Facet == nil || cfg.Store == nil || cfg.Decide == nil:
+		return nil, fmt.Errorf("commands: handler %s: Facet, Store and Decide are required", cfg.CommandType)
+	case cfg.MaxAttempts < 1:
+		return nil, fmt.Errorf("commands: handler %s: MaxAttempts %d < 1", cfg.CommandType, cfg.MaxAttempts)
+	}
+	return &facetHandler[S]{cfg: cfg}, nil
+}
+
+func (h *facetHandler[S]) CommandType() string   { return h.cfg.CommandType }
+func (h *facetHandler[S]) AggregateType() string { return h.cfg.Facet.AggregateType() }
+
+func (h *facetHandler[S]) Handle(ctx context.Context, cmd Command) (Result, error) {
+	ref := eventstore.Ref{Type: h.AggregateType(), ID: cmd.AggregateID}
+	res := Result{CommandID: cmd.ID, AggregateType: ref.Type, AggregateID: ref.ID}
+	for attempt := 1; ; attempt++ {
+		cur, err := h.cfg.Facet.Get(ctx, cmd.AggregateID)
+		switch {
+		case errors.Is(err, eventstore.ErrAggregateNotFound):
+			cur = h.cfg.Facet.Initial(cmd.AggregateID)
+		case err != nil:
+			return res, err
+		}
+		res.Version = cur.Seq
+		if cmd.ExpectedVersion != nil && *cmd.ExpectedVersion > 0 && cur.Seq == 0 {
+			return h.refused(ctx, ref, cmd, res, &Decision{Status: StatusNotFound,
+				Reason: fmt.Sprintf("%s does not exist (expected version %d)", ref, *cmd.ExpectedVersion)})
+		}
+		if cmd.ExpectedVersion != nil && *cmd.ExpectedVersion != cur.Seq {
+			return h.refused(ctx, ref, cmd, res, &Decision{Status: StatusConflict,
+				Reason: fmt.Sprintf("expected version %d, actual %d", *cmd.ExpectedVersion, cur.Seq)})
+		}
+		events, err := h.cfg.Decide(cur, cmd)
+		if err != nil {
+			return h.refused(ctx, ref, cmd, res, err)
+		}
+		out, err := h.cfg.Facet.AppendTo(ctx, cur, eventstore.Change{
+			Events:    events,
+			CommandID: cmd.ID,
+			Metadata:  eventstore.Metadata{CorrelationID: cmd.CorrelationID, CausationID: cmd.ID, Actor: cmd.Actor, IP: cmd.IP},
+		})
+		var conflict *eventstore.ConcurrencyError
+		switch {
+		case err == nil:
+			res.Status = StatusAccepted
+			res.Version = out.State.Seq
+			res.EventIDs = out.Append.EventIDs
+			res.Duplicate = out.Duplicate
+			return res, nil
+		case errors.As(err, &conflict) && cmd.ExpectedVersion == nil && attempt < h.cfg.MaxAttempts:
+			sleep(ctx, attempt)
+			continue
+		case errors.As(err, &conflict):
+			return h.refused(ctx, ref, cmd, res, &Decision{Status: StatusConflict, Reason: err.Error()})
+		default:
+			return h.refused(ctx, ref, cmd, res, err)
+		}
+	}
+}
+
+// refused turns err into the command's Result. A decision or a rule's
+// refusal is an answer; bad input is StatusInvalid plus a permanent
+// error; anything else is returned for retry. Before refusing, it checks
+// whether this command id was already applied (a redelivery), and if so
+// answers with the original outcome.
+func (h *facetHandler[S]) refused(ctx context.Context, ref eventstore.Ref, cmd Command, res Result, err error) (Result, error) {
+	var dec *Decision
+	var rej *eventstore.RuleRejection
+	var val *eventstore.ValidationError
+	answer := errors.As(err, &dec) || errors.As(err, &rej) || errors.As(err, &val) ||
+		errors.Is(err, eventstore.ErrItemTooLarge) || errors.Is(err, eventstore.ErrTooManyItems) ||
+		errors.Is(err, eventstore.ErrTransactionTooLarge)
+	if !answer {
+		return res, err
+	}
+	if prior, perr := h.cfg.Store.CommandResult(ctx, ref, cmd.ID); perr == nil {
+		res.Status, res.Duplicate = StatusAccepted, true
+		res.Version, res.EventIDs = prior.LastSeq, prior.EventIDs
+		return res, nil
+	} else if !errors.Is(perr, eventstore.ErrCommandNotFound) {
+		return res, perr
+	}
+	res.Reason = err.Error()
+	switch {
+	case dec != nil:
+		res.Status, res.Reason = dec.Status, dec.Reason
+	case rej != nil:
+		res.Status, res.Reason = StatusRejected, rej.Reason
+	default:
+		res.Status = StatusInvalid
+		return res, &InvalidError{Err: err}
+	}
+	return res, nil
+}
+
+// InvalidError wraps an input error that no retry can fix; the dispatcher
+// poisons the message.
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return "invalid command: " + e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+// sleep waits a jittered, growing pause before attempt+1 (10ms·2^n, at
+// most ~1s) or until ctx ends.
+func sleep(ctx context.Context, attempt int) {
+	base := 10 * time.Millisecond << min(attempt, 7)
+	d := base/2 + rand.N(base)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,172 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/eventpipe/eventpipe/bus"
+)
+
+// ErrUnknownCommand is wrapped when no handler is registered for a
+// command's type (or the type belongs to another aggregate type).
+var ErrUnknownCommand = errors.New("unknown command type")
+
+// Registry maps command types to their handlers. Build it at start-up;
+// it is read-only afterwards and safe for concurrent reads.
+type Registry struct {
+	handlers map[string]Handler
+}
+
+// Register adds handlers; a command type registered twice is an error.
+func (r *Registry) Register(hs ...Handler) error {
+	if r.handlers == nil {
+		r.handlers = map[string]Handler{}
+	}
+	for _, h := range hs {
+		if _, dup := r.handlers[h.CommandType()]; dup {
+			return fmt.Errorf("commands: command type %q registered twice", h.CommandType())
+		}
+		r.handlers[h.CommandType()] = h
+	}
+	return nil
+}
+
+// Lookup returns the handler of commandType.
+func (r *Registry) Lookup(commandType string) (Handler, bool) {
+	h, ok := r.handlers[commandType]
+	return h, ok
+}
+
+// AggregateTypes returns the aggregate types that have handlers, sorted:
+// the dispatcher subscribes to one commands topic per aggregate type.
+func (r *Registry) AggregateTypes() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, h := range r.handlers {
+		if !seen[h.AggregateType()] {
+			seen[h.AggregateType()] = true
+			out = append(out, h.AggregateType())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// CommandTypes returns the registered command types, sorted.
+func (r *Registry) CommandTypes() []string {
+	out := make([]string, 0, len(r.handlers))
+	for t := range r.handlers {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// DispatcherConfig configures a Dispatcher.
+type DispatcherConfig struct {
+	// Registry holds the handlers. Required.
+	Registry *Registry
+	// Replies publishes results on Topics.Replies(). Required.
+	Replies message.Publisher
+	// Topics is the topic namespace (default: the default namespace).
+	Topics bus.Topics
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Dispatcher runs commands through their handlers and publishes each
+// result on the replies topic. Safe for concurrent use.
+type Dispatcher struct {
+	cfg DispatcherConfig
+}
+
+// NewDispatcher validates cfg.
+func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil || len(cfg.Registry.handlers) == 0 {
+		return nil, errors.New("commands: DispatcherConfig.Registry has no handlers")
+	}
+	if cfg.Replies == nil {
+		return nil, errors.New("commands: DispatcherConfig.Replies is nil")
+	}
+	return &Dispatcher{cfg: cfg}, nil
+}
+
+// Dispatch handles one command in-process (the HTTP API uses it) and
+// returns its result without publishing it. An unknown type or bad input
+// is a StatusInvalid result with an error wrapping ErrUnknownCommand or
+// an *InvalidError; other errors mean "try again later".
+func (d *Dispatcher) Dispatch(ctx context.Context, cmd Command) (Result, error) {
+	res := Result{CommandID: cmd.ID, AggregateType: cmd.AggregateType, AggregateID: cmd.AggregateID}
+	if err := cmd.Validate(); err != nil {
+		res.Status, res.Reason = StatusInvalid, err.Error()
+		return res, &InvalidError{Err: err}
+	}
+	h, ok := d.cfg.Registry.Lookup(cmd.Type)
+	if !ok || h.AggregateType() != cmd.AggregateType {
+		res.Status = StatusInvalid
+		res.Reason = fmt.Sprintf("%v %q for aggregate type %q (known: %v)", ErrUnknownCommand, cmd.Type, cmd.AggregateType, d.cfg.Registry.CommandTypes())
+		return res, &InvalidError{Err: fmt.Errorf("%w %q", ErrUnknownCommand, cmd.Type)}
+	}
+	return h.Handle(ctx, cmd)
+}
+
+// HandleMessage is the Watermill handler for commands topics: it decodes
+// the command, dispatches it, and publishes the result keyed by command
+// id. Malformed messages, unknown types and invalid input publish a
+// StatusInvalid result (when the command id is known) and return a
+// permanent error, so the poison middleware parks them with the reason.
+// Transient failures return an error for retry and redelivery; the
+// command id makes a redelivered command append nothing twice.
+func (d *Dispatcher) HandleMessage(msg *message.Message) error {
+	ctx := msg.Context()
+	cmd, err := FromMessage(msg)
+	if err != nil {
+		d.publish(Result{CommandID: msg.UUID, Status: StatusInvalid, Reason: err.Error()}, "")
+		return bus.Permanent(err)
+	}
+	res, err := d.Dispatch(ctx, cmd)
+	var invalid *InvalidError
+	if err != nil && !errors.As(err, &invalid) {
+		return fmt.Errorf("command %s (%s %s/%s): %w", cmd.ID, cmd.Type, cmd.AggregateType, cmd.AggregateID, err)
+	}
+	if perr := d.publish(res, cmd.CorrelationID); perr != nil {
+		return perr
+	}
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	d.cfg.Logger.Debug("command handled", "command_id", cmd.ID, "type", cmd.Type, "aggregate", cmd.AggregateID,
+		"status", res.Status, "version", res.Version, "duplicate", res.Duplicate)
+	return nil
+}
+
+func (d *Dispatcher) publish(res Result, correlationID string) error {
+	if res.CommandID == "" {
+		return nil
+	}
+	msg, err := res.ToMessage(correlationID)
+	if err != nil {
+		return err
+	}
+	if err := d.cfg.Replies.Publish(d.cfg.Topics.Replies(), msg); err != nil {
+		return fmt.Errorf("publish result of %s: %w", res.CommandID, err)
+	}
+	return nil
+}
+
+// Topics returns the commands topics the dispatcher consumes.
+func (d *Dispatcher) Topics() []string {
+	var out []string
+	for _, t := range d.cfg.Registry.AggregateTypes() {
+		out = append(out, d.cfg.Topics.Commands(t))
+	}
+	return out
+}

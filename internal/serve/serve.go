@@ -1,0 +1,235 @@
+// Package serve assembles eventpipe's write side: the DynamoDB event
+// store, the domains and their command handlers, the dispatcher consuming
+// the commands topics in one consumer group, and the HTTP API. `eventpipe
+// serve` runs it; tests run it in-process or as a child process to kill.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/components/metrics"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/domains/bankaccount"
+	"github.com/eventpipe/eventpipe/domains/order"
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/eventstore"
+	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
+	"github.com/eventpipe/eventpipe/internal/dynamoclient"
+	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/internal/httpapi"
+)
+
+// DefaultConsumerGroup is the consumer group of the command handlers.
+const DefaultConsumerGroup = "eventpipe-commands"
+
+// Config configures the write side.
+type Config struct {
+	// Endpoints give the DynamoDB endpoint, events table, Kafka brokers
+	// and HTTP address (default endpoints.FromEnv()).
+	Endpoints endpoints.Endpoints
+	// ConsumerGroup of the command handlers (default DefaultConsumerGroup).
+	ConsumerGroup string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Endpoints.DynamoDB == "" {
+		c.Endpoints = endpoints.FromEnv()
+	}
+	if c.ConsumerGroup == "" {
+		c.ConsumerGroup = DefaultConsumerGroup
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	if len(c.Endpoints.KafkaBrokers) == 0 {
+		return errors.New("serve: no Kafka brokers")
+	}
+	if c.Endpoints.EventsTable == "" {
+		return errors.New("serve: no events table")
+	}
+	return bus.ValidateTopic(c.topics().Poison(c.ConsumerGroup))
+}
+
+func (c Config) topics() bus.Topics {
+	return bus.Topics{Prefix: c.Endpoints.TopicPrefix}
+}
+
+// Domains are the facets and handlers of every domain on one store.
+type Domains struct {
+	Store    *ddbstore.Store
+	Ledger   *bankaccount.Ledger
+	Todo     *todo.Domain
+	Order    *order.Domain
+	Registry *commands.Registry
+}
+
+// NewDomains builds every domain on store and registers their handlers.
+func NewDomains(store *ddbstore.Store) (*Domains, error) {
+	d := &Domains{Store: store, Registry: &commands.Registry{}}
+	var err error
+	if d.Ledger, err = bankaccount.NewLedger(store, nil); err != nil {
+		return nil, err
+	}
+	ledgerHandlers, err := bankaccount.Handlers(d.Ledger, store)
+	if err != nil {
+		return nil, err
+	}
+	if d.Todo, err = todo.New(store); err != nil {
+		return nil, err
+	}
+	if d.Order, err = order.New(store); err != nil {
+		return nil, err
+	}
+	for _, hs := range [][]commands.Handler{ledgerHandlers, d.Todo.Handlers, d.Order.Handlers} {
+		if err := d.Registry.Register(hs...); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// Schema is the event types and upcasters the store accepts: those of
+// every domain's processor.
+func Schema() eventstore.Schema {
+	types := eventstore.EventTypes{}
+	for _, set := range []eventstore.EventTypes{bankaccount.Processor().Types(), todo.Processor.Types(), order.Processor.Types()} {
+		for t := range set {
+			types[t] = struct{}{}
+		}
+	}
+	return eventstore.Schema{Types: types}
+}
+
+// OpenStore connects to the events table.
+func OpenStore(ctx context.Context, ep endpoints.Endpoints, logger *slog.Logger) (*ddbstore.Store, error) {
+	client, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+	if err != nil {
+		return nil, err
+	}
+	return ddbstore.New(ddbstore.Config{Client: client, Table: ep.EventsTable, Schema: Schema(), Logger: logger})
+}
+
+// Service is the running write side.
+type Service struct {
+	cfg        Config
+	Domains    *Domains
+	Dispatcher *commands.Dispatcher
+	Registry   *prometheus.Registry
+	pub        *kafka.Publisher
+}
+
+// New connects to DynamoDB and Kafka and assembles the write side.
+func New(ctx context.Context, cfg Config) (*Service, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	store, err := OpenStore(ctx, cfg.Endpoints, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	domains, err := NewDomains(store)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: cfg.Endpoints.KafkaBrokers, ClientID: "eventpipe-serve", Logger: watermill.NewSlogLogger(cfg.Logger)})
+	if err != nil {
+		return nil, err
+	}
+	disp, err := commands.NewDispatcher(commands.DispatcherConfig{Registry: domains.Registry, Replies: pub, Topics: cfg.topics(), Logger: cfg.Logger})
+	if err != nil {
+		_ = pub.Close()
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return &Service{cfg: cfg, Domains: domains, Dispatcher: disp, Registry: reg, pub: pub}, nil
+}
+
+// Endpoints returns the resolved endpoints.
+func (s *Service) Endpoints() endpoints.Endpoints { return s.cfg.Endpoints }
+
+// Close releases the Kafka publisher.
+func (s *Service) Close() error { return s.pub.Close() }
+
+// RunCommandHandlers consumes every commands topic in the consumer group
+// until ctx ends. Each message runs through the middleware chain
+// (correlation id, poison queue for permanent errors, retry with backoff,
+// recoverer) and is acked only after its result was published.
+func (s *Service) RunCommandHandlers(ctx context.Context) error {
+	logger := watermill.NewSlogLogger(s.cfg.Logger)
+	router, err := message.NewRouter(message.RouterConfig{}, logger)
+	if err != nil {
+		return err
+	}
+	mws, err := bus.Middlewares(bus.MiddlewareConfig{PoisonPublisher: s.pub, PoisonTopic: s.cfg.topics().Poison(s.cfg.ConsumerGroup), Logger: s.cfg.Logger})
+	if err != nil {
+		return err
+	}
+	router.AddMiddleware(mws...)
+	metrics.NewPrometheusMetricsBuilder(s.Registry, "eventpipe", "commands").AddPrometheusRouterMetrics(router)
+	var subs []message.Subscriber
+	defer func() {
+		for _, sub := range subs {
+			_ = sub.Close()
+		}
+	}()
+	// One consumer group per commands topic (<group>.<topic>), so a
+	// rebalance on one topic does not pause the others.
+	for _, topic := range s.Dispatcher.Topics() {
+		sub, err := bus.NewSubscriber(bus.SubscriberConfig{Brokers: s.cfg.Endpoints.KafkaBrokers, ConsumerGroup: s.cfg.ConsumerGroup + "." + topic, ClientID: "eventpipe-serve", Logger: logger})
+		if err != nil {
+			return err
+		}
+		subs = append(subs, sub)
+		router.AddNoPublisherHandler("commands:"+topic, topic, sub, s.Dispatcher.HandleMessage)
+	}
+	if err := router.Run(ctx); err != nil {
+		return fmt.Errorf("serve: command router: %w", err)
+	}
+	return nil
+}
+
+// NewHTTP returns the HTTP API with the todo resource mounted.
+func (s *Service) NewHTTP() (*httpapi.Server, error) {
+	srv, err := httpapi.New(httpapi.Config{Addr: s.cfg.Endpoints.HTTPAddr, Registry: s.Registry, Logger: s.cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	srv.MountTodo(s.Dispatcher, s.Domains.Todo.Facet)
+	return srv, nil
+}
+
+// Run runs the command handlers and the HTTP API until ctx ends or one of
+// them fails.
+func (s *Service) Run(ctx context.Context) error {
+	srv, err := s.NewHTTP()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	go func() { errc <- s.RunCommandHandlers(ctx) }()
+	go func() { errc <- srv.Run(ctx, nil) }()
+	first := <-errc
+	cancel()
+	second := <-errc
+	return errors.Join(first, second)
+}

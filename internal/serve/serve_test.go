@@ -1,0 +1,258 @@
+package serve_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/domains/order"
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/internal/serve"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+)
+
+func TestMain(m *testing.M) {
+	runServeChildIfRequested()
+	os.Exit(m.Run())
+}
+
+// testEndpoints returns the environment's endpoints with a fresh events
+// table, deleted when t ends.
+func testEndpoints(t *testing.T) endpoints.Endpoints {
+	t.Helper()
+	db := testenv.DynamoDB(t)
+	testenv.KafkaBrokers(t)
+	ep := testenv.Endpoints()
+	ep.EventsTable = testenv.UniqueName(t, "events")
+	ep.TopicPrefix = testenv.UniqueName(t, "ns") + "."
+	ctx := context.Background()
+	if err := migrate.CreateEventsTable(ctx, db, ep.EventsTable); err != nil {
+		t.Fatalf("create events table: %v", err)
+	}
+	t.Cleanup(func() { testenv.DeleteTable(t, db, ep.EventsTable) })
+	return ep
+}
+
+func newService(t *testing.T, ep endpoints.Endpoints, group string) *serve.Service {
+	t.Helper()
+	svc, err := serve.New(context.Background(), serve.Config{Endpoints: ep, ConsumerGroup: group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	return svc
+}
+
+func todoCmd(t *testing.T, typ, id string, payload any, expected *int64) commands.Command {
+	t.Helper()
+	cmd, err := commands.NewJSON(typ, todo.AggregateType, id, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.ExpectedVersion = expected
+	return cmd
+}
+
+func ver(v int64) *int64 { return &v }
+
+func mustCmd(t *testing.T, typ, aggType, id string, payload any) commands.Command {
+	t.Helper()
+	cmd, err := commands.NewJSON(typ, aggType, id, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// partitions returns the distinct partition keys in the events table.
+func partitions(t *testing.T, ep endpoints.Endpoints) []string {
+	t.Helper()
+	db := testenv.DynamoDB(t)
+	out, err := db.Scan(context.Background(), &dynamodb.ScanInput{TableName: &ep.EventsTable, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var pks []string
+	for _, it := range out.Items {
+		pk := it["pk"].(*ddbtypes.AttributeValueMemberS).Value
+		if !seen[pk] {
+			seen[pk] = true
+			pks = append(pks, pk)
+		}
+	}
+	return pks
+}
+
+func events(t *testing.T, svc *serve.Service, typ, id string) []eventstore.Envelope {
+	t.Helper()
+	evs, err := svc.Domains.Store.Load(context.Background(), eventstore.Ref{Type: typ, ID: id}, 0)
+	if errors.Is(err, eventstore.ErrAggregateNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// TestDispatchTodoLifecycleOutcomes runs the todo commands in-process
+// against DynamoDB Local and checks every outcome and what was stored.
+func TestDispatchTodoLifecycleOutcomes(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t, testEndpoints(t), testenv.UniqueName(t, "g"))
+	d := svc.Dispatcher
+	create := todoCmd(t, todo.Create, "t1", todo.Fields{Title: "write tests"}, ver(0))
+
+	res, err := d.Dispatch(ctx, create)
+	if err != nil || res.Status != commands.StatusAccepted || res.Version != 1 || len(res.EventIDs) != 1 {
+		t.Fatalf("create: %+v, %v", res, err)
+	}
+	// The same command again (a redelivery) is answered with the original
+	// outcome and appends nothing.
+	again, err := d.Dispatch(ctx, create)
+	if err != nil || again.Status != commands.StatusAccepted || !again.Duplicate || again.Version != 1 || again.EventIDs[0] != res.EventIDs[0] {
+		t.Fatalf("redelivered create: %+v, %v", again, err)
+	}
+	checks := []struct {
+		name   string
+		cmd    commands.Command
+		status commands.Status
+	}{
+		{"create existing", todoCmd(t, todo.Create, "t1", todo.Fields{Title: "x"}, nil), commands.StatusConflict},
+		{"stale version", todoCmd(t, todo.Update, "t1", todo.Fields{Title: "x"}, ver(0)), commands.StatusConflict},
+		{"update unknown", todoCmd(t, todo.Update, "nope", todo.Fields{Title: "x"}, nil), commands.StatusNotFound},
+		{"delete unknown", todoCmd(t, todo.Delete, "nope", struct{}{}, nil), commands.StatusNotFound},
+	}
+	for _, c := range checks {
+		res, err := d.Dispatch(ctx, c.cmd)
+		if err != nil || res.Status != c.status {
+			t.Errorf("%s: %+v, %v; want %s", c.name, res, err, c.status)
+		}
+	}
+	for name, cmd := range map[string]commands.Command{
+		"empty title":   todoCmd(t, todo.Update, "t1", todo.Fields{Title: " "}, nil),
+		"unknown field": {ID: "01JAAAAAAAAAAAAAAAAAAAAAAA", Type: todo.Update, AggregateType: todo.AggregateType, AggregateID: "t1", Payload: json.RawMessage(`{"title":"a","bogus":1}`)},
+		"reserved char": todoCmd(t, todo.Create, "a#b", todo.Fields{Title: "x"}, nil),
+		"unknown type":  {ID: "01JAAAAAAAAAAAAAAAAAAAAAAB", Type: "Frobnicate", AggregateType: todo.AggregateType, AggregateID: "t1", Payload: json.RawMessage(`{}`)},
+		"long title":    todoCmd(t, todo.Update, "t1", todo.Fields{Title: strings.Repeat("x", 5000)}, nil),
+		"oversize item": mustCmd(t, order.Place, order.AggregateType, "o1", order.PlacedData{Customer: strings.Repeat("x", 450_000), Total: 1}),
+	} {
+		res, err := d.Dispatch(ctx, cmd)
+		var inv *commands.InvalidError
+		if !errors.As(err, &inv) || res.Status != commands.StatusInvalid {
+			t.Errorf("%s: %+v, %v; want an InvalidError", name, res, err)
+		}
+	}
+	upd := todoCmd(t, todo.Update, "t1", todo.Fields{Title: "write more tests", Completed: true}, ver(1))
+	if res, err := d.Dispatch(ctx, upd); err != nil || res.Status != commands.StatusAccepted || res.Version != 2 {
+		t.Fatalf("update: %+v, %v", res, err)
+	}
+	if evs := events(t, svc, todo.AggregateType, "t1"); len(evs) != 2 || evs[0].EventType != todo.Created || evs[1].EventType != todo.Updated ||
+		evs[1].Metadata.CausationID != upd.ID {
+		t.Fatalf("stored events %v", evs)
+	}
+	if pks := partitions(t, svc.Endpoints()); len(pks) != 1 || pks[0] != "AGGREGATE#todo#t1" {
+		t.Fatalf("refused commands stored partitions %v", pks)
+	}
+}
+
+// TestBusCommandsDuplicatesAndPoison publishes commands onto Kafka for the
+// running handlers: a command published twice appends once, and malformed,
+// unknown, reserved-character and oversize commands land on the poison
+// topic with a reason while the handler keeps going.
+func TestBusCommandsDuplicatesAndPoison(t *testing.T) {
+	ep := testEndpoints(t)
+	group := testenv.UniqueName(t, "g")
+	svc := newService(t, ep, group)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- svc.RunCommandHandlers(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	topics := bus.Topics{Prefix: ep.TopicPrefix}
+	sender, err := commands.NewSender(commands.SenderConfig{Brokers: ep.KafkaBrokers, Publisher: pub, Topics: topics, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	topic := topics.Commands(todo.AggregateType)
+
+	// Poison first, so the valid commands after them prove the handler
+	// kept going.
+	id := testenv.UniqueName(t, "todo")
+	raw := func(uuid, body string) *message.Message {
+		m := message.NewMessage(uuid, []byte(body))
+		m.Metadata.Set(bus.MetadataPartitionKey, id)
+		return m
+	}
+	bad := map[string]*message.Message{}
+	bad["malformed"] = raw("bad-json", `{"id":`)
+	unknown := todoCmd(t, "Frobnicate", id, struct{}{}, nil)
+	bad["unknown"], _ = unknown.ToMessage()
+	reserved := todoCmd(t, todo.Create, id, todo.Fields{Title: "x"}, nil)
+	reserved.AggregateID = "a#b"
+	body, _ := json.Marshal(reserved)
+	bad["reserved"] = raw(reserved.ID, string(body))
+	big, _ := commands.NewJSON(order.Place, order.AggregateType, id, order.PlacedData{Customer: strings.Repeat("x", 450_000), Total: 5})
+	bad["oversize"], _ = big.ToMessage()
+	for name, m := range bad {
+		topic := topic
+		if name == "oversize" {
+			topic = topics.Commands(order.AggregateType)
+		}
+		if err := pub.Publish(topic, m); err != nil {
+			t.Fatalf("publish %s: %v", name, err)
+		}
+	}
+	create := todoCmd(t, todo.Create, id, todo.Fields{Title: "once"}, nil)
+	msg, _ := create.ToMessage()
+	msg2, _ := create.ToMessage()
+	if err := pub.Publish(topic, msg, msg2); err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, waitCancel := context.WithTimeout(ctx, 60*time.Second)
+	defer waitCancel()
+	res, err := sender.SendAndWait(waitCtx, todoCmd(t, todo.Update, id, todo.Fields{Title: "after"}, ver(1)))
+	if err != nil || res.Status != commands.StatusAccepted || res.Version != 2 {
+		t.Fatalf("update after the poison and the duplicate: %+v, %v", res, err)
+	}
+	if evs := events(t, svc, todo.AggregateType, id); len(evs) != 2 {
+		t.Fatalf("stored %d events for %s, want 2 (create once, update once): %v", len(evs), id, evs)
+	}
+	if pks := partitions(t, ep); len(pks) != 1 || pks[0] != "AGGREGATE#todo#"+id {
+		t.Fatalf("table holds partitions %v, want only the todo's", pks)
+	}
+
+	poisoned := testenv.Consume(t, ep.KafkaBrokers, group+"-audit", topics.Poison(group), len(bad))
+	reasons := map[string]string{}
+	for _, p := range poisoned {
+		reasons[p.UUID] = p.Metadata.Get(bus.ReasonMetadataKey)
+	}
+	for name, want := range map[string]string{"malformed": "malformed", "unknown": "unknown command type", "reserved": "reserved character", "oversize": "too large"} {
+		if r := reasons[bad[name].UUID]; !strings.Contains(r, want) {
+			t.Errorf("%s: poison reason %q does not say %q", name, r, want)
+		}
+	}
+}
