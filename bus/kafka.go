@@ -56,33 +56,6 @@ func (c PublisherConfig) Validate() error {
 	return nil
 }
 
-// NewPublisher returns a synchronous Watermill publisher: Publish returns
-// once every broker replica has acknowledged the messages (acks=all), and
-// the producer is idempotent, so sarama's retries never duplicate a record.
-// It is safe for concurrent use; Close flushes and releases connections.
-func NewPublisher(cfg PublisherConfig) (*kafka.Publisher, error) {
-	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	sc := kafka.DefaultSaramaSyncPublisherConfig()
-	sc.Version = KafkaVersion
-	sc.ClientID = cfg.ClientID
-	sc.Producer.RequiredAcks = sarama.WaitForAll
-	sc.Producer.Idempotent = true
-	sc.Net.MaxOpenRequests = 1
-	sc.Producer.Retry.Backoff = 250 * time.Millisecond
-	pub, err := kafka.NewPublisher(kafka.PublisherConfig{
-		Brokers:               cfg.Brokers,
-		Marshaler:             Marshaler,
-		OverwriteSaramaConfig: sc,
-	}, cfg.Logger)
-	if err != nil {
-		return nil, fmt.Errorf("bus: kafka publisher for %v: %w", cfg.Brokers, err)
-	}
-	return pub, nil
-}
-
 // SubscriberConfig configures a Kafka subscriber.
 type SubscriberConfig struct {
 	// Brokers are the seed brokers. Required.

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 
 	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/components/metrics"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
@@ -131,7 +130,7 @@ type Service struct {
 	Domains    *Domains
 	Dispatcher *commands.Dispatcher
 	Registry   *prometheus.Registry
-	pub        *kafka.Publisher
+	pub        *bus.Publisher
 }
 
 // New connects to DynamoDB and Kafka and assembles the write side.

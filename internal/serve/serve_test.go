@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 
 // testEndpoints returns the environment's endpoints with a fresh events
 // table, deleted when t ends.
-func testEndpoints(t *testing.T) endpoints.Endpoints {
+func testEndpoints(t testing.TB) endpoints.Endpoints {
 	t.Helper()
 	db := testenv.DynamoDB(t)
 	testenv.KafkaBrokers(t)
@@ -48,7 +48,7 @@ func testEndpoints(t *testing.T) endpoints.Endpoints {
 	return ep
 }
 
-func newService(t *testing.T, ep endpoints.Endpoints, group string) *serve.Service {
+func newService(t testing.TB, ep endpoints.Endpoints, group string) *serve.Service {
 	t.Helper()
 	svc, err := serve.New(context.Background(), serve.Config{Endpoints: ep, ConsumerGroup: group})
 	if err != nil {
