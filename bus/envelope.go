@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -55,4 +56,30 @@ func EventFromMessage(msg *message.Message) (eventstore.Envelope, error) {
 			msg.UUID, eventstore.ErrMalformedEnvelope, e.EventID))
 	}
 	return e, nil
+}
+
+// MetadataOutboundName carries an outbound event's name.
+const MetadataOutboundName = "outbound_name"
+
+// OutboundMessage maps an outbox record to a Watermill message: UUID =
+// the record's id, payload = the record as JSON (name, aggregate, the
+// causing event's id and sequence, payload, metadata), partition key =
+// aggregate id, correlation and causation ids in metadata.
+func OutboundMessage(o eventstore.OutboundRecord) (*message.Message, error) {
+	body, err := json.Marshal(o)
+	if err != nil {
+		return nil, fmt.Errorf("outbound %s: %w", o.ID, err)
+	}
+	msg := message.NewMessage(o.ID, body)
+	msg.Metadata.Set(MetadataPartitionKey, o.AggregateID)
+	msg.Metadata.Set(MetadataOutboundName, o.Name)
+	msg.Metadata.Set(MetadataAggregateType, o.AggregateType)
+	msg.Metadata.Set(MetadataSequence, fmt.Sprint(o.Seq))
+	if o.Metadata.CorrelationID != "" {
+		middleware.SetCorrelationID(o.Metadata.CorrelationID, msg)
+	}
+	if o.Metadata.CausationID != "" {
+		msg.Metadata.Set(MetadataCausationID, o.Metadata.CausationID)
+	}
+	return msg, nil
 }

@@ -30,7 +30,7 @@ func runRouter(t *testing.T, handler message.NoPublishHandlerFunc) (*gochannel.G
 		t.Fatal(err)
 	}
 	router.AddMiddleware(mws...)
-	router.AddNoPublisherHandler("h", "in", ps, handler)
+	router.AddConsumerHandler("h", "in", ps, handler)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { _ = router.Run(ctx) }()
 	<-router.Running()

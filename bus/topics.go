@@ -77,7 +77,7 @@ func topicPart(s string) string {
 // ValidateTopic reports whether name is a legal Kafka topic name.
 func ValidateTopic(name string) error {
 	if name == "" || name == "." || name == ".." || len(name) > 249 {
-		return fmt.Errorf("bus: topic %q: must be 1–249 characters and not . or ..", name)
+		return fmt.Errorf("bus: topic %q: must be 1–249 characters, not \".\" or \"..\"", name)
 	}
 	if topicPart(name) != name {
 		return fmt.Errorf("bus: topic %q: only [a-zA-Z0-9._-] allowed", name)

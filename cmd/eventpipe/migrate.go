@@ -13,7 +13,7 @@ import (
 func migrateCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "migrate",
-		Short: "Create or check the storage: the DynamoDB events table (idempotent)",
+		Short: "Create or check the storage: the DynamoDB events and relay lease tables (idempotent)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -25,7 +25,10 @@ func migrateCommand() *cobra.Command {
 			if err := migrate.CreateEventsTable(ctx, db, ep.EventsTable); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "dynamodb table %s ready at %s\n", ep.EventsTable, ep.DynamoDB)
+			if err := migrate.CreateLeasesTable(ctx, db, ep.LeasesTable); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "dynamodb tables %s and %s ready at %s\n", ep.EventsTable, ep.LeasesTable, ep.DynamoDB)
 			return nil
 		},
 	}

@@ -197,7 +197,7 @@ func (s *Service) RunCommandHandlers(ctx context.Context) error {
 			return err
 		}
 		subs = append(subs, sub)
-		router.AddNoPublisherHandler("commands:"+topic, topic, sub, s.Dispatcher.HandleMessage)
+		router.AddConsumerHandler("commands:"+topic, topic, sub, s.Dispatcher.HandleMessage)
 	}
 	if err := router.Run(ctx); err != nil {
 		return fmt.Errorf("serve: command router: %w", err)

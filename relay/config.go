@@ -1,0 +1,147 @@
+package relay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
+)
+
+// StreamsAPI is the part of *dynamodbstreams.Client the relay reads with.
+type StreamsAPI interface {
+	DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error)
+	GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error)
+	GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error)
+}
+
+// TableAPI is the part of *dynamodb.Client the relay needs: the lease
+// table, and DescribeTable to find the events table's stream.
+type TableAPI interface {
+	LeaseAPI
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+}
+
+// Config configures a relay worker. Several workers (processes) with the
+// same EventsTable and LeaseTable share the stream's shards.
+type Config struct {
+	// Streams reads the stream. Required.
+	Streams StreamsAPI
+	// DynamoDB writes the lease table and describes the events table.
+	// Required.
+	DynamoDB TableAPI
+	// EventsTable is the event store table whose stream is relayed.
+	// Required unless StreamARN is set.
+	EventsTable string
+	// StreamARN overrides the stream (default: the table's latest stream).
+	StreamARN string
+	// LeaseTable holds one lease per shard (default "eventpipe-leases").
+	LeaseTable string
+	// Publisher publishes to Kafka; Publish must return only after the
+	// broker acknowledged every message (bus.Publisher does). Required.
+	Publisher message.Publisher
+	// Topics names the event, outbound and poison topics.
+	Topics bus.Topics
+	// Upcasters, when set, upcast events before they are published.
+	Upcasters *eventstore.Upcasters
+	// WorkerID names this worker in the lease table (default
+	// hostname-pid-random). It must differ between live workers.
+	WorkerID string
+	// LeaseDuration is how long a lease may go without renewal before
+	// another worker takes it over (default 10s). Holders renew every
+	// LeaseDuration/3.
+	LeaseDuration time.Duration
+	// DiscoveryInterval is how often the worker lists shards and leases
+	// and takes free or expired ones (default 2s).
+	DiscoveryInterval time.Duration
+	// BatchSize is the GetRecords limit (1–1000, default 1000): at most
+	// this many records are republished after a crash, per shard.
+	BatchSize int32
+	// IdlePoll is the first pause after an empty read; it doubles up to
+	// MaxIdlePoll (defaults 100ms and 250ms: an idle shard is read at most
+	// ~4 times a second, within DynamoDB Streams' 5 GetRecords/s per
+	// shard, and a new record waits at most 250ms).
+	IdlePoll, MaxIdlePoll time.Duration
+	// PoisonGroup names the poison topic, Topics.Poison(PoisonGroup)
+	// (default "relay").
+	PoisonGroup string
+	// Registerer receives the relay's metrics (default: none).
+	Registerer prometheus.Registerer
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultLeaseTable is the lease table's default name.
+const DefaultLeaseTable = "eventpipe-leases"
+
+func (c *Config) setDefaults() {
+	if c.LeaseTable == "" {
+		c.LeaseTable = DefaultLeaseTable
+	}
+	if c.WorkerID == "" {
+		c.WorkerID = defaultWorkerID()
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = 10 * time.Second
+	}
+	if c.DiscoveryInterval == 0 {
+		c.DiscoveryInterval = 2 * time.Second
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 1000
+	}
+	if c.IdlePoll == 0 {
+		c.IdlePoll = 100 * time.Millisecond
+	}
+	if c.MaxIdlePoll == 0 {
+		c.MaxIdlePoll = 250 * time.Millisecond
+	}
+	if c.PoisonGroup == "" {
+		c.PoisonGroup = "relay"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.Streams == nil:
+		return errors.New("relay: Config.Streams is nil")
+	case c.DynamoDB == nil:
+		return errors.New("relay: Config.DynamoDB is nil")
+	case c.Publisher == nil:
+		return errors.New("relay: Config.Publisher is nil")
+	case c.EventsTable == "" && c.StreamARN == "":
+		return errors.New("relay: Config needs EventsTable or StreamARN")
+	case c.BatchSize < 1 || c.BatchSize > 1000:
+		return fmt.Errorf("relay: Config.BatchSize %d is outside 1–1000", c.BatchSize)
+	case c.LeaseDuration < 3*time.Millisecond:
+		return fmt.Errorf("relay: Config.LeaseDuration %v is too short", c.LeaseDuration)
+	case c.DiscoveryInterval <= 0 || c.IdlePoll <= 0 || c.MaxIdlePoll < c.IdlePoll:
+		return errors.New("relay: Config intervals must be positive and MaxIdlePoll ≥ IdlePoll")
+	}
+	return bus.ValidateTopic(c.Topics.Poison(c.PoisonGroup))
+}
+
+func defaultWorkerID() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "relay"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}

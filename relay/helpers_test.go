@@ -1,0 +1,324 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
+	store "github.com/eventpipe/eventpipe/eventstore/dynamodb"
+	"github.com/eventpipe/eventpipe/internal/dynamoclient"
+	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	"github.com/eventpipe/eventpipe/relay"
+)
+
+func TestMain(m *testing.M) {
+	runRelayChildIfRequested()
+	os.Exit(m.Run())
+}
+
+// env is one test's world: its own events and lease tables and topic
+// namespace on the stack's services.
+type env struct {
+	ep     endpoints.Endpoints
+	db     *dynamodb.Client
+	store  *store.Store
+	topics bus.Topics
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	db := testenv.DynamoDB(t)
+	testenv.KafkaBrokers(t)
+	ep := testenv.Endpoints()
+	ep.EventsTable = testenv.UniqueName(t, "events")
+	ep.LeasesTable = testenv.UniqueName(t, "leases")
+	ep.TopicPrefix = testenv.UniqueName(t, "ns") + "."
+	ctx := context.Background()
+	if err := migrate.CreateEventsTable(ctx, db, ep.EventsTable); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.DeleteTable(t, db, ep.EventsTable) })
+	if err := migrate.CreateLeasesTable(ctx, db, ep.LeasesTable); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.DeleteTable(t, db, ep.LeasesTable) })
+	s, err := store.New(store.Config{Client: db, Table: ep.EventsTable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{ep: ep, db: db, store: s, topics: bus.Topics{Prefix: ep.TopicPrefix}}
+}
+
+// appendTicks appends n "Ticked" events to ref in one transaction after
+// version `after`.
+func (e *env) appendTicks(t testing.TB, ref eventstore.Ref, after int64, n int) {
+	t.Helper()
+	ch := eventstore.Change{}
+	for i := range n {
+		ch.Events = append(ch.Events, eventstore.Event("Ticked", map[string]int64{"n": after + int64(i) + 1}))
+	}
+	req, err := eventstore.Prepare(ref, after, ch, eventstore.Schema{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 0; ; attempt++ {
+		_, err := e.store.Append(context.Background(), req)
+		if err == nil {
+			return
+		}
+		if attempt == 5 {
+			t.Errorf("append %s after %d: %v", ref, after, err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// relayConfig is the in-process relay configuration for e.
+func (e *env) relayConfig(t testing.TB, worker string) relay.Config {
+	t.Helper()
+	streams, err := dynamoclient.NewStreams(context.Background(), dynamoclient.Config{Endpoint: e.ep.DynamoDB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: e.ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	return relay.Config{
+		Streams: streams, DynamoDB: e.db, EventsTable: e.ep.EventsTable, LeaseTable: e.ep.LeasesTable,
+		Publisher: pub, Topics: e.topics, WorkerID: worker,
+		LeaseDuration: 2 * time.Second, DiscoveryInterval: 250 * time.Millisecond,
+	}
+}
+
+// runRelay runs a relay in this process until the returned stop is
+// called; stop returns Run's error.
+func runRelay(t testing.TB, cfg relay.Config) (stop func() error) {
+	t.Helper()
+	r, err := relay.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var once sync.Once
+	var result error
+	stop = func() error {
+		once.Do(func() { cancel(); result = <-done })
+		return result
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func (e *env) leases(t testing.TB) []relay.Lease {
+	t.Helper()
+	arn, err := relay.StreamARN(context.Background(), e.db, e.ep.EventsTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := relay.Status(context.Background(), &relay.Leases{Client: e.db, Table: e.ep.LeasesTable}, arn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ls
+}
+
+// delivery is one event as it arrived on Kafka.
+type delivery struct {
+	partition int32
+	offset    int64
+	env       eventstore.Envelope
+}
+
+// readEvents reads topic from its start with a plain (group-less) client
+// until done says every expected event arrived, or fails t after timeout.
+// Records come back in partition order.
+func readEvents(t testing.TB, brokers []string, topic string, timeout time.Duration, done func([]delivery) bool) []delivery {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var got []delivery
+	for !done(got) {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%s: %d records after %v, not all expected events arrived", topic, len(got), timeout)
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			if err != context.DeadlineExceeded {
+				t.Logf("fetch %s/%d: %v", topic, p, err)
+			}
+		})
+		fetches.EachRecord(func(r *kgo.Record) {
+			e, err := eventstore.Unmarshal(r.Value)
+			if err != nil {
+				t.Fatalf("record %s/%d@%d: %v", r.Topic, r.Partition, r.Offset, err)
+			}
+			got = append(got, delivery{partition: r.Partition, offset: r.Offset, env: e})
+		})
+	}
+	return got
+}
+
+// coverage checks deliveries against want (aggregate id → last sequence):
+// every sequence 1..last arrived, and per aggregate each sequence arrived
+// for the first time only after all before it (repeats after a crash are
+// allowed, gaps and reordering are not). It returns the number of
+// duplicates.
+func coverage(t testing.TB, got []delivery, want map[string]int64) (dups int) {
+	t.Helper()
+	high := map[string]int64{}
+	for _, d := range got {
+		id, seq := d.env.AggregateID, d.env.Sequence
+		switch {
+		case seq == high[id]+1:
+			high[id] = seq
+		case seq <= high[id]:
+			dups++
+		default:
+			t.Errorf("%s: sequence %d arrived before %d (partition %d offset %d)", id, seq, high[id]+1, d.partition, d.offset)
+			high[id] = max(high[id], seq)
+		}
+	}
+	for id, last := range want {
+		if high[id] != last {
+			t.Errorf("%s: delivered up to %d, want %d", id, high[id], last)
+		}
+	}
+	return dups
+}
+
+// complete reports whether every aggregate in want reached its last
+// sequence (ignoring order; coverage checks that).
+func complete(want map[string]int64) func([]delivery) bool {
+	return func(got []delivery) bool {
+		seen := map[string]map[int64]bool{}
+		for _, d := range got {
+			if seen[d.env.AggregateID] == nil {
+				seen[d.env.AggregateID] = map[int64]bool{}
+			}
+			seen[d.env.AggregateID][d.env.Sequence] = true
+		}
+		for id, last := range want {
+			if int64(len(seen[id])) < last {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+const (
+	envRelayChild = "EVENTPIPE_TEST_RELAY_CHILD_WORKER"
+	envRelayBatch = "EVENTPIPE_TEST_RELAY_BATCH"
+)
+
+// runRelayChildIfRequested runs a relay worker in this process when a
+// test started it as a child (the worker id is in the environment).
+func runRelayChildIfRequested() {
+	worker := os.Getenv(envRelayChild)
+	if worker == "" {
+		return
+	}
+	slog.SetLogLoggerLevel(slog.LevelWarn)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	err := func() error {
+		ep := endpoints.FromEnv()
+		db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+		if err != nil {
+			return err
+		}
+		streams, err := dynamoclient.NewStreams(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+		if err != nil {
+			return err
+		}
+		pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+		if err != nil {
+			return err
+		}
+		defer pub.Close()
+		var batch int32
+		fmt.Sscan(os.Getenv(envRelayBatch), &batch)
+		r, err := relay.New(relay.Config{
+			Streams: streams, DynamoDB: db, EventsTable: ep.EventsTable, LeaseTable: ep.LeasesTable,
+			Publisher: pub, Topics: bus.Topics{Prefix: ep.TopicPrefix}, WorkerID: worker,
+			LeaseDuration: 2 * time.Second, DiscoveryInterval: 250 * time.Millisecond, BatchSize: batch,
+		})
+		if err != nil {
+			return err
+		}
+		return r.Run(ctx)
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "relay child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// relayChild is a relay worker in a child process.
+type relayChild struct {
+	t      testing.TB
+	e      *env
+	name   string
+	worker string // name-<generation>: a restarted process is a new worker, as in production
+	gen    int
+	batch  int
+	cmd    *exec.Cmd
+}
+
+func startRelayChild(t testing.TB, e *env, worker string, batch int) *relayChild {
+	c := &relayChild{t: t, e: e, name: worker, batch: batch}
+	c.start()
+	t.Cleanup(c.kill)
+	return c
+}
+
+func (c *relayChild) start() {
+	c.t.Helper()
+	c.gen++
+	c.worker = fmt.Sprintf("%s-%d", c.name, c.gen)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envRelayChild+"="+c.worker, fmt.Sprintf("%s=%d", envRelayBatch, c.batch),
+		endpoints.EnvEventsTable+"="+c.e.ep.EventsTable, endpoints.EnvLeasesTable+"="+c.e.ep.LeasesTable,
+		endpoints.EnvTopicPrefix+"="+c.e.ep.TopicPrefix)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.cmd = cmd
+}
+
+// kill sends SIGKILL and reaps the process.
+func (c *relayChild) kill() {
+	if c.cmd != nil {
+		_ = c.cmd.Process.Kill()
+		_, _ = c.cmd.Process.Wait()
+		c.cmd = nil
+	}
+}

@@ -1,0 +1,305 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	st "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+)
+
+// TrimmedError says a shard's checkpoint is older than the stream's
+// retention (24 hours on AWS): records after it were trimmed before the
+// relay read them, so they may never have reached the bus. The relay
+// stops rather than skip them silently.
+type TrimmedError struct {
+	StreamARN, ShardID, Checkpoint, LeaseTable string
+	Err                                        error
+}
+
+func (e *TrimmedError) Error() string {
+	return fmt.Sprintf("relay: shard %s: checkpoint %q is past the stream's retention (records were trimmed before they were relayed; "+
+		"events after it may be missing from Kafka). Recover from the event store: rebuild read models with `eventpipe replay <projection>`, "+
+		"then delete the lease item (stream_arn=%s, shard_id=%s) from table %s to resume this shard from its oldest record: %v",
+		e.ShardID, e.Checkpoint, e.StreamARN, e.ShardID, e.LeaseTable, e.Err)
+}
+
+func (e *TrimmedError) Unwrap() error { return e.Err }
+
+// batch is one GetRecords result handed from the fetcher to the
+// publisher.
+type batch struct {
+	records []st.Record
+	last    string // sequence number of the last record ("" when none)
+	closed  bool   // the shard has no more records
+}
+
+// reader reads one leased shard: a fetcher goroutine runs GetRecords one
+// batch ahead while the publisher loop publishes the previous batch,
+// waits for Kafka's acks and checkpoints it.
+type reader struct {
+	relay         *Relay
+	stream, shard string // fixed; the fetcher reads only these
+	lease         Lease  // owned by the publish loop
+}
+
+func (rd *reader) run(ctx context.Context) error {
+	r := rd.relay
+	ctx, cancel := context.WithCancel(ctx)
+	batches := make(chan batch, 1)
+	fetchErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	from := rd.lease.Checkpoint
+	wg.Go(func() { fetchErr <- rd.fetch(ctx, from, batches) })
+	err := rd.publishLoop(ctx, batches, fetchErr)
+	cancel()
+	wg.Wait()
+	if errors.Is(err, context.Canceled) && !errors.Is(err, ErrLeaseLost) {
+		// A clean stop: hand the lease over at once.
+		stop, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer done()
+		if rerr := r.leases.Release(stop, rd.lease); rerr != nil {
+			r.log.Warn("release lease failed; it expires on its own", "shard", rd.lease.ShardID, "err", rerr)
+		}
+	}
+	return err
+}
+
+func (rd *reader) publishLoop(ctx context.Context, batches <-chan batch, fetchErr <-chan error) error {
+	r := rd.relay
+	renewEvery := r.cfg.LeaseDuration / 3
+	renew := time.NewTicker(renewEvery)
+	defer renew.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-fetchErr:
+			return err
+		case <-renew.C:
+			if time.Since(rd.lease.UpdatedAt) < renewEvery {
+				continue
+			}
+			l, err := r.leases.Renew(ctx, rd.lease)
+			if err != nil {
+				return err
+			}
+			rd.lease = l
+		case b := <-batches:
+			if err := rd.handle(ctx, b); err != nil {
+				return err
+			}
+			if b.closed {
+				r.log.Info("shard finished", "shard", rd.lease.ShardID, "checkpoint", rd.lease.Checkpoint)
+				return nil
+			}
+		}
+	}
+}
+
+// handle publishes a batch, retrying until Kafka acknowledges every
+// message, then checkpoints it. The checkpoint is written even when ctx
+// ends meanwhile, so a clean stop repeats nothing.
+func (rd *reader) handle(ctx context.Context, b batch) error {
+	r := rd.relay
+	if len(b.records) > 0 {
+		out := make(map[string][]Outgoing)
+		var topics []string
+		published, skipped, poisoned := 0, 0, 0
+		for _, rec := range b.records {
+			o, ok, err := r.translator.Translate(rec)
+			switch {
+			case err != nil:
+				r.log.Error("stream record sent to the poison topic", "shard", rd.lease.ShardID, "err", err)
+				o = Outgoing{Topic: r.cfg.Topics.Poison(r.cfg.PoisonGroup), Message: PoisonMessage(rd.lease.ShardID, rec, err)}
+				poisoned++
+			case !ok:
+				skipped++
+				continue
+			default:
+				published++
+			}
+			if _, seen := out[o.Topic]; !seen {
+				topics = append(topics, o.Topic)
+			}
+			out[o.Topic] = append(out[o.Topic], o)
+		}
+		for delay := r.cfg.IdlePoll; ; delay = min(2*delay, 5*time.Second) {
+			err := rd.publish(topics, out)
+			if err == nil {
+				break
+			}
+			r.log.Warn("publish failed; retrying", "shard", rd.lease.ShardID, "err", err, "retry_in", delay)
+			if err := sleep(ctx, delay); err != nil {
+				return err
+			}
+			if time.Since(rd.lease.UpdatedAt) > r.cfg.LeaseDuration/3 {
+				l, err := r.leases.Renew(ctx, rd.lease)
+				if err != nil {
+					return err
+				}
+				rd.lease = l
+			}
+		}
+		r.metrics.records.WithLabelValues("published").Add(float64(published))
+		r.metrics.records.WithLabelValues("skipped").Add(float64(skipped))
+		r.metrics.records.WithLabelValues("poison").Add(float64(poisoned))
+		r.metrics.batches.Inc()
+		if at := b.records[len(b.records)-1].Dynamodb.ApproximateCreationDateTime; at != nil {
+			r.metrics.lag.WithLabelValues(rd.lease.ShardID).Set(max(0, time.Since(*at).Seconds()))
+		}
+	}
+	if len(b.records) == 0 && !b.closed {
+		return nil
+	}
+	write, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer done()
+	l, err := r.leases.Checkpoint(write, rd.lease, b.last, b.closed)
+	if err != nil {
+		return err
+	}
+	rd.lease = l
+	return nil
+}
+
+// publish sends each topic's messages in one Publish call, topics in
+// parallel; one aggregate's messages are all on one topic, in order.
+func (rd *reader) publish(topics []string, out map[string][]Outgoing) error {
+	errs := make([]error, len(topics))
+	var wg sync.WaitGroup
+	for i, topic := range topics {
+		wg.Go(func() {
+			msgs := make([]*message.Message, len(out[topic]))
+			for j, o := range out[topic] {
+				msgs[j] = o.Message
+			}
+			errs[i] = rd.relay.cfg.Publisher.Publish(topic, msgs...)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// fetch reads the shard after sequence number `after` ("" = from its
+// oldest record) and hands every non-empty batch, and the final one of a
+// closed shard, to out.
+func (rd *reader) fetch(ctx context.Context, after string, out chan<- batch) error {
+	r := rd.relay
+	iter, err := rd.iterator(ctx, after)
+	if err != nil {
+		return err
+	}
+	idle := r.cfg.IdlePoll
+	for {
+		res, err := r.cfg.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(r.cfg.BatchSize)})
+		var expired *st.ExpiredIteratorException
+		var limit *st.LimitExceededException
+		var trimmed *st.TrimmedDataAccessException
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.As(err, &expired):
+			if iter, err = rd.iterator(ctx, after); err != nil {
+				return err
+			}
+			continue
+		case errors.As(err, &trimmed):
+			return rd.trimmed(after, err)
+		case errors.As(err, &limit):
+			r.log.Warn("GetRecords throttled; backing off", "shard", rd.shard, "retry_in", idle)
+			if err := sleep(ctx, idle); err != nil {
+				return err
+			}
+			idle = min(2*idle, r.cfg.MaxIdlePoll)
+			continue
+		default:
+			r.log.Warn("GetRecords failed; retrying", "shard", rd.shard, "err", err, "retry_in", idle)
+			if err := sleep(ctx, idle); err != nil {
+				return err
+			}
+			idle = min(2*idle, r.cfg.MaxIdlePoll)
+			if iter, err = rd.iterator(ctx, after); err != nil {
+				return err
+			}
+			continue
+		}
+		b := batch{records: res.Records, closed: res.NextShardIterator == nil}
+		if n := len(res.Records); n > 0 {
+			b.last = aws.ToString(res.Records[n-1].Dynamodb.SequenceNumber)
+			after = b.last
+		}
+		if len(b.records) > 0 || b.closed {
+			select {
+			case out <- b:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if b.closed {
+			return nil
+		}
+		iter = res.NextShardIterator
+		if len(res.Records) == 0 {
+			r.metrics.lag.WithLabelValues(rd.shard).Set(0)
+			if err := sleep(ctx, idle); err != nil {
+				return err
+			}
+			idle = min(2*idle, r.cfg.MaxIdlePoll)
+		} else {
+			idle = r.cfg.IdlePoll
+		}
+	}
+}
+
+// iterator starts reading after sequence number `after`, or at the
+// shard's oldest record when it is "".
+func (rd *reader) iterator(ctx context.Context, after string) (*string, error) {
+	r := rd.relay
+	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(rd.stream), ShardId: aws.String(rd.shard)}
+	if after == "" {
+		in.ShardIteratorType = st.ShardIteratorTypeTrimHorizon
+	} else {
+		in.ShardIteratorType = st.ShardIteratorTypeAfterSequenceNumber
+		in.SequenceNumber = aws.String(after)
+	}
+	for delay := r.cfg.IdlePoll; ; delay = min(2*delay, r.cfg.MaxIdlePoll) {
+		out, err := r.cfg.Streams.GetShardIterator(ctx, in)
+		var trimmed *st.TrimmedDataAccessException
+		var gone *st.ResourceNotFoundException
+		switch {
+		case err == nil:
+			return out.ShardIterator, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.As(err, &trimmed), errors.As(err, &gone):
+			// A shard that is gone was trimmed whole: its unread
+			// records are lost to the stream.
+			return nil, rd.trimmed(after, err)
+		}
+		r.log.Warn("GetShardIterator failed; retrying", "shard", rd.shard, "err", err, "retry_in", delay)
+		if err := sleep(ctx, delay); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (rd *reader) trimmed(after string, err error) error {
+	return &TrimmedError{StreamARN: rd.stream, ShardID: rd.shard, Checkpoint: after, LeaseTable: rd.relay.cfg.LeaseTable, Err: err}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
