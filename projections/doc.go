@@ -1,5 +1,12 @@
-// Package projections will hold the projection framework: consumers that
-// build read models from the event topics, exactly once, with gap repair,
-// catch-up and replay (see docs/architecture.md). It is empty until the
-// read side lands.
+// Package projections turns events into read models, exactly once in
+// effect although delivery is at least once.
+//
+// An Applier applies events to a Postgres read model inside one
+// transaction together with the projection's position per aggregate
+// (table projection_positions, see migrations/postgres): an event at or
+// below the position is a duplicate and skipped; an event more than one
+// past it means events were missed, and the missing ones are read from
+// the event store (Store.Load) and applied first, in order. Because the
+// position and the rows commit together, a crash at any point either
+// keeps both or neither.
 package projections

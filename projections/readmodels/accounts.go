@@ -1,0 +1,70 @@
+// Package readmodels holds the Postgres read models of the example
+// domains (tables in migrations/postgres), each a projections.Projection.
+package readmodels
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/domains/bankaccount"
+	"github.com/eventpipe/eventpipe/eventstore"
+)
+
+// Accounts keeps accounts (owner, balance) and their transaction history.
+type Accounts struct{}
+
+// Name implements projections.Projection.
+func (Accounts) Name() string { return "accounts" }
+
+// AggregateTypes implements projections.Projection.
+func (Accounts) AggregateTypes() []string { return []string{bankaccount.AggregateType} }
+
+// Apply implements projections.Projection. An event type it does not know
+// is a permanent error: it goes to the poison topic rather than being
+// dropped silently.
+func (Accounts) Apply(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) error {
+	switch e.EventType {
+	case bankaccount.EventAccountCreation:
+		_, err := tx.Exec(ctx, `INSERT INTO accounts (account_id, version, apply_count, opened_at, updated_at)
+			VALUES ($1, $2, 1, $3, $3)`, e.AggregateID, e.Sequence, e.OccurredAt)
+		return err
+	case bankaccount.EventAccountUpdate:
+		var u bankaccount.AccountUpdate
+		if err := json.Unmarshal(e.Payload, &u); err != nil {
+			return bus.Permanent(fmt.Errorf("%s payload: %w", e, err))
+		}
+		return touch(ctx, tx, e, `owner_first = $4, owner_last = $5`, u.OwnerFirst, u.OwnerLast)
+	case bankaccount.EventTransactionAccepted:
+		var t bankaccount.Transaction
+		if err := json.Unmarshal(e.Payload, &t); err != nil {
+			return bus.Permanent(fmt.Errorf("%s payload: %w", e, err))
+		}
+		if err := touch(ctx, tx, e, `balance = balance + $4`, t.Amount); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO account_transactions (account_id, seq, description, amount, balance, occurred_at)
+			SELECT $1, $2, $3, $4, balance, $5 FROM accounts WHERE account_id = $1`,
+			e.AggregateID, e.Sequence, t.Desc, t.Amount, e.OccurredAt)
+		return err
+	default:
+		return bus.Permanent(fmt.Errorf("accounts: unknown event type %q", e.EventType))
+	}
+}
+
+// touch updates an account row with set (whose parameters start at $4),
+// moving its version and apply count.
+func touch(ctx context.Context, tx pgx.Tx, e eventstore.Envelope, set string, args ...any) error {
+	tag, err := tx.Exec(ctx, `UPDATE accounts SET `+set+`, version = $2, apply_count = apply_count + 1, updated_at = $3
+		WHERE account_id = $1`, append([]any{e.AggregateID, e.Sequence, e.OccurredAt}, args...)...)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("accounts: %s: no account row (its creation was never applied)", e)
+	}
+	return nil
+}
