@@ -34,16 +34,16 @@ func (Accounts) Apply(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) err
 		return err
 	case bankaccount.EventAccountUpdate:
 		var u bankaccount.AccountUpdate
-		if err := json.Unmarshal(e.Payload, &u); err != nil {
-			return bus.Permanent(fmt.Errorf("%s payload: %w", e, err))
+		if err := decode(e, &u); err != nil {
+			return err
 		}
-		return touch(ctx, tx, e, `owner_first = $4, owner_last = $5`, u.OwnerFirst, u.OwnerLast)
+		return touch(ctx, tx, "accounts", "account_id", e, `owner_first = $4, owner_last = $5`, u.OwnerFirst, u.OwnerLast)
 	case bankaccount.EventTransactionAccepted:
 		var t bankaccount.Transaction
-		if err := json.Unmarshal(e.Payload, &t); err != nil {
-			return bus.Permanent(fmt.Errorf("%s payload: %w", e, err))
+		if err := decode(e, &t); err != nil {
+			return err
 		}
-		if err := touch(ctx, tx, e, `balance = balance + $4`, t.Amount); err != nil {
+		if err := touch(ctx, tx, "accounts", "account_id", e, `balance = balance + $4`, t.Amount); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO account_transactions (account_id, seq, description, amount, balance, occurred_at)
@@ -55,16 +55,26 @@ func (Accounts) Apply(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) err
 	}
 }
 
-// touch updates an account row with set (whose parameters start at $4),
-// moving its version and apply count.
-func touch(ctx context.Context, tx pgx.Tx, e eventstore.Envelope, set string, args ...any) error {
-	tag, err := tx.Exec(ctx, `UPDATE accounts SET `+set+`, version = $2, apply_count = apply_count + 1, updated_at = $3
-		WHERE account_id = $1`, append([]any{e.AggregateID, e.Sequence, e.OccurredAt}, args...)...)
+// touch updates the row of e's aggregate in table (key column key) with
+// set, whose parameters start at $4, and moves its version, apply count
+// and updated_at. A missing row is an error: the creating event was never
+// applied, which positions and gap repair rule out.
+func touch(ctx context.Context, tx pgx.Tx, table, key string, e eventstore.Envelope, set string, args ...any) error {
+	tag, err := tx.Exec(ctx, `UPDATE `+table+` SET `+set+`, version = $2, apply_count = apply_count + 1, updated_at = $3
+		WHERE `+key+` = $1`, append([]any{e.AggregateID, e.Sequence, e.OccurredAt}, args...)...)
 	if err != nil {
 		return err
 	}
 	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("accounts: %s: no account row (its creation was never applied)", e)
+		return fmt.Errorf("%s: %s: no row (its creating event was never applied)", table, e)
+	}
+	return nil
+}
+
+// decode unmarshals e's payload; a bad payload is permanent (poison).
+func decode(e eventstore.Envelope, v any) error {
+	if err := json.Unmarshal(e.Payload, v); err != nil {
+		return bus.Permanent(fmt.Errorf("%s payload: %w", e, err))
 	}
 	return nil
 }

@@ -1,0 +1,71 @@
+package readmodels
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/domains/order"
+	"github.com/eventpipe/eventpipe/eventstore"
+)
+
+// Orders keeps one summary row per order: status, amounts, timestamps.
+type Orders struct{}
+
+// Name implements projections.Projection.
+func (Orders) Name() string { return "orders" }
+
+// AggregateTypes implements projections.Projection.
+func (Orders) AggregateTypes() []string { return []string{order.AggregateType} }
+
+// Apply implements projections.Projection.
+func (Orders) Apply(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) error {
+	switch e.EventType {
+	case order.Placed:
+		var d order.PlacedData
+		if err := decode(e, &d); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO orders (order_id, customer, status, total, placed_at, version, apply_count)
+			VALUES ($1, $2, $3, $4, $5, $6, 1)`, e.AggregateID, d.Customer, order.StatusPlaced, d.Total, e.OccurredAt, e.Sequence)
+		return err
+	case order.Paid:
+		var d order.PaymentData
+		if err := decode(e, &d); err != nil {
+			return err
+		}
+		return touchOrder(ctx, tx, e, `status = $4, paid = paid + $5, paid_at = $3`, order.StatusPaid, d.Amount)
+	case order.Shipped:
+		var d order.ShippedData
+		if err := decode(e, &d); err != nil {
+			return err
+		}
+		return touchOrder(ctx, tx, e, `status = $4, tracking_number = $5, shipped_at = $3`, order.StatusShipped, d.TrackingNumber)
+	case order.Delivered:
+		return touchOrder(ctx, tx, e, `status = $4, delivered_at = $3`, order.StatusDelivered)
+	case order.Refunded:
+		var d order.RefundData
+		if err := decode(e, &d); err != nil {
+			return err
+		}
+		return touchOrder(ctx, tx, e, `status = $4, refunded = refunded + $5, refunded_at = $3`, order.StatusRefunded, d.Amount)
+	default:
+		return bus.Permanent(fmt.Errorf("orders: unknown event type %q", e.EventType))
+	}
+}
+
+// touchOrder is touch for orders, whose table has no updated_at column:
+// the event's time ($3) goes into the timestamp column set names.
+func touchOrder(ctx context.Context, tx pgx.Tx, e eventstore.Envelope, set string, args ...any) error {
+	tag, err := tx.Exec(ctx, `UPDATE orders SET `+set+`, version = $2, apply_count = apply_count + 1
+		WHERE order_id = $1`, append([]any{e.AggregateID, e.Sequence, e.OccurredAt}, args...)...)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("orders: %s: no row (its creating event was never applied)", e)
+	}
+	return nil
+}

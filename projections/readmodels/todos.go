@@ -1,0 +1,77 @@
+package readmodels
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/eventstore"
+)
+
+// Todos keeps one row per todo; a deleted todo keeps its row, marked
+// deleted, so a late duplicate cannot resurrect it.
+type Todos struct{}
+
+// Name implements projections.Projection.
+func (Todos) Name() string { return "todos" }
+
+// AggregateTypes implements projections.Projection.
+func (Todos) AggregateTypes() []string { return []string{todo.AggregateType} }
+
+// Apply implements projections.Projection.
+func (Todos) Apply(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) error {
+	switch e.EventType {
+	case todo.Created:
+		var f todo.Fields
+		if err := decode(e, &f); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO todos (todo_id, title, completed, version, apply_count, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, 1, $5, $5)`, e.AggregateID, f.Title, f.Completed, e.Sequence, e.OccurredAt)
+		return err
+	case todo.Updated:
+		var f todo.Fields
+		if err := decode(e, &f); err != nil {
+			return err
+		}
+		return touch(ctx, tx, "todos", "todo_id", e, `title = $4, completed = $5`, f.Title, f.Completed)
+	case todo.Deleted:
+		return touch(ctx, tx, "todos", "todo_id", e, `deleted = $4`, true)
+	default:
+		return bus.Permanent(fmt.Errorf("todos: unknown event type %q", e.EventType))
+	}
+}
+
+// Todo is a row of the todos read model.
+type Todo struct {
+	ID        string `json:"id"`
+	Title     string `json:"title"`
+	Completed bool   `json:"completed"`
+	Version   int64  `json:"version"`
+}
+
+// ListTodos returns up to limit live todos with ids after `after`, in id
+// order (keyset paging: pass the last id of a page to get the next).
+func ListTodos(ctx context.Context, db interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, after string, limit int) ([]Todo, error) {
+	if limit <= 0 || limit > 1000 {
+		return nil, fmt.Errorf("todos: limit %d is outside 1–1000", limit)
+	}
+	rows, err := db.Query(ctx, `SELECT todo_id, title, completed, version FROM todos
+		WHERE NOT deleted AND todo_id > $1 ORDER BY todo_id LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("todos: list: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Todo, error) {
+		var t Todo
+		return t, r.Scan(&t.ID, &t.Title, &t.Completed, &t.Version)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("todos: list: %w", err)
+	}
+	return out, nil
+}
