@@ -12,6 +12,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/projections"
 )
 
 // Accounts keeps accounts (owner, balance) and their transaction history.
@@ -77,4 +78,13 @@ func decode(e eventstore.Envelope, v any) error {
 		return bus.Permanent(fmt.Errorf("%s payload: %w", e, err))
 	}
 	return nil
+}
+
+// All returns every read model, by name.
+func All() map[string]projections.Projection {
+	out := map[string]projections.Projection{}
+	for _, p := range []projections.Projection{Accounts{}, Orders{}, Todos{}} {
+		out[p.Name()] = p
+	}
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -23,8 +24,11 @@ import (
 
 // world is a fresh events table and a fresh, migrated Postgres schema.
 type world struct {
-	store *store.Store
-	db    *pgxpool.Pool
+	store  *store.Store
+	db     *pgxpool.Pool
+	table  string
+	ddb    *dynamodb.Client
+	schema string
 }
 
 func newWorld(t *testing.T) *world {
@@ -62,7 +66,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	return &world{store: s, db: db}
+	return &world{store: s, db: db, table: table, ddb: ddb, schema: schema}
 }
 
 // openAccount appends ACCOUNT_CREATION and n transactions; it returns the
