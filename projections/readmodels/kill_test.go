@@ -1,0 +1,168 @@
+package readmodels_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/internal/serve"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/projections"
+	"github.com/eventpipe/eventpipe/projections/readmodels"
+)
+
+const envConsumeChildSchema = "EVENTPIPE_TEST_CONSUME_CHILD_SCHEMA"
+
+func TestMain(m *testing.M) {
+	runConsumeChildIfRequested()
+	os.Exit(m.Run())
+}
+
+// runConsumeChildIfRequested runs the accounts projection in this process
+// when a test started it as a child (the schema is in the environment).
+func runConsumeChildIfRequested() {
+	schema := os.Getenv(envConsumeChildSchema)
+	if schema == "" {
+		return
+	}
+	slog.SetLogLoggerLevel(slog.LevelWarn)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	err := func() error {
+		ep := endpoints.FromEnv()
+		store, err := serve.OpenStore(ctx, ep, slog.Default())
+		if err != nil {
+			return err
+		}
+		cfg, err := pgxpool.ParseConfig(ep.Postgres)
+		if err != nil {
+			return err
+		}
+		cfg.ConnConfig.RuntimeParams["search_path"] = schema
+		db, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+		if err != nil {
+			return err
+		}
+		defer pub.Close()
+		applier, err := projections.NewApplier(projections.ApplierConfig{DB: db, Store: store, Projection: readmodels.Accounts{}})
+		if err != nil {
+			return err
+		}
+		runner, err := projections.NewRunner(projections.RunnerConfig{Applier: applier, Brokers: ep.KafkaBrokers,
+			Topics: bus.Topics{Prefix: ep.TopicPrefix}, Publisher: pub, Logger: slog.Default()})
+		if err != nil {
+			return err
+		}
+		return runner.Run(ctx)
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "consume child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// TestKilledConsumerAppliesEveryEventOnce publishes 9,999 account events
+// (101 accounts) and runs the accounts projection in a child process that
+// is killed with SIGKILL at random moments at least 10 times and
+// restarted. In the end every account equals its replay and every event
+// was applied exactly once (apply_count = version = position).
+func TestKilledConsumerAppliesEveryEventOnce(t *testing.T) {
+	const accounts, perAccount, kills = 101, 98, 10
+	w := newWorld(t)
+	topics := bus.Topics{Prefix: testenv.UniqueName(t, "ns") + "."}
+	brokers := testenv.KafkaBrokers(t)
+	type account struct {
+		events  []eventstore.Envelope
+		balance int64
+	}
+	byID := map[string]account{}
+	var msgs []*message.Message
+	for i := range accounts {
+		id := fmt.Sprintf("acc-%03d", i)
+		evs, bal := w.openAccount(t, id, perAccount)
+		byID[id] = account{evs, bal}
+		for _, e := range evs {
+			m, err := bus.EventMessage(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs = append(msgs, m)
+		}
+	}
+	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	if err := pub.Publish(topics.Events(msgs[0].Metadata.Get(bus.MetadataAggregateType)), msgs...); err != nil {
+		t.Fatal(err)
+	}
+
+	start := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envConsumeChildSchema+"="+w.schema,
+			endpoints.EnvEventsTable+"="+w.table, endpoints.EnvTopicPrefix+"="+topics.Prefix)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	applied := func() int64 {
+		var n int64
+		if err := w.db.QueryRow(context.Background(), `SELECT coalesce(sum(seq), 0) FROM projection_positions`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	child := start()
+	defer func() { _ = child.Process.Kill(); _, _ = child.Process.Wait() }()
+	total := int64(len(msgs))
+	var killedAt []int64
+	for k := 0; k < kills; k++ {
+		// Kill once the child made progress, at a random moment.
+		before := applied()
+		deadline := time.Now().Add(30 * time.Second)
+		for applied() == before && applied() < total && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond)
+		_ = child.Process.Signal(syscall.SIGKILL)
+		_, _ = child.Process.Wait()
+		killedAt = append(killedAt, applied())
+		child = start()
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for applied() < total {
+		if time.Now().After(deadline) {
+			t.Fatalf("applied %d of %d events after %d kills", applied(), total, kills)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("%d kills at applied counts %v; %d events", kills, killedAt, total)
+	for id, acc := range byID {
+		if got, want := w.row(t, id), want(acc.events, acc.balance); got != want {
+			t.Errorf("%s: read model %+v, want %+v", id, got, want)
+		}
+	}
+}
