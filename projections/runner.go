@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/components/metrics"
@@ -51,7 +52,9 @@ func (c RunnerConfig) Validate() error {
 // undecodable message or a permanent apply error goes to
 // poison.projection.<name>; transient errors are retried in order.
 type Runner struct {
-	cfg RunnerConfig
+	cfg     RunnerConfig
+	age     prometheus.Gauge
+	applied prometheus.Counter
 }
 
 // NewRunner validates cfg and returns a Runner.
@@ -62,7 +65,25 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Runner{cfg: cfg}, nil
+	r := &Runner{cfg: cfg,
+		age: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eventpipe_projection_last_event_age_seconds",
+			Help: "Now minus the occurred-at of the last event applied (the projection's lag behind the write side).",
+		}),
+		applied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventpipe_projection_events_applied_total",
+			Help: "Events applied (duplicates skipped by the positions not counted).",
+		}),
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(r.age); err != nil {
+			return nil, fmt.Errorf("projections: register metrics: %w", err)
+		}
+		if err := cfg.Registerer.Register(r.applied); err != nil {
+			return nil, fmt.Errorf("projections: register metrics: %w", err)
+		}
+	}
+	return r, nil
 }
 
 // ConsumerGroup is the projection's consumer group.
@@ -112,6 +133,13 @@ func (r *Runner) handle(msg *message.Message) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.cfg.Applier.Apply(msg.Context(), []eventstore.Envelope{e})
-	return err
+	out, err := r.cfg.Applier.Apply(msg.Context(), []eventstore.Envelope{e})
+	if err != nil {
+		return err
+	}
+	if n := out.Applied + out.Repaired; n > 0 {
+		r.applied.Add(float64(n))
+		r.age.Set(max(0, time.Since(e.OccurredAt).Seconds()))
+	}
+	return nil
 }

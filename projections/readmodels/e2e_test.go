@@ -8,6 +8,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -59,7 +60,8 @@ func TestStoreRelayKafkaPostgresEqualsAReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner, err := projections.NewRunner(projections.RunnerConfig{Applier: applier, Brokers: brokers, Topics: topics, Publisher: pub})
+	reg := prometheus.NewRegistry()
+	runner, err := projections.NewRunner(projections.RunnerConfig{Applier: applier, Brokers: brokers, Topics: topics, Publisher: pub, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +89,12 @@ func TestStoreRelayKafkaPostgresEqualsAReplay(t *testing.T) {
 		}
 	}
 	waitApplied()
+	if n := gathered(t, reg, "eventpipe_projection_events_applied_total"); n != float64(len(all)) {
+		t.Errorf("applied counter %v, want %d", n, len(all))
+	}
+	if age := gathered(t, reg, "eventpipe_projection_last_event_age_seconds"); age <= 0 || age > 300 {
+		t.Errorf("last event age %v s, want a positive lag", age)
+	}
 
 	replay := newWorld(t)
 	replay.store = live.store
@@ -126,6 +134,26 @@ func TestStoreRelayKafkaPostgresEqualsAReplay(t *testing.T) {
 	}
 	testenv.WaitCommitted(t, brokers, runner.ConsumerGroup(), topics.Events(all[0].AggregateType), int64(2*len(all)))
 	compare()
+}
+
+// gathered returns the value of the single series called name.
+func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.Metric) == 1 {
+			m := f.Metric[0]
+			if m.Counter != nil {
+				return m.Counter.GetValue()
+			}
+			return m.Gauge.GetValue()
+		}
+	}
+	t.Fatalf("no single series %s", name)
+	return 0
 }
 
 func dump(t *testing.T, w *world, q string) string {
