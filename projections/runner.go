@@ -26,6 +26,11 @@ type RunnerConfig struct {
 	Topics bus.Topics
 	// Publisher publishes poisoned messages. Required.
 	Publisher message.Publisher
+	// History, when set, lets a projection that has applied nothing yet
+	// catch up from the event store before it consumes the live topics
+	// (see CatchUp). Without it a new projection relies on the topics
+	// still holding every event.
+	History HistoryPage
 	// Registerer receives the router's metrics (default: none).
 	Registerer prometheus.Registerer
 	// Logger defaults to slog.Default().
@@ -91,8 +96,24 @@ func (r *Runner) ConsumerGroup() string {
 	return r.cfg.Topics.Prefix + "projection." + r.cfg.Applier.cfg.Projection.Name()
 }
 
-// Run consumes until ctx ends.
+// Run catches a new projection up from the store (when History is set)
+// and then consumes until ctx ends.
 func (r *Runner) Run(ctx context.Context) error {
+	if r.cfg.History != nil {
+		has, err := r.cfg.Applier.HasPositions(ctx)
+		if err != nil {
+			return err
+		}
+		if !has {
+			name := r.cfg.Applier.cfg.Projection.Name()
+			r.cfg.Logger.InfoContext(ctx, "new projection: catching up from the event store", "projection", name)
+			n, err := CatchUp(ctx, r.cfg.Applier, r.cfg.History, nil)
+			if err != nil {
+				return err
+			}
+			r.cfg.Logger.InfoContext(ctx, "caught up; switching to the live topics", "projection", name, "events", n)
+		}
+	}
 	logger := watermill.NewSlogLogger(r.cfg.Logger)
 	router, err := message.NewRouter(message.RouterConfig{}, logger)
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
+	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/httpapi"
 	"github.com/eventpipe/eventpipe/internal/serve"
@@ -40,8 +42,9 @@ func consumeCommand() *cobra.Command {
 		Long: `consume runs projections: each consumes its event topics in its own consumer
 group (projection.<name>) and applies every event to its Postgres read model in
 the same transaction as its position per aggregate, so redeliveries are skipped
-and missing events are read from the event store first. Run 'eventpipe migrate'
-once before.`,
+and missing events are read from the event store first. A projection that has
+applied nothing yet first catches up from the event store (events by type),
+then follows the live topics. Run 'eventpipe migrate' once before.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all {
 				args = names()
@@ -78,7 +81,7 @@ once before.`,
 					return err
 				}
 				runner, err := projections.NewRunner(projections.RunnerConfig{Applier: applier, Brokers: ep.KafkaBrokers,
-					Topics: bus.Topics{Prefix: ep.TopicPrefix}, Publisher: pub, Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"projection": name}, reg)})
+					Topics: bus.Topics{Prefix: ep.TopicPrefix}, Publisher: pub, History: storeHistory(store), Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"projection": name}, reg)})
 				if err != nil {
 					return err
 				}
@@ -100,4 +103,13 @@ once before.`,
 	cmd.Flags().BoolVar(&all, "all", false, "run every projection")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9465", "serve /metrics and /healthz here (empty: off)")
 	return cmd
+}
+
+// storeHistory pages the event store's events by type (GSI1, AP6) for a
+// new projection's catch-up.
+func storeHistory(s *ddbstore.Store) projections.HistoryPage {
+	return func(ctx context.Context, eventType, cursor string) ([]eventstore.Envelope, string, error) {
+		p, err := s.ListByType(ctx, ddbstore.TypeQuery{EventType: eventType, Cursor: cursor})
+		return p.Events, p.Next, err
+	}
 }

@@ -24,6 +24,11 @@ func (Accounts) Name() string { return "accounts" }
 // AggregateTypes implements projections.Projection.
 func (Accounts) AggregateTypes() []string { return []string{bankaccount.AggregateType} }
 
+// EventTypes implements projections.EventTyper.
+func (Accounts) EventTypes() []string {
+	return []string{bankaccount.EventAccountCreation, bankaccount.EventAccountUpdate, bankaccount.EventTransactionAccepted}
+}
+
 // Apply implements projections.Projection. An event type it does not know
 // is a permanent error: it goes to the poison topic rather than being
 // dropped silently.

@@ -20,6 +20,11 @@ func (Orders) Name() string { return "orders" }
 // AggregateTypes implements projections.Projection.
 func (Orders) AggregateTypes() []string { return []string{order.AggregateType} }
 
+// EventTypes implements projections.EventTyper.
+func (Orders) EventTypes() []string {
+	return []string{order.Placed, order.Paid, order.Shipped, order.Delivered, order.Refunded}
+}
+
 // Apply implements projections.Projection.
 func (Orders) Apply(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) error {
 	switch e.EventType {

@@ -21,6 +21,11 @@ func (Todos) Name() string { return "todos" }
 // AggregateTypes implements projections.Projection.
 func (Todos) AggregateTypes() []string { return []string{todo.AggregateType} }
 
+// EventTypes implements projections.EventTyper.
+func (Todos) EventTypes() []string {
+	return []string{todo.Created, todo.Updated, todo.Deleted}
+}
+
 // Apply implements projections.Projection.
 func (Todos) Apply(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) error {
 	switch e.EventType {
