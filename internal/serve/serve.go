@@ -13,6 +13,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/components/metrics"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/httpapi"
+	"github.com/eventpipe/eventpipe/projections/readmodels"
 )
 
 // DefaultConsumerGroup is the consumer group of the command handlers.
@@ -131,6 +133,7 @@ type Service struct {
 	Dispatcher *commands.Dispatcher
 	Registry   *prometheus.Registry
 	pub        *bus.Publisher
+	readModels *pgxpool.Pool // connects on first use
 }
 
 // New connects to DynamoDB and Kafka and assembles the write side.
@@ -158,14 +161,24 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return &Service{cfg: cfg, Domains: domains, Dispatcher: disp, Registry: reg, pub: pub}, nil
+	// pgxpool.New does not connect: the write side runs without Postgres,
+	// and GET /todo answers 503 until it is there.
+	readModels, err := pgxpool.New(ctx, cfg.Endpoints.Postgres)
+	if err != nil {
+		_ = pub.Close()
+		return nil, fmt.Errorf("serve: read-model database: %w", err)
+	}
+	return &Service{cfg: cfg, Domains: domains, Dispatcher: disp, Registry: reg, pub: pub, readModels: readModels}, nil
 }
 
 // Endpoints returns the resolved endpoints.
 func (s *Service) Endpoints() endpoints.Endpoints { return s.cfg.Endpoints }
 
-// Close releases the Kafka publisher.
-func (s *Service) Close() error { return s.pub.Close() }
+// Close releases the Kafka publisher and the read-model pool.
+func (s *Service) Close() error {
+	s.readModels.Close()
+	return s.pub.Close()
+}
 
 // RunCommandHandlers consumes every commands topic in the consumer group
 // until ctx ends. Each message runs through the middleware chain
@@ -212,6 +225,9 @@ func (s *Service) NewHTTP() (*httpapi.Server, error) {
 		return nil, err
 	}
 	srv.MountTodo(s.Dispatcher, s.Domains.Todo.Facet)
+	srv.MountTodoList(func(ctx context.Context, after string, limit int) ([]readmodels.Todo, error) {
+		return readmodels.ListTodos(ctx, s.readModels, after, limit)
+	})
 	return srv, nil
 }
 

@@ -1,0 +1,102 @@
+package serve_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eventpipe/eventpipe/internal/httpapi"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
+)
+
+// listServer serves the HTTP API with its read models in a fresh Postgres
+// schema, migrated or not.
+func listServer(t *testing.T, migrated bool) (base string, db *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	admin := testenv.Postgres(t)
+	schema := strings.ToLower(strings.ReplaceAll(testenv.UniqueName(t, "api"), "-", "_"))
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE") })
+	ep := testEndpoints(t)
+	if migrated {
+		if _, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: ep.Postgres, Schema: schema}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sep := "?"
+	if strings.Contains(ep.Postgres, "?") {
+		sep = "&"
+	}
+	ep.Postgres += sep + "search_path=" + schema
+	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	conn, err := pgx.Connect(ctx, ep.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	svc := newService(t, ep, testenv.UniqueName(t, "g"))
+	srv, err := svc.NewHTTP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx, ready) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return "http://" + <-ready, conn
+}
+
+func getPage(t *testing.T, url string) (int, httpapi.TodoPage) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var page httpapi.TodoPage
+	if res.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(res.Body).Decode(&page); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return res.StatusCode, page
+}
+
+// TestTodoListReadsTheReadModelInPages lists live todos from the read
+// model two at a time, skips deleted ones, rejects a bad limit with 400,
+// and answers 503 when the read model's tables are missing.
+func TestTodoListReadsTheReadModelInPages(t *testing.T) {
+	base, db := listServer(t, true)
+	if _, err := db.Exec(context.Background(), `INSERT INTO todos (todo_id, title, completed, deleted, version, created_at, updated_at) VALUES
+		('a', 'one', false, false, 1, now(), now()), ('b', 'two', true, false, 2, now(), now()),
+		('c', 'gone', false, true, 3, now(), now()), ('d', 'three', false, false, 1, now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	status, first := getPage(t, base+"/todo?limit=2")
+	if status != 200 || len(first.Items) != 2 || first.Items[0].ID != "a" || first.Items[1].ID != "b" || !first.Items[1].Completed || first.Next != "b" {
+		t.Fatalf("first page: %d %+v", status, first)
+	}
+	status, second := getPage(t, base+"/todo?limit=2&after="+first.Next)
+	if status != 200 || len(second.Items) != 1 || second.Items[0].ID != "d" || second.Next != "" {
+		t.Fatalf("second page: %d %+v", status, second)
+	}
+	for _, bad := range []string{"0", "1001", "x"} {
+		if status, _ := getPage(t, base+"/todo?limit="+bad); status != http.StatusBadRequest {
+			t.Errorf("limit=%s: %d, want 400", bad, status)
+		}
+	}
+	unmigrated, _ := listServer(t, false)
+	if status, _ := getPage(t, unmigrated+"/todo"); status != http.StatusServiceUnavailable {
+		t.Fatalf("without read-model tables: %d, want 503", status)
+	}
+}
