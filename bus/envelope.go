@@ -30,17 +30,24 @@ func EventMessage(e eventstore.Envelope) (*message.Message, error) {
 		return nil, err
 	}
 	msg := message.NewMessage(e.EventID, body)
-	msg.Metadata.Set(MetadataPartitionKey, e.AggregateID)
 	msg.Metadata.Set(MetadataEventType, e.EventType)
-	msg.Metadata.Set(MetadataAggregateType, e.AggregateType)
-	msg.Metadata.Set(MetadataSequence, fmt.Sprint(e.Sequence))
-	if e.Metadata.CorrelationID != "" {
-		middleware.SetCorrelationID(e.Metadata.CorrelationID, msg)
-	}
-	if e.Metadata.CausationID != "" {
-		msg.Metadata.Set(MetadataCausationID, e.Metadata.CausationID)
-	}
+	setOrigin(msg, e.Aggregate(), e.Sequence, e.Metadata)
 	return msg, nil
+}
+
+// setOrigin sets the metadata every message from the event log carries:
+// partition key = aggregate id, aggregate type, sequence, and the
+// correlation and causation ids when known.
+func setOrigin(msg *message.Message, ref eventstore.Ref, seq int64, md eventstore.Metadata) {
+	msg.Metadata.Set(MetadataPartitionKey, ref.ID)
+	msg.Metadata.Set(MetadataAggregateType, ref.Type)
+	msg.Metadata.Set(MetadataSequence, fmt.Sprint(seq))
+	if md.CorrelationID != "" {
+		middleware.SetCorrelationID(md.CorrelationID, msg)
+	}
+	if md.CausationID != "" {
+		msg.Metadata.Set(MetadataCausationID, md.CausationID)
+	}
 }
 
 // EventFromMessage decodes an event message. A payload that is not a valid
@@ -71,15 +78,7 @@ func OutboundMessage(o eventstore.OutboundRecord) (*message.Message, error) {
 		return nil, fmt.Errorf("outbound %s: %w", o.ID, err)
 	}
 	msg := message.NewMessage(o.ID, body)
-	msg.Metadata.Set(MetadataPartitionKey, o.AggregateID)
 	msg.Metadata.Set(MetadataOutboundName, o.Name)
-	msg.Metadata.Set(MetadataAggregateType, o.AggregateType)
-	msg.Metadata.Set(MetadataSequence, fmt.Sprint(o.Seq))
-	if o.Metadata.CorrelationID != "" {
-		middleware.SetCorrelationID(o.Metadata.CorrelationID, msg)
-	}
-	if o.Metadata.CausationID != "" {
-		msg.Metadata.Set(MetadataCausationID, o.Metadata.CausationID)
-	}
+	setOrigin(msg, eventstore.Ref{Type: o.AggregateType, ID: o.AggregateID}, o.Seq, o.Metadata)
 	return msg, nil
 }

@@ -43,13 +43,13 @@ func (Accounts) Apply(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) err
 		if err := decode(e, &u); err != nil {
 			return err
 		}
-		return touch(ctx, tx, "accounts", "account_id", e, `owner_first = $4, owner_last = $5`, u.OwnerFirst, u.OwnerLast)
+		return touch(ctx, tx, "accounts", "account_id", e, `owner_first = $4, owner_last = $5, updated_at = $3`, u.OwnerFirst, u.OwnerLast)
 	case bankaccount.EventTransactionAccepted:
 		var t bankaccount.Transaction
 		if err := decode(e, &t); err != nil {
 			return err
 		}
-		if err := touch(ctx, tx, "accounts", "account_id", e, `balance = balance + $4`, t.Amount); err != nil {
+		if err := touch(ctx, tx, "accounts", "account_id", e, `balance = balance + $4, updated_at = $3`, t.Amount); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO account_transactions (account_id, seq, description, amount, balance, occurred_at)
@@ -62,11 +62,12 @@ func (Accounts) Apply(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) err
 }
 
 // touch updates the row of e's aggregate in table (key column key) with
-// set, whose parameters start at $4, and moves its version, apply count
-// and updated_at. A missing row is an error: the creating event was never
-// applied, which positions and gap repair rule out.
+// set, which may use $3 (the event's time) and parameters from $4, and
+// moves its version and apply count. A missing row is an error: the
+// creating event was never applied, which positions and gap repair rule
+// out.
 func touch(ctx context.Context, tx pgx.Tx, table, key string, e eventstore.Envelope, set string, args ...any) error {
-	tag, err := tx.Exec(ctx, `UPDATE `+table+` SET `+set+`, version = $2, apply_count = apply_count + 1, updated_at = $3
+	tag, err := tx.Exec(ctx, `UPDATE `+table+` SET `+set+`, version = $2, apply_count = apply_count + 1
 		WHERE `+key+` = $1`, append([]any{e.AggregateID, e.Sequence, e.OccurredAt}, args...)...)
 	if err != nil {
 		return err

@@ -41,36 +41,22 @@ func (Orders) Apply(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) error
 		if err := decode(e, &d); err != nil {
 			return err
 		}
-		return touchOrder(ctx, tx, e, `status = $4, paid = paid + $5, paid_at = $3`, order.StatusPaid, d.Amount)
+		return touch(ctx, tx, "orders", "order_id", e, `status = $4, paid = paid + $5, paid_at = $3`, order.StatusPaid, d.Amount)
 	case order.Shipped:
 		var d order.ShippedData
 		if err := decode(e, &d); err != nil {
 			return err
 		}
-		return touchOrder(ctx, tx, e, `status = $4, tracking_number = $5, shipped_at = $3`, order.StatusShipped, d.TrackingNumber)
+		return touch(ctx, tx, "orders", "order_id", e, `status = $4, tracking_number = $5, shipped_at = $3`, order.StatusShipped, d.TrackingNumber)
 	case order.Delivered:
-		return touchOrder(ctx, tx, e, `status = $4, delivered_at = $3`, order.StatusDelivered)
+		return touch(ctx, tx, "orders", "order_id", e, `status = $4, delivered_at = $3`, order.StatusDelivered)
 	case order.Refunded:
 		var d order.RefundData
 		if err := decode(e, &d); err != nil {
 			return err
 		}
-		return touchOrder(ctx, tx, e, `status = $4, refunded = refunded + $5, refunded_at = $3`, order.StatusRefunded, d.Amount)
+		return touch(ctx, tx, "orders", "order_id", e, `status = $4, refunded = refunded + $5, refunded_at = $3`, order.StatusRefunded, d.Amount)
 	default:
 		return bus.Permanent(fmt.Errorf("orders: unknown event type %q", e.EventType))
 	}
-}
-
-// touchOrder is touch for orders, whose table has no updated_at column:
-// the event's time ($3) goes into the timestamp column set names.
-func touchOrder(ctx context.Context, tx pgx.Tx, e eventstore.Envelope, set string, args ...any) error {
-	tag, err := tx.Exec(ctx, `UPDATE orders SET `+set+`, version = $2, apply_count = apply_count + 1
-		WHERE order_id = $1`, append([]any{e.AggregateID, e.Sequence, e.OccurredAt}, args...)...)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("orders: %s: no row (its creating event was never applied)", e)
-	}
-	return nil
 }

@@ -42,9 +42,9 @@ func (Todos) Apply(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) error 
 		if err := decode(e, &f); err != nil {
 			return err
 		}
-		return touch(ctx, tx, "todos", "todo_id", e, `title = $4, completed = $5`, f.Title, f.Completed)
+		return touch(ctx, tx, "todos", "todo_id", e, `title = $4, completed = $5, updated_at = $3`, f.Title, f.Completed)
 	case todo.Deleted:
-		return touch(ctx, tx, "todos", "todo_id", e, `deleted = $4`, true)
+		return touch(ctx, tx, "todos", "todo_id", e, `deleted = $4, updated_at = $3`, true)
 	default:
 		return bus.Permanent(fmt.Errorf("todos: unknown event type %q", e.EventType))
 	}
