@@ -13,21 +13,27 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 )
 
-// Projection builds one read model. Apply is called inside the
-// transaction that also moves the projection's position, once per event,
-// in sequence order per aggregate; it must only write through tx.
+// Projection builds one read model. Apply is called once per event, in
+// sequence order per aggregate, and queues the event's statements on b;
+// the Applier sends them in one round trip, in the transaction that also
+// moves the projection's positions. Statements run in queue order, so a
+// later one sees an earlier one's writes. Apply must not write any other
+// way; it returns an error (bus.Permanent for a bad event) only for what
+// it can tell without the database, and checks results with the
+// QueuedQuery callbacks.
 type Projection interface {
 	// Name identifies the projection: its positions, its consumer group.
 	Name() string
 	// AggregateTypes are the aggregate types whose events it reads.
 	AggregateTypes() []string
-	// Apply writes the effect of e.
-	Apply(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) error
+	// Apply queues the statements that write the effect of e.
+	Apply(ctx context.Context, b *pgx.Batch, e eventstore.Envelope) error
 }
 
 // ApplierConfig configures an Applier.
 type ApplierConfig struct {
-	// DB is the read model's database. Required.
+	// DB is the read model's database. Required. Its search_path picks
+	// the schema the read model's tables and positions live in.
 	DB *pgxpool.Pool
 	// Store is the event log gaps are repaired from. Required.
 	Store eventstore.Store
@@ -73,6 +79,9 @@ func NewApplier(cfg ApplierConfig) (*Applier, error) {
 	return &Applier{cfg: cfg, wants: wants}, nil
 }
 
+// Projection returns the projection the Applier applies.
+func (a *Applier) Projection() Projection { return a.cfg.Projection }
+
 // Outcome counts what one Apply call did.
 type Outcome struct {
 	Applied   int // events applied as delivered
@@ -85,8 +94,30 @@ type Outcome struct {
 // in one transaction: per aggregate it locks the position, skips what is
 // at or below it, repairs gaps from the store, applies the rest in
 // sequence order and writes the new position. Nothing is written when it
-// fails.
+// fails. The transaction holds the projection's lock shared, so a
+// replay's swap (which takes it exclusively) never interleaves with it.
 func (a *Applier) Apply(ctx context.Context, events []eventstore.Envelope) (Outcome, error) {
+	var out Outcome
+	err := pgx.BeginFunc(ctx, a.cfg.DB, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))`, projectionLockKey(a.cfg.Projection.Name())); err != nil {
+			return fmt.Errorf("projections: %s: lock: %w", a.cfg.Projection.Name(), err)
+		}
+		var err error
+		out, err = a.applyTx(ctx, tx, events)
+		return err
+	})
+	if err != nil {
+		return Outcome{}, err
+	}
+	return out, nil
+}
+
+// projectionLockKey is hashed into the advisory lock that live appliers
+// hold shared and a replay's swap holds exclusively.
+func projectionLockKey(name string) string { return "eventpipe.projection/" + name }
+
+// applyTx is Apply inside tx, whose search_path picks the tables.
+func (a *Applier) applyTx(ctx context.Context, tx pgx.Tx, events []eventstore.Envelope) (Outcome, error) {
 	out := Outcome{Positions: map[eventstore.Ref]int64{}}
 	byAgg := map[eventstore.Ref][]eventstore.Envelope{}
 	var refs []eventstore.Ref
@@ -104,84 +135,102 @@ func (a *Applier) Apply(ctx context.Context, events []eventstore.Envelope) (Outc
 	if len(refs) == 0 {
 		return out, nil
 	}
-	// A stable lock order keeps two appliers on overlapping batches from
-	// deadlocking.
-	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
 	name := a.cfg.Projection.Name()
-	err := pgx.BeginFunc(ctx, a.cfg.DB, func(tx pgx.Tx) error {
-		for _, ref := range refs {
-			pos, err := lockPosition(ctx, tx, name, ref)
-			if err != nil {
-				return err
-			}
-			evs := byAgg[ref]
-			sort.SliceStable(evs, func(i, j int) bool { return evs[i].Sequence < evs[j].Sequence })
-			for _, e := range evs {
-				switch {
-				case e.Sequence <= pos:
-					out.Skipped++
-					continue
-				case e.Sequence > pos+1:
-					missing, err := a.cfg.Store.Load(ctx, ref, pos)
-					if err != nil {
-						return fmt.Errorf("projections: %s: repair %s after %d: %w", name, ref, pos, err)
-					}
-					for _, m := range missing {
-						if m.Sequence >= e.Sequence {
-							break
-						}
-						if err := a.cfg.Projection.Apply(ctx, tx, m); err != nil {
-							return fmt.Errorf("projections: %s: apply %s: %w", name, m, err)
-						}
-						pos = m.Sequence
-						out.Repaired++
-					}
-					if pos != e.Sequence-1 {
-						return fmt.Errorf("projections: %s: %s: the store has no events %d..%d", name, ref, pos+1, e.Sequence-1)
-					}
-					a.cfg.Logger.WarnContext(ctx, "repaired a gap from the event store", "projection", name, "aggregate", ref.String(), "up_to", pos)
-				}
-				if err := a.cfg.Projection.Apply(ctx, tx, e); err != nil {
-					return fmt.Errorf("projections: %s: apply %s: %w", name, e, err)
-				}
-				pos = e.Sequence
-				out.Applied++
-			}
-			if pos == 0 {
-				continue // only unwanted or duplicate events: nothing to record
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO projection_positions (projection, aggregate_type, aggregate_id, seq)
-				VALUES ($1, $2, $3, $4)
-				ON CONFLICT (projection, aggregate_type, aggregate_id) DO UPDATE SET seq = EXCLUDED.seq, updated_at = now()`,
-				name, ref.Type, ref.ID, pos); err != nil {
-				return fmt.Errorf("projections: %s: write position of %s: %w", name, ref, err)
-			}
-			out.Positions[ref] = pos
-		}
-		return nil
-	})
+	positions, err := lockPositions(ctx, tx, name, refs)
 	if err != nil {
 		return Outcome{}, err
+	}
+	var (
+		b                pgx.Batch
+		posTypes, posIDs []string
+		posSeqs          []int64
+	)
+	for _, ref := range refs {
+		pos := positions[ref]
+		evs := byAgg[ref]
+		sort.SliceStable(evs, func(i, j int) bool { return evs[i].Sequence < evs[j].Sequence })
+		for _, e := range evs {
+			switch {
+			case e.Sequence <= pos:
+				out.Skipped++
+				continue
+			case e.Sequence > pos+1:
+				missing, err := a.cfg.Store.Load(ctx, ref, pos)
+				if err != nil {
+					return Outcome{}, fmt.Errorf("projections: %s: repair %s after %d: %w", name, ref, pos, err)
+				}
+				for _, m := range missing {
+					if m.Sequence >= e.Sequence {
+						break
+					}
+					if err := a.cfg.Projection.Apply(ctx, &b, m); err != nil {
+						return Outcome{}, fmt.Errorf("projections: %s: apply %s: %w", name, m, err)
+					}
+					pos = m.Sequence
+					out.Repaired++
+				}
+				if pos != e.Sequence-1 {
+					return Outcome{}, fmt.Errorf("projections: %s: %s: the store has no events %d..%d", name, ref, pos+1, e.Sequence-1)
+				}
+				a.cfg.Logger.WarnContext(ctx, "repaired a gap from the event store", "projection", name, "aggregate", ref.String(), "up_to", pos)
+			}
+			if err := a.cfg.Projection.Apply(ctx, &b, e); err != nil {
+				return Outcome{}, fmt.Errorf("projections: %s: apply %s: %w", name, e, err)
+			}
+			pos = e.Sequence
+			out.Applied++
+		}
+		if pos > positions[ref] {
+			posTypes, posIDs, posSeqs = append(posTypes, ref.Type), append(posIDs, ref.ID), append(posSeqs, pos)
+			out.Positions[ref] = pos
+		}
+	}
+	if len(posSeqs) == 0 {
+		return out, nil // only duplicates
+	}
+	b.Queue(`INSERT INTO projection_positions (projection, aggregate_type, aggregate_id, seq)
+		SELECT $1, t, i, s FROM unnest($2::text[], $3::text[], $4::bigint[]) AS p (t, i, s)
+		ON CONFLICT (projection, aggregate_type, aggregate_id) DO UPDATE SET seq = EXCLUDED.seq, updated_at = now()`,
+		name, posTypes, posIDs, posSeqs)
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return Outcome{}, fmt.Errorf("projections: %s: apply %d events: %w", name, out.Applied+out.Repaired, err)
 	}
 	return out, nil
 }
 
-// lockPosition returns the aggregate's position (0 when new), holding a
-// transaction-scoped advisory lock on (projection, aggregate) so that
-// concurrent appliers of the same aggregate, new or not, take turns. (A
-// hash collision only makes two aggregates take turns too.)
-func lockPosition(ctx context.Context, tx pgx.Tx, name string, ref eventstore.Ref) (int64, error) {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2 || '/' || $3, 0))`, name, ref.Type, ref.ID); err != nil {
-		return 0, fmt.Errorf("projections: %s: lock position of %s: %w", name, ref, err)
+// lockPositions takes a transaction-scoped advisory lock on (projection,
+// aggregate) for every ref, in a stable order so that two appliers of
+// overlapping batches cannot deadlock, and then reads their positions (0
+// when new): concurrent appliers of the same aggregate, new or not, take
+// turns. (A hash collision only makes two aggregates take turns too.) The
+// read is a statement of its own so that its snapshot follows the locks.
+func lockPositions(ctx context.Context, tx pgx.Tx, name string, refs []eventstore.Ref) (map[eventstore.Ref]int64, error) {
+	keys := make([]string, len(refs))
+	types := make([]string, len(refs))
+	ids := make([]string, len(refs))
+	for i, ref := range refs {
+		keys[i] = name + "/" + ref.Type + "/" + ref.ID
+		types[i], ids[i] = ref.Type, ref.ID
 	}
-	var pos int64
-	err := tx.QueryRow(ctx, `SELECT seq FROM projection_positions
-		WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3`, name, ref.Type, ref.ID).Scan(&pos)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
+	sort.Strings(keys)
+	positions := make(map[eventstore.Ref]int64, len(refs))
+	var b pgx.Batch
+	b.Queue(`SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) FROM unnest($1::text[]) WITH ORDINALITY AS l (k, n)`, keys)
+	b.Queue(`SELECT aggregate_type, aggregate_id, seq FROM projection_positions
+		WHERE projection = $1 AND (aggregate_type, aggregate_id) IN (SELECT * FROM unnest($2::text[], $3::text[]))`,
+		name, types, ids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var ref eventstore.Ref
+			var seq int64
+			if err := rows.Scan(&ref.Type, &ref.ID, &seq); err != nil {
+				return err
+			}
+			positions[ref] = seq
+		}
+		return rows.Err()
+	})
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return nil, fmt.Errorf("projections: %s: lock positions of %d aggregates: %w", name, len(refs), err)
 	}
-	if err != nil {
-		return 0, fmt.Errorf("projections: %s: position of %s: %w", name, ref, err)
-	}
-	return pos, nil
+	return positions, nil
 }

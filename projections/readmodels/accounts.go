@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
@@ -32,50 +33,47 @@ func (Accounts) EventTypes() []string {
 // Apply implements projections.Projection. An event type it does not know
 // is a permanent error: it goes to the poison topic rather than being
 // dropped silently.
-func (Accounts) Apply(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) error {
+func (Accounts) Apply(_ context.Context, b *pgx.Batch, e eventstore.Envelope) error {
 	switch e.EventType {
 	case bankaccount.EventAccountCreation:
-		_, err := tx.Exec(ctx, `INSERT INTO accounts (account_id, version, apply_count, opened_at, updated_at)
+		b.Queue(`INSERT INTO accounts (account_id, version, apply_count, opened_at, updated_at)
 			VALUES ($1, $2, 1, $3, $3)`, e.AggregateID, e.Sequence, e.OccurredAt)
-		return err
+		return nil
 	case bankaccount.EventAccountUpdate:
 		var u bankaccount.AccountUpdate
 		if err := decode(e, &u); err != nil {
 			return err
 		}
-		return touch(ctx, tx, "accounts", "account_id", e, `owner_first = $4, owner_last = $5, updated_at = $3`, u.OwnerFirst, u.OwnerLast)
+		touch(b, "accounts", "account_id", e, `owner_first = $4, owner_last = $5, updated_at = $3`, u.OwnerFirst, u.OwnerLast)
+		return nil
 	case bankaccount.EventTransactionAccepted:
 		var t bankaccount.Transaction
 		if err := decode(e, &t); err != nil {
 			return err
 		}
-		if err := touch(ctx, tx, "accounts", "account_id", e, `balance = balance + $4, updated_at = $3`, t.Amount); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO account_transactions (account_id, seq, description, amount, balance, occurred_at)
+		touch(b, "accounts", "account_id", e, `balance = balance + $4, updated_at = $3`, t.Amount)
+		b.Queue(`INSERT INTO account_transactions (account_id, seq, description, amount, balance, occurred_at)
 			SELECT $1, $2, $3, $4, balance, $5 FROM accounts WHERE account_id = $1`,
 			e.AggregateID, e.Sequence, t.Desc, t.Amount, e.OccurredAt)
-		return err
+		return nil
 	default:
 		return bus.Permanent(fmt.Errorf("accounts: unknown event type %q", e.EventType))
 	}
 }
 
-// touch updates the row of e's aggregate in table (key column key) with
-// set, which may use $3 (the event's time) and parameters from $4, and
-// moves its version and apply count. A missing row is an error: the
-// creating event was never applied, which positions and gap repair rule
-// out.
-func touch(ctx context.Context, tx pgx.Tx, table, key string, e eventstore.Envelope, set string, args ...any) error {
-	tag, err := tx.Exec(ctx, `UPDATE `+table+` SET `+set+`, version = $2, apply_count = apply_count + 1
-		WHERE `+key+` = $1`, append([]any{e.AggregateID, e.Sequence, e.OccurredAt}, args...)...)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("%s: %s: no row (its creating event was never applied)", table, e)
-	}
-	return nil
+// touch queues the update of the row of e's aggregate in table (key
+// column key) with set, which may use $3 (the event's time) and
+// parameters from $4, moving its version and apply count. A missing row
+// fails the batch: the creating event was never applied, which positions
+// and gap repair rule out.
+func touch(b *pgx.Batch, table, key string, e eventstore.Envelope, set string, args ...any) {
+	b.Queue(`UPDATE `+table+` SET `+set+`, version = $2, apply_count = apply_count + 1
+		WHERE `+key+` = $1`, append([]any{e.AggregateID, e.Sequence, e.OccurredAt}, args...)...).Exec(func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("%s: %s: no row (its creating event was never applied)", table, e)
+		}
+		return nil
+	})
 }
 
 // decode unmarshals e's payload; a bad payload is permanent (poison).

@@ -27,24 +27,26 @@ func (Todos) EventTypes() []string {
 }
 
 // Apply implements projections.Projection.
-func (Todos) Apply(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) error {
+func (Todos) Apply(_ context.Context, b *pgx.Batch, e eventstore.Envelope) error {
 	switch e.EventType {
 	case todo.Created:
 		var f todo.Fields
 		if err := decode(e, &f); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO todos (todo_id, title, completed, version, apply_count, created_at, updated_at)
+		b.Queue(`INSERT INTO todos (todo_id, title, completed, version, apply_count, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, 1, $5, $5)`, e.AggregateID, f.Title, f.Completed, e.Sequence, e.OccurredAt)
-		return err
+		return nil
 	case todo.Updated:
 		var f todo.Fields
 		if err := decode(e, &f); err != nil {
 			return err
 		}
-		return touch(ctx, tx, "todos", "todo_id", e, `title = $4, completed = $5, updated_at = $3`, f.Title, f.Completed)
+		touch(b, "todos", "todo_id", e, `title = $4, completed = $5, updated_at = $3`, f.Title, f.Completed)
+		return nil
 	case todo.Deleted:
-		return touch(ctx, tx, "todos", "todo_id", e, `deleted = $4, updated_at = $3`, true)
+		touch(b, "todos", "todo_id", e, `deleted = $4, updated_at = $3`, true)
+		return nil
 	default:
 		return bus.Permanent(fmt.Errorf("todos: unknown event type %q", e.EventType))
 	}
