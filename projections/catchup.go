@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/eventpipe/eventpipe/eventstore"
 )
 
@@ -18,42 +20,103 @@ type EventTyper interface {
 // page, "" at the end. eventstore/dynamodb's ListByType (AP6) provides it.
 type HistoryPage func(ctx context.Context, eventType, cursor string) (events []eventstore.Envelope, next string, err error)
 
+// catchUpBatch is how many events one catch-up transaction applies.
+const catchUpBatch = 1000
+
 // CatchUp applies the stored history of every event type the projection
-// names, page by page, through the Applier. Pages of different types
-// arrive in any order relative to each other; that is safe because the
-// Applier repairs any earlier sequence of an aggregate from the store
-// before applying a later one, and skips what the position already holds.
-// For the same reason the live consumer may run at the same time: the
-// positions decide, so the hand-over has no gap and no double effect.
-// progress, when set, is called after each page with the events seen so
-// far. It returns the number of events seen.
+// names through the Applier. Each type is paged by a goroutine of its own
+// (one page ahead) and the streams are merged by event id (ULID, so
+// roughly the order the events were written in) into transactions of up
+// to 1,000 events. Merging keeps gap repairs rare; where an aggregate's
+// event still comes before an earlier one (ULIDs from different writers),
+// the Applier repairs the earlier ones from the store before applying the
+// later one, and skips them when they arrive. For the same reason the
+// live consumer may run at the same time: the positions decide, so the
+// hand-over has no gap and no double effect. progress, when set, is
+// called after each transaction with the events seen so far. It returns
+// the number of events seen.
 func CatchUp(ctx context.Context, a *Applier, history HistoryPage, progress func(seen int)) (int, error) {
 	typer, ok := a.cfg.Projection.(EventTyper)
 	if !ok {
 		return 0, fmt.Errorf("projections: %s does not name its event types; it cannot catch up from the store", a.cfg.Projection.Name())
 	}
+	name := a.cfg.Projection.Name()
+	g, ctx := errgroup.WithContext(ctx)
+	streams := make([]chan []eventstore.Envelope, len(typer.EventTypes()))
+	for i, t := range typer.EventTypes() {
+		pages := make(chan []eventstore.Envelope, 1)
+		streams[i] = pages
+		g.Go(func() error {
+			defer close(pages)
+			cursor := ""
+			for {
+				events, next, err := history(ctx, t, cursor)
+				if err != nil {
+					return fmt.Errorf("projections: %s: catch up %s: %w", name, t, err)
+				}
+				if len(events) > 0 {
+					select {
+					case pages <- events:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				if next == "" {
+					return nil
+				}
+				cursor = next
+			}
+		})
+	}
 	seen := 0
-	for _, t := range typer.EventTypes() {
-		cursor := ""
-		for {
-			events, next, err := history(ctx, t, cursor)
-			if err != nil {
-				return seen, fmt.Errorf("projections: %s: catch up %s: %w", a.cfg.Projection.Name(), t, err)
+	g.Go(func() error {
+		heads := make([][]eventstore.Envelope, len(streams))
+		refill := func(i int) {
+			if len(heads[i]) == 0 && streams[i] != nil {
+				page, ok := <-streams[i]
+				if !ok {
+					streams[i] = nil
+				}
+				heads[i] = page
 			}
-			if _, err := a.Apply(ctx, events); err != nil {
-				return seen, err
+		}
+		batch := make([]eventstore.Envelope, 0, catchUpBatch)
+		flush := func() error {
+			if len(batch) == 0 {
+				return nil
 			}
-			seen += len(events)
+			if _, err := a.Apply(ctx, batch); err != nil {
+				return err
+			}
+			seen += len(batch)
+			batch = batch[:0]
 			if progress != nil {
 				progress(seen)
 			}
-			if next == "" {
-				break
-			}
-			cursor = next
+			return nil
 		}
-	}
-	return seen, nil
+		for {
+			next := -1
+			for i := range heads {
+				refill(i)
+				if len(heads[i]) > 0 && (next < 0 || heads[i][0].EventID < heads[next][0].EventID) {
+					next = i
+				}
+			}
+			if next < 0 {
+				return flush()
+			}
+			batch = append(batch, heads[next][0])
+			heads[next] = heads[next][1:]
+			if len(batch) == catchUpBatch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	})
+	err := g.Wait()
+	return seen, err
 }
 
 // HasPositions reports whether the projection has applied anything yet.

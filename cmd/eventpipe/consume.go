@@ -109,7 +109,7 @@ then follows the live topics. Run 'eventpipe migrate' once before.`,
 // new projection's catch-up.
 func storeHistory(s *ddbstore.Store) projections.HistoryPage {
 	return func(ctx context.Context, eventType, cursor string) ([]eventstore.Envelope, string, error) {
-		p, err := s.ListByType(ctx, ddbstore.TypeQuery{EventType: eventType, Cursor: cursor})
+		p, err := s.ListByType(ctx, ddbstore.TypeQuery{EventType: eventType, Cursor: cursor, Limit: 1000})
 		return p.Events, p.Next, err
 	}
 }

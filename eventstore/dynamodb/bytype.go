@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -142,4 +143,28 @@ func ulidBound(t time.Time, fill byte) string {
 	}
 	_ = u.SetEntropy(e)
 	return u.String()
+}
+
+// CountByType counts the stored events of eventType (GSI1, paged
+// COUNT queries, no items transferred); replays use it as their total.
+func (s *Store) CountByType(ctx context.Context, eventType string) (int, error) {
+	if err := eventstore.ValidateName("event_type", eventType); err != nil {
+		return 0, fmt.Errorf("count %s: %w", eventType, err)
+	}
+	p := dynamodb.NewQueryPaginator(s.cfg.Client, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.cfg.Table),
+		IndexName:                 aws.String(IndexByType),
+		KeyConditionExpression:    aws.String("gsi1pk = :pk"),
+		ExpressionAttributeValues: item{":pk": attrS(TypeKey(eventType))},
+		Select:                    types.SelectCount,
+	})
+	n := 0
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return n, fmt.Errorf("count %s: %w", eventType, err)
+		}
+		n += int(out.Count)
+	}
+	return n, nil
 }

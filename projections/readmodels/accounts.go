@@ -25,6 +25,9 @@ func (Accounts) Name() string { return "accounts" }
 // AggregateTypes implements projections.Projection.
 func (Accounts) AggregateTypes() []string { return []string{bankaccount.AggregateType} }
 
+// Tables implements projections.Rebuildable.
+func (Accounts) Tables() []string { return []string{"accounts", "account_transactions"} }
+
 // EventTypes implements projections.EventTyper.
 func (Accounts) EventTypes() []string {
 	return []string{bankaccount.EventAccountCreation, bankaccount.EventAccountUpdate, bankaccount.EventTransactionAccepted}

@@ -20,6 +20,9 @@ func (Orders) Name() string { return "orders" }
 // AggregateTypes implements projections.Projection.
 func (Orders) AggregateTypes() []string { return []string{order.AggregateType} }
 
+// Tables implements projections.Rebuildable.
+func (Orders) Tables() []string { return []string{"orders"} }
+
 // EventTypes implements projections.EventTyper.
 func (Orders) EventTypes() []string {
 	return []string{order.Placed, order.Paid, order.Shipped, order.Delivered, order.Refunded}

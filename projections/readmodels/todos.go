@@ -21,6 +21,9 @@ func (Todos) Name() string { return "todos" }
 // AggregateTypes implements projections.Projection.
 func (Todos) AggregateTypes() []string { return []string{todo.AggregateType} }
 
+// Tables implements projections.Rebuildable.
+func (Todos) Tables() []string { return []string{"todos"} }
+
 // EventTypes implements projections.EventTyper.
 func (Todos) EventTypes() []string {
 	return []string{todo.Created, todo.Updated, todo.Deleted}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/internal/serve"
+	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
+	"github.com/eventpipe/eventpipe/projections"
+	"github.com/eventpipe/eventpipe/projections/readmodels"
+)
+
+func replayCommand() *cobra.Command {
+	var (
+		schema   string
+		interval time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "replay <projection>",
+		Short: "Rebuild a read model from the event store into shadow tables and swap it in atomically",
+		Long: `replay rebuilds one projection's read model from the event store: it applies the
+whole history to shadow tables in a schema of their own (<schema>_replay_<name>)
+while readers and any running 'eventpipe consume' keep using the live tables,
+then, in one transaction, brings the shadow tables up to the live positions,
+moves them in place of the live ones and replaces the projection's positions.
+Readers see the old model until that commit and the new one after it; a running
+consumer pauses for the swap and goes on from the new positions.
+
+Progress goes to stderr: a bar (events done/total, rate, ETA) on a terminal,
+a plain line every --progress-interval otherwise.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			p, ok := readmodels.All()[args[0]]
+			if !ok {
+				var names []string
+				for n := range readmodels.All() {
+					names = append(names, n)
+				}
+				sort.Strings(names)
+				return fmt.Errorf("replay: unknown projection %q (have %s)", args[0], strings.Join(names, ", "))
+			}
+			ep := endpoints.FromEnv()
+			// The live schema must be at the newest migration, like the
+			// shadow tables that will replace its tables.
+			if _, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: ep.Postgres, Schema: schema}); err != nil {
+				return err
+			}
+			store, err := serve.OpenStore(ctx, ep, slog.Default())
+			if err != nil {
+				return err
+			}
+			pcfg, err := pgxpool.ParseConfig(ep.Postgres)
+			if err != nil {
+				return fmt.Errorf("replay: postgres: %w", err)
+			}
+			pcfg.ConnConfig.RuntimeParams["search_path"] = schema
+			db, err := pgxpool.NewWithConfig(ctx, pcfg)
+			if err != nil {
+				return fmt.Errorf("replay: postgres: %w", err)
+			}
+			defer db.Close()
+			progress := newReplayProgress(cmd.ErrOrStderr(), p.Name(), interval)
+			res, err := projections.Replay(ctx, projections.ReplayConfig{
+				DB: db, Store: store, History: storeHistory(store), Count: store.CountByType, Projection: p,
+				CreateTables: func(ctx context.Context, shadow string) error {
+					_, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: ep.Postgres, Schema: shadow})
+					return err
+				},
+				Progress: progress.update,
+			})
+			progress.finish()
+			if errors.Is(err, projections.ErrReplayRunning) {
+				return fmt.Errorf("replay: %s: another replay of it is running; wait for it to finish", p.Name())
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "replayed %s: %d events from the store, %d more applied at the swap; swap took %s, whole replay %s\n",
+				p.Name(), res.Events, res.CaughtUp, res.Swap.Round(time.Millisecond), res.Elapsed.Round(time.Millisecond))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&schema, "postgres-schema", "public", "the schema of the live read models")
+	cmd.Flags().DurationVar(&interval, "progress-interval", 2*time.Second, "how often to print a progress line when stderr is not a terminal")
+	return cmd
+}
+
+// replayProgress shows a replay's progress: a bar on a terminal, plain
+// lines at most every interval otherwise.
+type replayProgress struct {
+	w        io.Writer
+	name     string
+	interval time.Duration
+	bar      *progressbar.ProgressBar // nil when w is not a terminal
+	last     time.Time
+	phase    string
+}
+
+func newReplayProgress(w io.Writer, name string, interval time.Duration) *replayProgress {
+	r := &replayProgress{w: w, name: name, interval: interval}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		r.bar = progressbar.NewOptions(-1, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("replay "+name),
+			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("events"),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30))
+	}
+	return r
+}
+
+func (r *replayProgress) update(p projections.ReplayProgress) {
+	if r.bar != nil {
+		if p.Total > 0 && r.bar.GetMax() != p.Total {
+			r.bar.ChangeMax(max(p.Total, p.Done))
+		}
+		if p.Phase != r.phase {
+			r.bar.Describe(fmt.Sprintf("replay %s (%s)", r.name, p.Phase))
+		}
+		r.phase = p.Phase
+		_ = r.bar.Set(p.Done)
+		return
+	}
+	if p.Phase == r.phase && time.Since(r.last) < r.interval {
+		return
+	}
+	r.phase, r.last = p.Phase, time.Now()
+	fmt.Fprintln(r.w, progressLine(r.name, p))
+}
+
+func (r *replayProgress) finish() {
+	if r.bar != nil {
+		_ = r.bar.Finish()
+		fmt.Fprintln(r.w)
+	}
+}
+
+// progressLine is a plain progress line: phase, events done of total,
+// rate and, while rebuilding with a known total, the time left.
+func progressLine(name string, p projections.ReplayProgress) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "replay %s: %s: %d", name, p.Phase, p.Done)
+	if p.Total > 0 {
+		fmt.Fprintf(&b, "/%d events (%d%%)", p.Total, min(100, p.Done*100/p.Total))
+	} else {
+		b.WriteString(" events")
+	}
+	secs := p.Elapsed.Seconds()
+	if secs > 0 && p.Done > 0 {
+		rate := float64(p.Done) / secs
+		fmt.Fprintf(&b, ", %.0f events/s", rate)
+		if p.Phase == "rebuild" && p.Total > p.Done {
+			eta := time.Duration(float64(p.Total-p.Done) / rate * float64(time.Second))
+			fmt.Fprintf(&b, ", ETA %s", eta.Round(time.Second))
+		}
+	}
+	fmt.Fprintf(&b, ", elapsed %s", p.Elapsed.Round(time.Second))
+	return b.String()
+}
