@@ -31,6 +31,13 @@ type RunnerConfig struct {
 	// (see CatchUp). Without it a new projection relies on the topics
 	// still holding every event.
 	History HistoryPage
+	// BatchSize is the most messages applied in one transaction (default
+	// 100). Messages that arrive while a transaction runs go into the
+	// next one, so batches grow with the load and a lone message waits
+	// for nobody. (The Kafka subscriber holds one unacked message per
+	// partition, so a batch holds at most one message per partition the
+	// runner is assigned.)
+	BatchSize int
 	// Registerer receives the router's metrics (default: none).
 	Registerer prometheus.Registerer
 	// Logger defaults to slog.Default().
@@ -46,20 +53,33 @@ func (c RunnerConfig) Validate() error {
 		return errors.New("projections: RunnerConfig.Brokers is empty")
 	case c.Publisher == nil:
 		return errors.New("projections: RunnerConfig.Publisher is nil")
+	case c.BatchSize < 0:
+		return fmt.Errorf("projections: RunnerConfig.BatchSize is %d, want ≥ 0", c.BatchSize)
 	}
 	return nil
 }
 
 // Runner consumes a projection's event topics on a Watermill Router, in
 // its own consumer group ("projection.<name>" in the topic namespace), and
-// applies each event through the Applier. A message is acked only after
-// its transaction committed; a redelivery is skipped by the positions. An
-// undecodable message or a permanent apply error goes to
-// poison.projection.<name>; transient errors are retried in order.
+// applies the events through the Applier, many messages (of different
+// partitions) per transaction. A message is acked only after its
+// transaction committed; a redelivery is skipped by the positions. When a
+// batch fails, its messages are applied one by one, so that an
+// undecodable message or a permanent apply error sends only its own
+// message to poison.projection.<name>; transient errors are retried in
+// order.
 type Runner struct {
 	cfg     RunnerConfig
 	age     prometheus.Gauge
 	applied prometheus.Counter
+	batches prometheus.Histogram
+	queue   chan pending
+}
+
+// pending is a delivered event waiting for its transaction.
+type pending struct {
+	e    eventstore.Envelope
+	done chan error
 }
 
 // NewRunner validates cfg and returns a Runner.
@@ -70,7 +90,15 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	r := &Runner{cfg: cfg,
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 100
+	}
+	r := &Runner{cfg: cfg, queue: make(chan pending, cfg.BatchSize),
+		batches: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "eventpipe_projection_batch_messages",
+			Help:    "Messages applied per transaction.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 8),
+		}),
 		age: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "eventpipe_projection_last_event_age_seconds",
 			Help: "Now minus the occurred-at of the last event applied (the projection's lag behind the write side).",
@@ -85,6 +113,9 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 			return nil, fmt.Errorf("projections: register metrics: %w", err)
 		}
 		if err := cfg.Registerer.Register(r.applied); err != nil {
+			return nil, fmt.Errorf("projections: register metrics: %w", err)
+		}
+		if err := cfg.Registerer.Register(r.batches); err != nil {
 			return nil, fmt.Errorf("projections: register metrics: %w", err)
 		}
 	}
@@ -143,24 +174,94 @@ func (r *Runner) Run(ctx context.Context) error {
 		subs = append(subs, sub)
 		router.AddConsumerHandler(group+":"+topic, topic, sub, r.handle)
 	}
+	// The batcher outlives the router: handlers still waiting for their
+	// transaction when ctx ends get their answer.
+	batchCtx, stopBatcher := context.WithCancel(context.WithoutCancel(ctx))
+	batcherDone := make(chan struct{})
+	go func() { defer close(batcherDone); r.batch(batchCtx) }()
+	defer func() { stopBatcher(); <-batcherDone }()
 	if err := router.Run(ctx); err != nil {
 		return fmt.Errorf("projections: %s: router: %w", group, err)
 	}
 	return nil
 }
 
+// handle hands the message's event to the batcher and returns the result
+// of the transaction it was applied in.
 func (r *Runner) handle(msg *message.Message) error {
 	e, err := bus.EventFromMessage(msg)
 	if err != nil {
 		return err
 	}
-	out, err := r.cfg.Applier.Apply(msg.Context(), []eventstore.Envelope{e})
-	if err != nil {
-		return err
+	p := pending{e: e, done: make(chan error, 1)}
+	select {
+	case r.queue <- p:
+	case <-msg.Context().Done():
+		return msg.Context().Err()
 	}
+	return <-p.done
+}
+
+// batch applies what the handlers queue: it takes every event already
+// waiting (up to BatchSize) and applies them in one transaction, until
+// ctx ends.
+func (r *Runner) batch(ctx context.Context) {
+	for {
+		var batch []pending
+		select {
+		case p := <-r.queue:
+			batch = append(batch, p)
+		case <-ctx.Done():
+			return
+		}
+	more:
+		for len(batch) < r.cfg.BatchSize {
+			select {
+			case p := <-r.queue:
+				batch = append(batch, p)
+			default:
+				break more
+			}
+		}
+		r.applyBatch(ctx, batch)
+	}
+}
+
+// applyBatch applies batch in one transaction and answers every handler;
+// when that fails it applies each event alone so each gets its own error.
+func (r *Runner) applyBatch(ctx context.Context, batch []pending) {
+	events := make([]eventstore.Envelope, len(batch))
+	for i, p := range batch {
+		events[i] = p.e
+	}
+	out, err := r.cfg.Applier.Apply(ctx, events)
+	if err == nil || len(batch) == 1 {
+		r.observe(out, events)
+		r.batches.Observe(float64(len(batch)))
+		for _, p := range batch {
+			p.done <- err
+		}
+		return
+	}
+	r.cfg.Logger.WarnContext(ctx, "a batch failed; applying its events one by one", "projection", r.cfg.Applier.cfg.Projection.Name(), "events", len(batch), "err", err)
+	for _, p := range batch {
+		out, err := r.cfg.Applier.Apply(ctx, []eventstore.Envelope{p.e})
+		r.observe(out, []eventstore.Envelope{p.e})
+		r.batches.Observe(1)
+		p.done <- err
+	}
+}
+
+// observe updates the metrics after a committed transaction.
+func (r *Runner) observe(out Outcome, events []eventstore.Envelope) {
 	if n := out.Applied + out.Repaired; n > 0 {
 		r.applied.Add(float64(n))
-		r.age.Set(max(0, time.Since(e.OccurredAt).Seconds()))
+		latest := events[0].OccurredAt
+		for _, e := range events[1:] {
+			if e.OccurredAt.After(latest) {
+				latest = e.OccurredAt
+			}
+		}
+		r.age.Set(max(0, time.Since(latest).Seconds()))
 	}
-	return nil
 }
