@@ -159,6 +159,22 @@ func (r *Runner) Run(ctx context.Context) error {
 	if r.cfg.Registerer != nil {
 		metrics.NewPrometheusMetricsBuilder(r.cfg.Registerer, "eventpipe", "projection").AddPrometheusRouterMetrics(router)
 	}
+	var topics []string
+	for _, aggType := range r.cfg.Applier.cfg.Projection.AggregateTypes() {
+		topics = append(topics, r.cfg.Topics.Events(aggType))
+	}
+	if r.cfg.Registerer != nil {
+		// Kafka offset lag of the projection's group, beside the last
+		// applied event's age.
+		lag, err := bus.NewLagMonitor(bus.LagConfig{Brokers: r.cfg.Brokers, ConsumerGroup: group, Topics: topics, Registerer: r.cfg.Registerer, Logger: r.cfg.Logger})
+		if err != nil {
+			return err
+		}
+		lagCtx, stopLag := context.WithCancel(ctx)
+		lagDone := make(chan struct{})
+		go func() { defer close(lagDone); _ = lag.Run(lagCtx) }()
+		defer func() { stopLag(); <-lagDone }()
+	}
 	var subs []message.Subscriber
 	defer func() {
 		for _, sub := range subs {

@@ -31,7 +31,7 @@ type world struct {
 	schema string
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	ctx := context.Background()
 	ddb := testenv.DynamoDB(t)
@@ -92,7 +92,7 @@ func (w *world) openAccount(t *testing.T, id string, n int) ([]eventstore.Envelo
 	return res.Events, balance
 }
 
-func (w *world) applier(t *testing.T) *projections.Applier {
+func (w *world) applier(t testing.TB) *projections.Applier {
 	t.Helper()
 	a, err := projections.NewApplier(projections.ApplierConfig{DB: w.db, Store: w.store, Projection: readmodels.Accounts{}})
 	if err != nil {

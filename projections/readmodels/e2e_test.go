@@ -95,6 +95,31 @@ func TestStoreRelayKafkaPostgresEqualsAReplay(t *testing.T) {
 	if age := gathered(t, reg, "eventpipe_projection_last_event_age_seconds"); age <= 0 || age > 300 {
 		t.Errorf("last event age %v s, want a positive lag", age)
 	}
+	// The Kafka offset lag of the projection's group falls to 0 once the
+	// applied messages' offsets are committed and the monitor has polled.
+	lagDeadline := time.Now().Add(30 * time.Second)
+	for {
+		series, lag := 0, 0.0
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == bus.LagMetricName {
+				for _, m := range f.Metric {
+					series++
+					lag += m.Gauge.GetValue()
+				}
+			}
+		}
+		if series > 0 && lag == 0 {
+			break
+		}
+		if time.Now().After(lagDeadline) {
+			t.Fatalf("consumer lag %v over %d series, want 0", lag, series)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 
 	replay := newWorld(t)
 	replay.store = live.store

@@ -29,6 +29,7 @@ const envConsumeChildSchema = "EVENTPIPE_TEST_CONSUME_CHILD_SCHEMA"
 
 func TestMain(m *testing.M) {
 	runConsumeChildIfRequested()
+	runReplayChildIfRequested()
 	os.Exit(m.Run())
 }
 

@@ -1,0 +1,288 @@
+package bus
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// LagMetricName is the gauge a LagMonitor exports: per topic and
+// partition, the records on the topic not yet committed by the group
+// (the group is a constant label, so monitors of several groups can share
+// one registry).
+const LagMetricName = "eventpipe_consumer_lag_messages"
+
+// LagConfig configures a LagMonitor.
+type LagConfig struct {
+	// Brokers are the seed brokers. Required.
+	Brokers []string
+	// ConsumerGroup is the group whose committed offsets are measured.
+	// Required.
+	ConsumerGroup string
+	// Topics are the topics measured; at least one is required. A topic
+	// that does not exist yet is skipped, not an error.
+	Topics []string
+	// Interval is the pause between two measurements (default 5s).
+	Interval time.Duration
+	// Registerer receives the lag gauge (default: none, the gauge is kept
+	// but not registered).
+	Registerer prometheus.Registerer
+	// Logger receives failed measurements (default: slog's default logger).
+	Logger *slog.Logger
+}
+
+func (c *LagConfig) setDefaults() {
+	if c.Interval == 0 {
+		c.Interval = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first invalid field.
+func (c LagConfig) Validate() error {
+	switch {
+	case len(c.Brokers) == 0:
+		return errors.New("bus: LagConfig.Brokers is empty")
+	case c.ConsumerGroup == "":
+		return errors.New("bus: LagConfig.ConsumerGroup is empty")
+	case len(c.Topics) == 0:
+		return errors.New("bus: LagConfig.Topics is empty")
+	case slices.Contains(c.Topics, ""):
+		return errors.New("bus: LagConfig.Topics has an empty topic name")
+	case c.Interval < 0:
+		return fmt.Errorf("bus: LagConfig.Interval is negative (%s)", c.Interval)
+	}
+	return nil
+}
+
+// PartitionLag is one partition's lag.
+type PartitionLag struct {
+	Topic     string
+	Partition int32
+	// Newest is the high watermark: the offset the next record will get.
+	Newest int64
+	// Committed is the group's committed offset, or -1 when the group has
+	// committed none on this partition (the lag then counts from the
+	// oldest offset still on the partition).
+	Committed int64
+	// Lag is the number of records not yet committed, never negative.
+	Lag int64
+}
+
+// ConsumerLag measures once, with a client of its own: for every partition
+// of topics, the newest offset minus group's committed offset (or minus the
+// oldest offset still available, when the group has committed nothing
+// there). Topics that do not exist yet yield no rows. Rows are sorted by
+// topic and partition. ctx is checked between broker requests; a single
+// request is bounded by sarama's network timeouts.
+func ConsumerLag(ctx context.Context, brokers []string, group string, topics []string) ([]PartitionLag, error) {
+	if err := (LagConfig{Brokers: brokers, ConsumerGroup: group, Topics: topics}).Validate(); err != nil {
+		return nil, err
+	}
+	admin, err := newLagAdmin(brokers)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	return measureLag(ctx, admin.client, admin.admin, group, topics)
+}
+
+// lagAdmin is a sarama client and the cluster admin on top of it; closing
+// the admin closes the client.
+type lagAdmin struct {
+	client sarama.Client
+	admin  sarama.ClusterAdmin
+}
+
+func newLagAdmin(brokers []string) (*lagAdmin, error) {
+	sc := sarama.NewConfig()
+	sc.Version = KafkaVersion
+	sc.ClientID = "eventpipe-lag"
+	// Measuring must not create the topics it looks at, and a missing
+	// topic should cost one metadata round trip, not several.
+	sc.Metadata.AllowAutoTopicCreation = false
+	sc.Metadata.Retry.Max = 1
+	sc.Metadata.Retry.Backoff = 100 * time.Millisecond
+	client, err := sarama.NewClient(brokers, sc)
+	if err != nil {
+		return nil, fmt.Errorf("bus: kafka client for lag on %v: %w", brokers, err)
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("bus: kafka cluster admin for lag: %w", err)
+	}
+	return &lagAdmin{client: client, admin: admin}, nil
+}
+
+func (a *lagAdmin) Close() error { return a.admin.Close() }
+
+func measureLag(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, group string, topics []string) ([]PartitionLag, error) {
+	parts := map[string][]int32{}
+	for _, topic := range topics {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		// Refresh so that a topic created or grown since the last poll of
+		// a long-lived client is seen.
+		err := client.RefreshMetadata(topic)
+		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bus: metadata of topic %s: %w", topic, err)
+		}
+		ps, err := client.Partitions(topic)
+		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bus: partitions of topic %s: %w", topic, err)
+		}
+		parts[topic] = ps
+	}
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	committed, err := admin.ListConsumerGroupOffsets(group, parts)
+	if err != nil && !errors.Is(err, sarama.ErrGroupIDNotFound) {
+		return nil, fmt.Errorf("bus: committed offsets of group %s: %w", group, err)
+	}
+	var rows []PartitionLag
+	for topic, ps := range parts {
+		for _, p := range ps {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			row := PartitionLag{Topic: topic, Partition: p, Committed: -1}
+			if committed != nil {
+				if b := committed.GetBlock(topic, p); b != nil {
+					if !errors.Is(b.Err, sarama.ErrNoError) {
+						return nil, fmt.Errorf("bus: committed offset of group %s on %s/%d: %w", group, topic, p, b.Err)
+					}
+					row.Committed = max(b.Offset, -1)
+				}
+			}
+			if row.Newest, err = client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
+				return nil, fmt.Errorf("bus: newest offset of %s/%d: %w", topic, p, err)
+			}
+			from := row.Committed
+			if from < 0 {
+				if from, err = client.GetOffset(topic, p, sarama.OffsetOldest); err != nil {
+					return nil, fmt.Errorf("bus: oldest offset of %s/%d: %w", topic, p, err)
+				}
+			}
+			row.Lag = max(row.Newest-from, 0)
+			rows = append(rows, row)
+		}
+	}
+	slices.SortFunc(rows, func(a, b PartitionLag) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return rows, nil
+}
+
+// LagMonitor measures a consumer group's lag every Interval and exports it
+// as the gauge LagMetricName{topic,partition}.
+type LagMonitor struct {
+	cfg   LagConfig
+	gauge *prometheus.GaugeVec
+
+	mu   sync.Mutex
+	last []PartitionLag
+}
+
+// NewLagMonitor validates cfg and registers the lag gauge with
+// cfg.Registerer. It does not connect: Run does.
+func NewLagMonitor(cfg LagConfig) (*LagMonitor, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	gauge := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name:        LagMetricName,
+		Help:        "Records on the topic partition not yet committed by the consumer group.",
+		ConstLabels: prometheus.Labels{"group": cfg.ConsumerGroup},
+	}, []string{"topic", "partition"})
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(gauge); err != nil {
+			return nil, fmt.Errorf("bus: register %s for group %s: %w", LagMetricName, cfg.ConsumerGroup, err)
+		}
+	}
+	return &LagMonitor{cfg: cfg, gauge: gauge}, nil
+}
+
+// Run measures at once and then every Interval until ctx ends, and returns
+// nil then. A failed measurement (including failing to connect) is logged
+// and retried at the next interval; the gauge keeps its last values
+// meanwhile. The Kafka client is made on the first poll, reused, and closed
+// when Run returns. Call Run once.
+func (m *LagMonitor) Run(ctx context.Context) error {
+	var conn *lagAdmin
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	ticker := time.NewTicker(m.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		var err error
+		if conn == nil {
+			conn, err = newLagAdmin(m.cfg.Brokers)
+		}
+		if err == nil {
+			err = m.poll(ctx, conn)
+		}
+		if err != nil && ctx.Err() == nil {
+			m.cfg.Logger.WarnContext(ctx, "consumer lag measurement failed",
+				"group", m.cfg.ConsumerGroup, "topics", m.cfg.Topics, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+func (m *LagMonitor) poll(ctx context.Context, conn *lagAdmin) error {
+	rows, err := measureLag(ctx, conn.client, conn.admin, m.cfg.ConsumerGroup, m.cfg.Topics)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[PartitionLag]bool{}
+	for _, r := range rows {
+		m.gauge.WithLabelValues(r.Topic, strconv.Itoa(int(r.Partition))).Set(float64(r.Lag))
+		seen[PartitionLag{Topic: r.Topic, Partition: r.Partition}] = true
+	}
+	// Drop the series of partitions that are gone (a deleted topic).
+	for _, r := range m.last {
+		if !seen[PartitionLag{Topic: r.Topic, Partition: r.Partition}] {
+			m.gauge.DeleteLabelValues(r.Topic, strconv.Itoa(int(r.Partition)))
+		}
+	}
+	m.last = rows
+	return nil
+}
+
+// Last returns a copy of the last successful measurement (nil before the
+// first one).
+func (m *LagMonitor) Last() []PartitionLag {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.last)
+}
