@@ -56,12 +56,7 @@ func newWorld(t testing.TB) *world {
 	if _, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: url, Schema: schema}); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	db, err := pgxpool.NewWithConfig(ctx, cfg)
+	db, err := schemaPool(ctx, schema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +94,48 @@ func (w *world) applier(t testing.TB) *projections.Applier {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// assertEqualsScratchReplay applies the stored events of the accounts
+// ids to a fresh schema and fails t unless w's read model (called label)
+// equals it row by row, with every event applied once.
+func (w *world) assertEqualsScratchReplay(t *testing.T, ids []string, label string) {
+	t.Helper()
+	ctx := context.Background()
+	var all []eventstore.Envelope
+	for _, id := range ids {
+		evs, err := w.store.Load(ctx, eventstore.Ref{Type: bankaccount.AggregateType, ID: id}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, evs...)
+	}
+	scratch := newWorld(t)
+	scratch.store = w.store
+	if _, err := scratch.applier(t).Apply(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`SELECT account_id, balance, version, apply_count FROM accounts ORDER BY 1`,
+		`SELECT account_id, seq, description, amount, balance FROM account_transactions ORDER BY 1, 2`,
+		`SELECT aggregate_id, seq FROM projection_positions ORDER BY 1`,
+		`SELECT count(*) FROM accounts WHERE apply_count <> version`,
+	} {
+		a, b := dump(t, w, q), dump(t, scratch, q)
+		if a != b || a == "" {
+			t.Fatalf("%s\n%s:\n%.2000s\nfrom scratch:\n%.2000s", q, label, a, b)
+		}
+	}
+}
+
+// schemaPool connects to the stack's Postgres with search_path = schema.
+func schemaPool(ctx context.Context, schema string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(testenv.Endpoints().Postgres)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
 // row is what the read model holds for an account.

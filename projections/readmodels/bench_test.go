@@ -249,12 +249,7 @@ func runReplayChildIfRequested() {
 		if err != nil {
 			return err
 		}
-		cfg, err := pgxpool.ParseConfig(ep.Postgres)
-		if err != nil {
-			return err
-		}
-		cfg.ConnConfig.RuntimeParams["search_path"] = schema
-		db, err := pgxpool.NewWithConfig(ctx, cfg)
+		db, err := schemaPool(ctx, schema)
 		if err != nil {
 			return err
 		}

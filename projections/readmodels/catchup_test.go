@@ -105,28 +105,5 @@ func TestNewProjectionCatchesUpFromTheStoreThenFollowsLive(t *testing.T) {
 		t.Errorf("the catch-up read %d events from the store, want at least %d", caughtUp.Load(), total)
 	}
 
-	var all []eventstore.Envelope
-	for _, id := range ids {
-		evs, err := w.store.Load(ctx, eventstore.Ref{Type: bankaccount.AggregateType, ID: id}, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, evs...)
-	}
-	scratch := newWorld(t)
-	scratch.store = w.store
-	if _, err := scratch.applier(t).Apply(ctx, all); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
-		`SELECT account_id, balance, version, apply_count FROM accounts ORDER BY 1`,
-		`SELECT account_id, seq, description, amount, balance FROM account_transactions ORDER BY 1, 2`,
-		`SELECT aggregate_id, seq FROM projection_positions ORDER BY 1`,
-		`SELECT count(*) FROM accounts WHERE apply_count <> version`,
-	} {
-		a, b := dump(t, w, q), dump(t, scratch, q)
-		if a != b || a == "" {
-			t.Fatalf("%s\ncaught up:\n%.2000s\nfrom scratch:\n%.2000s", q, a, b)
-		}
-	}
+	w.assertEqualsScratchReplay(t, ids, "caught up")
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -49,12 +48,7 @@ func runConsumeChildIfRequested() {
 		if err != nil {
 			return err
 		}
-		cfg, err := pgxpool.ParseConfig(ep.Postgres)
-		if err != nil {
-			return err
-		}
-		cfg.ConnConfig.RuntimeParams["search_path"] = schema
-		db, err := pgxpool.NewWithConfig(ctx, cfg)
+		db, err := schemaPool(ctx, schema)
 		if err != nil {
 			return err
 		}

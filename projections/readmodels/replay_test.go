@@ -190,30 +190,7 @@ func TestReplaySwapsInARebuiltModelWhileCommandsKeepArriving(t *testing.T) {
 	if _, err := live.Apply(ctx, unseen); err != nil {
 		t.Fatal(err)
 	}
-	var all []eventstore.Envelope
-	for _, id := range ids {
-		evs, err := w.store.Load(ctx, eventstore.Ref{Type: bankaccount.AggregateType, ID: id}, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, evs...)
-	}
-	scratch := newWorld(t)
-	scratch.store = w.store
-	if _, err := scratch.applier(t).Apply(ctx, all); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
-		`SELECT account_id, balance, version, apply_count FROM accounts ORDER BY 1`,
-		`SELECT account_id, seq, description, amount, balance FROM account_transactions ORDER BY 1, 2`,
-		`SELECT aggregate_id, seq FROM projection_positions ORDER BY 1`,
-		`SELECT count(*) FROM accounts WHERE apply_count <> version`,
-	} {
-		a, b := dump(t, w, q), dump(t, scratch, q)
-		if a != b || a == "" {
-			t.Fatalf("%s\nafter the replay:\n%s\nfrom scratch:\n%s", q, a, b)
-		}
-	}
+	w.assertEqualsScratchReplay(t, ids, "after the replay")
 	var leftovers int
 	if err := w.db.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = $1 OR nspname LIKE '%retired%'`, projections.ShadowSchema(w.schema, "accounts")).Scan(&leftovers); err != nil {
 		t.Fatal(err)
