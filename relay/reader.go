@@ -85,11 +85,9 @@ func (rd *reader) publishLoop(ctx context.Context, batches <-chan batch, fetchEr
 			if time.Since(rd.lease.UpdatedAt) < renewEvery {
 				continue
 			}
-			l, err := r.leases.Renew(ctx, rd.lease)
-			if err != nil {
+			if err := rd.renew(ctx); err != nil {
 				return err
 			}
-			rd.lease = l
 		case b := <-batches:
 			if err := rd.handle(ctx, b); err != nil {
 				return err
@@ -100,6 +98,21 @@ func (rd *reader) publishLoop(ctx context.Context, batches <-chan batch, fetchEr
 			}
 		}
 	}
+}
+
+// renew renews the lease. The write finishes even when ctx ends: a
+// renewal that reached DynamoDB but whose answer was dropped would leave
+// rd.lease with a stale counter, and the clean stop's release would then
+// fail as "lease lost".
+func (rd *reader) renew(ctx context.Context) error {
+	write, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer done()
+	l, err := rd.relay.leases.Renew(write, rd.lease)
+	if err != nil {
+		return err
+	}
+	rd.lease = l
+	return nil
 }
 
 // handle publishes a batch, retrying until Kafka acknowledges every
@@ -139,11 +152,9 @@ func (rd *reader) handle(ctx context.Context, b batch) error {
 				return err
 			}
 			if time.Since(rd.lease.UpdatedAt) > r.cfg.LeaseDuration/3 {
-				l, err := r.leases.Renew(ctx, rd.lease)
-				if err != nil {
+				if err := rd.renew(ctx); err != nil {
 					return err
 				}
-				rd.lease = l
 			}
 		}
 		r.metrics.records.WithLabelValues("published").Add(float64(published))
