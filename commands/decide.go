@@ -56,10 +56,7 @@ type Handler interface {
 type FacetHandlerConfig[S any] struct {
 	CommandType string
 	Facet       *eventstore.Facet[S]
-	// Store is the facet's store, used to tell a redelivered command from
-	// a refused one.
-	Store  eventstore.Store
-	Decide Decide[S]
+	Decide      Decide[S]
 	// MaxAttempts bounds reload-and-retry on concurrent appends when the
 	// command carries no expected version (default 10).
 	MaxAttempts int
@@ -75,8 +72,9 @@ type facetHandler[S any] struct {
 // concurrent append it reloads and decides again (bounded, jittered)
 // unless the command carried an expected version: then the stale version
 // is a StatusConflict result. A command id already applied returns the
-// original outcome with Duplicate set, even when deciding again would
-// refuse it.
+// original outcome with Duplicate set, and so does one already refused
+// (the store's *eventstore.RefusedCommandError). Recording refusals is
+// the Dispatcher's job.
 func NewFacetHandler[S any](cfg FacetHandlerConfig[S]) (Handler, error) {
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 10
@@ -84,8 +82,8 @@ func NewFacetHandler[S any](cfg FacetHandlerConfig[S]) (Handler, error) {
 	switch {
 	case cfg.CommandType == "":
 		return nil, errors.New("commands: FacetHandlerConfig.CommandType is empty")
-	case cfg.Facet == nil || cfg.Store == nil || cfg.Decide == nil:
-		return nil, fmt.Errorf("commands: handler %s: Facet, Store and Decide are required", cfg.CommandType)
+	case cfg.Facet == nil || cfg.Decide == nil:
+		return nil, fmt.Errorf("commands: handler %s: Facet and Decide are required", cfg.CommandType)
 	case cfg.MaxAttempts < 1:
 		return nil, fmt.Errorf("commands: handler %s: MaxAttempts %d < 1", cfg.CommandType, cfg.MaxAttempts)
 	}
@@ -108,16 +106,16 @@ func (h *facetHandler[S]) Handle(ctx context.Context, cmd Command) (Result, erro
 		}
 		res.Version = cur.Seq
 		if cmd.ExpectedVersion != nil && *cmd.ExpectedVersion > 0 && cur.Seq == 0 {
-			return h.refused(ctx, ref, cmd, res, &Decision{Status: StatusNotFound,
+			return h.refused(res, &Decision{Status: StatusNotFound,
 				Reason: fmt.Sprintf("%s does not exist (expected version %d)", ref, *cmd.ExpectedVersion)})
 		}
 		if cmd.ExpectedVersion != nil && *cmd.ExpectedVersion != cur.Seq {
-			return h.refused(ctx, ref, cmd, res, &Decision{Status: StatusConflict,
+			return h.refused(res, &Decision{Status: StatusConflict,
 				Reason: fmt.Sprintf("expected version %d, actual %d", *cmd.ExpectedVersion, cur.Seq)})
 		}
 		events, err := h.cfg.Decide(cur, cmd)
 		if err != nil {
-			return h.refused(ctx, ref, cmd, res, err)
+			return h.refused(res, err)
 		}
 		out, err := h.cfg.Facet.AppendTo(ctx, cur, eventstore.Change{
 			Events:    events,
@@ -136,44 +134,38 @@ func (h *facetHandler[S]) Handle(ctx context.Context, cmd Command) (Result, erro
 			sleep(ctx, attempt)
 			continue
 		case errors.As(err, &conflict):
-			return h.refused(ctx, ref, cmd, res, &Decision{Status: StatusConflict, Reason: err.Error()})
+			return h.refused(res, &Decision{Status: StatusConflict, Reason: err.Error()})
 		default:
-			return h.refused(ctx, ref, cmd, res, err)
+			return h.refused(res, err)
 		}
 	}
 }
 
 // refused turns err into the command's Result. A decision or a rule's
-// refusal is an answer; bad input is StatusInvalid plus a permanent
-// error; anything else is returned for retry. Before refusing, it checks
-// whether this command id was already applied (a redelivery), and if so
-// answers with the original outcome.
-func (h *facetHandler[S]) refused(ctx context.Context, ref eventstore.Ref, cmd Command, res Result, err error) (Result, error) {
+// refusal is an answer; an answer recorded earlier for this command id is
+// repeated; bad input is StatusInvalid plus an *InvalidError; anything
+// else is returned for retry.
+func (h *facetHandler[S]) refused(res Result, err error) (Result, error) {
 	var dec *Decision
 	var rej *eventstore.RuleRejection
 	var val *eventstore.ValidationError
-	answer := errors.As(err, &dec) || errors.As(err, &rej) || errors.As(err, &val) ||
-		errors.Is(err, eventstore.ErrItemTooLarge) || errors.Is(err, eventstore.ErrTooManyItems) ||
-		errors.Is(err, eventstore.ErrTransactionTooLarge)
-	if !answer {
-		return res, err
-	}
-	if prior, perr := h.cfg.Store.CommandResult(ctx, ref, cmd.ID); perr == nil {
-		res.Status, res.Duplicate = StatusAccepted, true
-		res.Version, res.EventIDs = prior.LastSeq, prior.EventIDs
-		return res, nil
-	} else if !errors.Is(perr, eventstore.ErrCommandNotFound) {
-		return res, perr
-	}
-	res.Reason = err.Error()
+	var recorded *eventstore.RefusedCommandError
 	switch {
-	case dec != nil:
+	case errors.As(err, &recorded):
+		res.Status, res.Reason, res.Version, res.Duplicate = Status(recorded.Refusal.Status), recorded.Refusal.Reason, recorded.Refusal.Version, true
+		if res.Status == StatusInvalid {
+			return res, &InvalidError{Err: err}
+		}
+	case errors.As(err, &dec):
 		res.Status, res.Reason = dec.Status, dec.Reason
-	case rej != nil:
+	case errors.As(err, &rej):
 		res.Status, res.Reason = StatusRejected, rej.Reason
-	default:
-		res.Status = StatusInvalid
+	case errors.As(err, &val) || errors.Is(err, eventstore.ErrItemTooLarge) || errors.Is(err, eventstore.ErrTooManyItems) ||
+		errors.Is(err, eventstore.ErrTransactionTooLarge):
+		res.Status, res.Reason = StatusInvalid, err.Error()
 		return res, &InvalidError{Err: err}
+	default:
+		return res, err
 	}
 	return res, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // ErrUnknownCommand is wrapped when no handler is registered for a
@@ -42,6 +43,15 @@ func (r *Registry) Lookup(commandType string) (Handler, bool) {
 	return h, ok
 }
 
+func (r *Registry) hasAggregateType(aggregateType string) bool {
+	for _, h := range r.handlers {
+		if h.AggregateType() == aggregateType {
+			return true
+		}
+	}
+	return false
+}
+
 // AggregateTypes returns the aggregate types that have handlers, sorted:
 // the dispatcher subscribes to one commands topic per aggregate type.
 func (r *Registry) AggregateTypes() []string {
@@ -67,10 +77,20 @@ func (r *Registry) CommandTypes() []string {
 	return out
 }
 
+// OutcomeRecorder records the final answer to a command that appended
+// nothing, under its command id, so that every delivery of the command
+// gets the same answer. eventstore.Store implements it (RecordRefusal).
+type OutcomeRecorder interface {
+	RecordRefusal(ctx context.Context, ref eventstore.Ref, commandID string, r eventstore.Refusal) (eventstore.AppendResult, error)
+}
+
 // DispatcherConfig configures a Dispatcher.
 type DispatcherConfig struct {
 	// Registry holds the handlers. Required.
 	Registry *Registry
+	// Outcomes records refusals (usually the handlers' event store).
+	// Required.
+	Outcomes OutcomeRecorder
 	// Replies publishes results on Topics.Replies(). Required.
 	Replies message.Publisher
 	// Topics is the topic namespace (default: the default namespace).
@@ -96,13 +116,28 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	if cfg.Replies == nil {
 		return nil, errors.New("commands: DispatcherConfig.Replies is nil")
 	}
+	if cfg.Outcomes == nil {
+		return nil, errors.New("commands: DispatcherConfig.Outcomes is nil")
+	}
 	return &Dispatcher{cfg: cfg}, nil
 }
 
 // Dispatch handles one command in-process (the HTTP API uses it) and
-// returns its result without publishing it. An unknown type or bad input
-// is a StatusInvalid result with an error wrapping ErrUnknownCommand or
-// an *InvalidError; other errors mean "try again later".
+// returns its result without publishing it.
+//
+// A command's answer is decided once. An accepted command's id is
+// recorded in its append's transaction; every other final answer
+// (rejected, not found, conflict, invalid) is recorded under the command
+// id before it is returned, and whichever delivery records first wins: a
+// redelivery, on any process, returns the recorded answer with Duplicate
+// set instead of deciding again against newer state. The one exception is
+// a command whose envelope names no aggregate that could hold a record
+// (empty or malformed ids, an aggregate type without handlers): it is
+// StatusInvalid from the message alone, the same on every delivery.
+//
+// An invalid command returns an error wrapping *InvalidError (and
+// ErrUnknownCommand for an unknown type) beside its StatusInvalid result;
+// any other error means "try again later" and nothing was answered.
 func (d *Dispatcher) Dispatch(ctx context.Context, cmd Command) (Result, error) {
 	res := Result{CommandID: cmd.ID, AggregateType: cmd.AggregateType, AggregateID: cmd.AggregateID}
 	if err := cmd.Validate(); err != nil {
@@ -113,9 +148,51 @@ func (d *Dispatcher) Dispatch(ctx context.Context, cmd Command) (Result, error) 
 	if !ok || h.AggregateType() != cmd.AggregateType {
 		res.Status = StatusInvalid
 		res.Reason = fmt.Sprintf("%v %q for aggregate type %q (known: %v)", ErrUnknownCommand, cmd.Type, cmd.AggregateType, d.cfg.Registry.CommandTypes())
-		return res, &InvalidError{Err: fmt.Errorf("%w %q", ErrUnknownCommand, cmd.Type)}
+		cause := &InvalidError{Err: fmt.Errorf("%w %q", ErrUnknownCommand, cmd.Type)}
+		if !d.cfg.Registry.hasAggregateType(cmd.AggregateType) {
+			return res, cause
+		}
+		return d.record(ctx, cmd, res, cause)
 	}
-	return h.Handle(ctx, cmd)
+	res, err := h.Handle(ctx, cmd)
+	var invalid *InvalidError
+	switch {
+	case err != nil && !errors.As(err, &invalid):
+		return res, err
+	case res.Status == StatusAccepted:
+		return res, nil
+	case res.Status == "":
+		return res, fmt.Errorf("commands: handler of %s returned no status", cmd.Type)
+	}
+	return d.record(ctx, cmd, res, err)
+}
+
+// record makes res, a refusal, the command's recorded answer, or returns
+// the answer recorded before it. cause is the *InvalidError of an invalid
+// result (nil otherwise); an invalid answer, fresh or recorded, is
+// returned with an *InvalidError so that the message is poisoned.
+func (d *Dispatcher) record(ctx context.Context, cmd Command, res Result, cause error) (Result, error) {
+	ref := eventstore.Ref{Type: cmd.AggregateType, ID: cmd.AggregateID}
+	prior, err := d.cfg.Outcomes.RecordRefusal(ctx, ref, cmd.ID, eventstore.Refusal{Status: string(res.Status), Reason: res.Reason, Version: res.Version})
+	var refused *eventstore.RefusedCommandError
+	switch {
+	case errors.As(err, &refused):
+		res.Status, res.Reason, res.Version = Status(refused.Refusal.Status), refused.Refusal.Reason, refused.Refusal.Version
+		res.EventIDs, res.Duplicate = nil, true
+	case err != nil:
+		return res, fmt.Errorf("command %s: %w", cmd.ID, err)
+	case prior.Duplicate:
+		res.Status, res.Reason, res.Version = StatusAccepted, "", prior.LastSeq
+		res.EventIDs, res.Duplicate = prior.EventIDs, true
+		return res, nil
+	}
+	if res.Status != StatusInvalid {
+		return res, nil
+	}
+	if cause == nil {
+		cause = &InvalidError{Err: errors.New(res.Reason)}
+	}
+	return res, cause
 }
 
 // HandleMessage is the Watermill handler for commands topics: it decodes
@@ -124,7 +201,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, cmd Command) (Result, error) 
 // StatusInvalid result (when the command id is known) and return a
 // permanent error, so the poison middleware parks them with the reason.
 // Transient failures return an error for retry and redelivery; the
-// command id makes a redelivered command append nothing twice.
+// recorded answer makes a redelivered command append nothing twice and
+// answer what it answered first.
 func (d *Dispatcher) HandleMessage(msg *message.Message) error {
 	ctx := msg.Context()
 	cmd, err := FromMessage(msg)

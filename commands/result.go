@@ -42,7 +42,7 @@ type Result struct {
 	AggregateID   string   `json:"aggregate_id,omitempty"`
 	Version       int64    `json:"version"`             // the aggregate's version after the command
 	EventIDs      []string `json:"event_ids,omitempty"` // events the command appended
-	Duplicate     bool     `json:"duplicate,omitempty"` // the command id had already been applied
+	Duplicate     bool     `json:"duplicate,omitempty"` // the command id had been answered before: this repeats the recorded answer
 }
 
 // ToMessage encodes the result, keyed (partition key) by command id.

@@ -25,7 +25,7 @@ var ErrTooManyItems = errors.New("too many items in one append")
 var ErrTransactionTooLarge = errors.New("transaction too large")
 
 // ErrCommandNotFound is returned (wrapped) by Store.CommandResult when the
-// command id was never recorded for the aggregate.
+// command id was never recorded for the aggregate (or its record expired).
 var ErrCommandNotFound = errors.New("command not recorded")
 
 // ErrMalformedEnvelope is matched (errors.Is) by every *DecodeError.
@@ -53,6 +53,31 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason) }
+
+// Refusal is the final answer to a command that appended nothing, as
+// recorded under its command id: the status in the command layer's
+// vocabulary (for example "rejected", "not_found", "conflict", "invalid"),
+// the reason given, and the aggregate's version when it was decided.
+type Refusal struct {
+	Status  string
+	Reason  string
+	Version int64
+}
+
+// RefusedCommandError says a command id was already answered with a
+// refusal: Refusal is the recorded answer, which every later delivery of
+// the command must repeat. Store.Append, Store.CommandResult and
+// Store.RecordRefusal return it; nothing was written.
+type RefusedCommandError struct {
+	Aggregate Ref
+	CommandID string
+	Refusal   Refusal
+}
+
+func (e *RefusedCommandError) Error() string {
+	return fmt.Sprintf("command %s on %s was already answered %s at version %d: %s",
+		e.CommandID, e.Aggregate, e.Refusal.Status, e.Refusal.Version, e.Refusal.Reason)
+}
 
 // RuleRejection is returned by a rule that refuses an event (e.g.
 // "insufficient funds"). The processor fills in which event it was; the

@@ -13,7 +13,8 @@ type Store interface {
 	// Append writes req atomically: all of its events, the new version,
 	// the STATE and OUTBOUND items and the command record, or nothing.
 	// A stale req.ExpectedVersion returns *ConcurrencyError; a command id
-	// already recorded returns the original result with Duplicate set.
+	// already recorded returns the original result with Duplicate set,
+	// or *RefusedCommandError when it was recorded as refused.
 	// Bad input returns *ValidationError, ErrItemTooLarge,
 	// ErrTooManyItems or ErrTransactionTooLarge before anything is written.
 	Append(ctx context.Context, req AppendRequest) (AppendResult, error)
@@ -36,8 +37,17 @@ type Store interface {
 	// nil). It is off the write path: no append waits for it.
 	PutSnapshot(ctx context.Context, ref Ref, s Stored) error
 	// CommandResult returns the result recorded for commandID on ref,
-	// with Duplicate set, or ErrCommandNotFound.
+	// with Duplicate set; *RefusedCommandError when the command was
+	// recorded as refused; or ErrCommandNotFound.
 	CommandResult(ctx context.Context, ref Ref, commandID string) (AppendResult, error)
+	// RecordRefusal records r as the final answer to commandID on ref,
+	// unless an answer is already recorded: whichever of RecordRefusal and
+	// an Append with the same command id writes first wins, and the other
+	// writes nothing. It returns a zero AppendResult when r is now the
+	// record, the earlier append's result with Duplicate set when the
+	// command had been applied, or *RefusedCommandError carrying the
+	// earlier refusal. The record expires like an applied command's.
+	RecordRefusal(ctx context.Context, ref Ref, commandID string, r Refusal) (AppendResult, error)
 }
 
 // Stored is a state document of an aggregate (STATE or snapshot) at a

@@ -61,13 +61,13 @@ func decideTransact(cur eventstore.State[Account], cmd commands.Command) ([]even
 	return []eventstore.NewEvent{Transact(tx.Desc, tx.Amount)}, nil
 }
 
-// Handlers returns the ledger's command handlers on ledger and its store.
-func Handlers(ledger *Ledger, store eventstore.Store) ([]commands.Handler, error) {
+// Handlers returns the ledger's command handlers on ledger.
+func Handlers(ledger *Ledger) ([]commands.Handler, error) {
 	var hs []commands.Handler
 	for typ, decide := range map[string]commands.Decide[Account]{
 		CommandOpen: decideOpen, CommandRename: decideRename, CommandTransact: decideTransact,
 	} {
-		h, err := commands.NewFacetHandler(commands.FacetHandlerConfig[Account]{CommandType: typ, Facet: ledger, Store: store, Decide: decide})
+		h, err := commands.NewFacetHandler(commands.FacetHandlerConfig[Account]{CommandType: typ, Facet: ledger, Decide: decide})
 		if err != nil {
 			return nil, err
 		}

@@ -202,7 +202,7 @@ func New(store eventstore.Store) (*Domain, error) {
 		Refund:  decideAs(Refunded, func(p RefundData) error { return positive("amount", p.Amount) }),
 	}
 	for typ, decide := range decisions {
-		h, err := commands.NewFacetHandler(commands.FacetHandlerConfig[Order]{CommandType: typ, Facet: facet, Store: store, Decide: decide})
+		h, err := commands.NewFacetHandler(commands.FacetHandlerConfig[Order]{CommandType: typ, Facet: facet, Decide: decide})
 		if err != nil {
 			return nil, err
 		}

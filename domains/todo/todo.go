@@ -134,7 +134,7 @@ func New(store eventstore.Store) (*Domain, error) {
 	}
 	d := &Domain{Facet: facet}
 	for typ, decide := range map[string]commands.Decide[Todo]{Create: DecideCreate, Update: DecideUpdate, Delete: DecideDelete} {
-		h, err := commands.NewFacetHandler(commands.FacetHandlerConfig[Todo]{CommandType: typ, Facet: facet, Store: store, Decide: decide})
+		h, err := commands.NewFacetHandler(commands.FacetHandlerConfig[Todo]{CommandType: typ, Facet: facet, Decide: decide})
 		if err != nil {
 			return nil, err
 		}

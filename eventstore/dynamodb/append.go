@@ -33,7 +33,8 @@ const (
 // more than 4 MB in all eventstore.ErrTransactionTooLarge.
 //
 // When DynamoDB cancels the transaction: a command id already recorded
-// returns the original result with Duplicate set (and no error); a failed
+// returns the original result with Duplicate set (and no error), or
+// *eventstore.RefusedCommandError when it was recorded as refused; a failed
 // version condition returns *eventstore.ConcurrencyError with the actual
 // version (eventstore.ErrAggregateNotFound when a version above 0 was
 // expected of an aggregate that does not exist); a TransactionConflict
@@ -224,8 +225,10 @@ func (s *Store) cancelled(ctx context.Context, req eventstore.AppendRequest, tx 
 	}
 	if code(tx.commandIdx) == reasonConditionFailed {
 		if old := tce.CancellationReasons[tx.commandIdx].Item; len(old) > 0 {
-			if res, err := resultFromCommandItem(ref, old); err == nil {
-				return res, false, nil
+			res, err := commandOutcome(ref, req.CommandID, old)
+			var refused *eventstore.RefusedCommandError
+			if err == nil || errors.As(err, &refused) {
+				return res, false, err
 			}
 		}
 		res, err := s.CommandResult(ctx, ref, req.CommandID)
@@ -263,10 +266,13 @@ func (s *Store) cancelled(ctx context.Context, req eventstore.AppendRequest, tx 
 		}
 	}
 	if req.CommandID != "" && actual != req.ExpectedVersion {
-		// The command may have been applied by the append that moved the
-		// version on; its record answers for it.
-		if res, err := s.CommandResult(ctx, ref, req.CommandID); err == nil {
-			return res, false, nil
+		// The command may have been answered meanwhile (applied by the
+		// append that moved the version on, or refused); its record
+		// answers for it.
+		res, err := s.CommandResult(ctx, ref, req.CommandID)
+		var refused *eventstore.RefusedCommandError
+		if err == nil || errors.As(err, &refused) {
+			return res, false, err
 		}
 	}
 	if actual == req.ExpectedVersion {

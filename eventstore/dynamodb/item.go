@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -249,6 +250,48 @@ func commandItem(req eventstore.AppendRequest, now time.Time, ttl time.Duration)
 		it[AttrTTL] = attrN(now.Add(ttl).Unix())
 	}
 	return it
+}
+
+// maxReasonBytes bounds the reason kept in a refusal record.
+const maxReasonBytes = 1024
+
+// refusalItem is the COMMAND# record of a command answered without an
+// append: lastSeq is the version it was decided at, and status marks it as
+// a refusal.
+func refusalItem(ref eventstore.Ref, commandID string, r eventstore.Refusal, now time.Time, ttl time.Duration) item {
+	reason := r.Reason
+	if len(reason) > maxReasonBytes {
+		reason = strings.ToValidUTF8(reason[:maxReasonBytes], "") + "…"
+	}
+	it := item{
+		AttrPK:        attrS(PartitionKey(ref)),
+		AttrSK:        attrS(CommandSK(commandID)),
+		AttrCommandID: attrS(commandID),
+		AttrFirstSeq:  attrN(r.Version + 1),
+		AttrLastSeq:   attrN(r.Version),
+		AttrStatus:    attrS(r.Status),
+		AttrUpdatedAt: attrS(formatTime(now)),
+	}
+	setOpt(it, AttrReason, reason)
+	if ttl > 0 {
+		it[AttrTTL] = attrN(now.Add(ttl).Unix())
+	}
+	return it
+}
+
+// commandOutcome reads a COMMAND# record: the result of an applied command
+// (Duplicate set), or *eventstore.RefusedCommandError for a refused one.
+func commandOutcome(ref eventstore.Ref, commandID string, it item) (eventstore.AppendResult, error) {
+	status := getOptS(it, AttrStatus)
+	if status == "" {
+		return resultFromCommandItem(ref, it)
+	}
+	version, err := getN(it, AttrLastSeq)
+	if err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	return eventstore.AppendResult{}, &eventstore.RefusedCommandError{Aggregate: ref, CommandID: commandID,
+		Refusal: eventstore.Refusal{Status: status, Reason: getOptS(it, AttrReason), Version: version}}
 }
 
 func resultFromCommandItem(ref eventstore.Ref, it item) (eventstore.AppendResult, error) {

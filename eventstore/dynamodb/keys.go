@@ -62,6 +62,8 @@ const (
 	AttrFirstSeq      = "firstSeq"
 	AttrLastSeq       = "lastSeq"
 	AttrEventIDs      = "eventIds"
+	AttrStatus        = "status" // set on the record of a refused command only
+	AttrReason        = "reason"
 )
 
 // PartitionKey is the pk of every item of aggregate ref.

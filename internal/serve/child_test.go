@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/commands"
@@ -22,7 +23,28 @@ import (
 	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
-const envServeChild = "EVENTPIPE_TEST_SERVE_CHILD_GROUP"
+const (
+	envServeChild = "EVENTPIPE_TEST_SERVE_CHILD_GROUP"
+	// envServeKillAfter names a command id: the child kills itself with
+	// SIGKILL right after the dispatcher handled it (its answer is on the
+	// replies topic) and before the message is acked, so its offset is
+	// never committed and the command is delivered again.
+	envServeKillAfter = "EVENTPIPE_TEST_SERVE_KILL_AFTER"
+)
+
+// killAfter is the handler middleware of envServeKillAfter.
+func killAfter(commandID string) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			out, err := h(msg)
+			if msg.UUID == commandID {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // never ack
+			}
+			return out, err
+		}
+	}
+}
 
 // runServeChildIfRequested runs the command handlers in this process
 // when a test started it as a child (the group is in the environment).
@@ -33,7 +55,11 @@ func runServeChildIfRequested() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	svc, err := serve.New(ctx, serve.Config{Endpoints: endpoints.FromEnv(), ConsumerGroup: group})
+	cfg := serve.Config{Endpoints: endpoints.FromEnv(), ConsumerGroup: group}
+	if id := os.Getenv(envServeKillAfter); id != "" {
+		cfg.Middlewares = append(cfg.Middlewares, killAfter(id))
+	}
+	svc, err := serve.New(ctx, cfg)
 	if err == nil {
 		err = svc.RunCommandHandlers(ctx)
 	}
@@ -44,12 +70,16 @@ func runServeChildIfRequested() {
 	os.Exit(0)
 }
 
-func startServeChild(t *testing.T, ep endpoints.Endpoints, group string) *exec.Cmd {
+// startServeChild starts the command handlers of group in a child
+// process (env adds variables, e.g. envServeKillAfter) and kills it when
+// t ends.
+func startServeChild(t *testing.T, ep endpoints.Endpoints, group string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envServeChild+"="+group,
 		endpoints.EnvEventsTable+"="+ep.EventsTable, endpoints.EnvTopicPrefix+"="+ep.TopicPrefix,
 		"EVENTPIPE_LOG_LEVEL=warn")
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

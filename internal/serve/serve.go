@@ -40,6 +40,11 @@ type Config struct {
 	Endpoints endpoints.Endpoints
 	// ConsumerGroup of the command handlers (default DefaultConsumerGroup).
 	ConsumerGroup string
+	// Middlewares wrap the dispatcher inside the standard chain (poison,
+	// retry, recoverer), in order, outermost first: a handler middleware
+	// sees each command message after it was decoded from Kafka and
+	// before it is acked (tracing, auditing, test hooks).
+	Middlewares []message.HandlerMiddleware
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -87,7 +92,7 @@ func NewDomains(store *ddbstore.Store) (*Domains, error) {
 	if d.Ledger, err = bankaccount.NewLedger(store, nil); err != nil {
 		return nil, err
 	}
-	ledgerHandlers, err := bankaccount.Handlers(d.Ledger, store)
+	ledgerHandlers, err := bankaccount.Handlers(d.Ledger)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +159,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	disp, err := commands.NewDispatcher(commands.DispatcherConfig{Registry: domains.Registry, Replies: pub, Topics: cfg.topics(), Logger: cfg.Logger})
+	disp, err := commands.NewDispatcher(commands.DispatcherConfig{Registry: domains.Registry, Outcomes: store, Replies: pub, Topics: cfg.topics(), Logger: cfg.Logger})
 	if err != nil {
 		_ = pub.Close()
 		return nil, err
@@ -195,6 +200,7 @@ func (s *Service) RunCommandHandlers(ctx context.Context) error {
 		return err
 	}
 	router.AddMiddleware(mws...)
+	router.AddMiddleware(s.cfg.Middlewares...)
 	metrics.NewPrometheusMetricsBuilder(s.Registry, "eventpipe", "commands").AddPrometheusRouterMetrics(router)
 	var subs []message.Subscriber
 	defer func() {
