@@ -122,10 +122,17 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	return r, nil
 }
 
-// ConsumerGroup is the projection's consumer group.
+// ConsumerGroup is the projection's consumer group:
+// <prefix>projection.<name>, so namespaces sharing a cluster keep apart.
 func (r *Runner) ConsumerGroup() string {
-	return r.cfg.Topics.Prefix + "projection." + r.cfg.Applier.cfg.Projection.Name()
+	return r.cfg.Topics.Prefix + r.groupName()
 }
+
+// PoisonTopic is where the projection parks events that can never apply:
+// <prefix>poison.projection.<name>.
+func (r *Runner) PoisonTopic() string { return r.cfg.Topics.Poison(r.groupName()) }
+
+func (r *Runner) groupName() string { return "projection." + r.cfg.Applier.cfg.Projection.Name() }
 
 // Run catches a new projection up from the store (when History is set)
 // and then consumes until ctx ends.
@@ -151,7 +158,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return err
 	}
 	group := r.ConsumerGroup()
-	mws, err := bus.Middlewares(bus.MiddlewareConfig{PoisonPublisher: r.cfg.Publisher, PoisonTopic: r.cfg.Topics.Poison(group), Logger: r.cfg.Logger})
+	mws, err := bus.Middlewares(bus.MiddlewareConfig{PoisonPublisher: r.cfg.Publisher, PoisonTopic: r.PoisonTopic(), Logger: r.cfg.Logger})
 	if err != nil {
 		return err
 	}

@@ -62,7 +62,7 @@ func TestRunnerBatchesAndPoisonsOnlyTheBadMessage(t *testing.T) {
 	go func() { done <- runner.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	poisoned := testenv.Consume(t, brokers, "poison-reader", topics.Poison(runner.ConsumerGroup()), 1)
+	poisoned := testenv.Consume(t, brokers, "poison-reader", runner.PoisonTopic(), 1)
 	if got := poisoned[0].UUID; got != bad.EventID {
 		t.Errorf("poisoned message %s, want the bad event %s", got, bad.EventID)
 	}
