@@ -31,6 +31,10 @@ type Config struct {
 	// the OS page cache at once, which survives a process kill but not a
 	// machine crash.
 	SyncWrites bool
+	// DisableGroupGuard serves kfake's classic consumer groups without
+	// the guard that works around their crash-recovery defects (see
+	// groupguard.go). Only for reproducing those defects.
+	DisableGroupGuard bool
 	// Logger receives broker warnings and errors (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -92,6 +96,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.SyncWrites {
 		opts = append(opts, kfake.SyncWrites())
 	}
+	var (
+		guard *groupGuard
+		err   error
+	)
+	if !cfg.DisableGroupGuard {
+		if guard, err = newGroupGuard(groupGuardConfig{Logger: cfg.Logger}); err != nil {
+			return err
+		}
+		opts = append(opts, kfake.ListenFn(guard.listen))
+	}
 	recovered, err := recoverTopics(cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("kafkabroker: recover topics in %s: %w", cfg.DataDir, err)
@@ -104,8 +118,22 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("kafkabroker: start on %s with data dir %s: %w", cfg.Addr, cfg.DataDir, err)
 	}
 	cfg.Logger.Info("kafka broker listening", "addrs", cluster.ListenAddrs(), "data_dir", cfg.DataDir,
-		"partitions", cfg.Partitions, "auto_create_topics", !cfg.DisableAutoCreateTopics, "sync_writes", cfg.SyncWrites)
+		"partitions", cfg.Partitions, "auto_create_topics", !cfg.DisableAutoCreateTopics, "sync_writes", cfg.SyncWrites,
+		"group_guard", guard != nil)
+	guardDone := make(chan struct{})
+	guardCtx, stopGuard := context.WithCancel(ctx)
+	go func() {
+		defer close(guardDone)
+		if guard == nil {
+			return
+		}
+		if err := guard.run(guardCtx, cluster.ListenAddrs()[0]); err != nil {
+			cfg.Logger.Error("consumer-group guard stopped; groups recover from crashes only as kfake does", "err", err)
+		}
+	}()
 	<-ctx.Done()
+	stopGuard()
+	<-guardDone
 	cluster.Close()
 	cfg.Logger.Info("kafka broker stopped")
 	return nil
@@ -135,4 +163,5 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Partitions, "partitions", 12, "partitions of auto-created topics")
 	fs.BoolVar(&c.DisableAutoCreateTopics, "no-auto-create-topics", false, "require topics to be created explicitly")
 	fs.BoolVar(&c.SyncWrites, "sync-writes", false, "fsync every produced batch (survives a machine crash, slower)")
+	fs.BoolVar(&c.DisableGroupGuard, "no-group-guard", false, "serve consumer groups without the guard against kfake's crash-recovery defects (to reproduce them)")
 }

@@ -26,8 +26,12 @@ import (
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
 
+// TestMain turns the test binary into a child process when a test
+// started it as one: a serve child (child_test.go) or a Kafka broker
+// (the crash tests that run their own broker).
 func TestMain(m *testing.M) {
 	runServeChildIfRequested()
+	testenv.RunChildIfRequested()
 	os.Exit(m.Run())
 }
 

@@ -69,6 +69,53 @@ type KafkaBrokerProcess struct {
 	DataDir string
 	cmd     *exec.Cmd
 	tb      testing.TB
+	// partitions of auto-created topics (0 means 3)
+	partitions int
+	// args are extra broker flags
+	args []string
+}
+
+// KafkaBrokerConfig configures StartKafkaBrokerWithConfig.
+type KafkaBrokerConfig struct {
+	// DataDir is the folder the broker persists to. Required.
+	DataDir string
+	// Partitions is the partition count of auto-created topics (default 3).
+	Partitions int
+	// Args are further flags of `eventpipe stack kafka-broker`, e.g.
+	// --no-group-guard.
+	Args []string
+}
+
+func (c *KafkaBrokerConfig) setDefaults() {
+	if c.Partitions == 0 {
+		c.Partitions = 3
+	}
+}
+
+// Validate reports the first invalid field.
+func (c KafkaBrokerConfig) Validate() error {
+	if c.DataDir == "" {
+		return fmt.Errorf("testenv: KafkaBrokerConfig.DataDir is empty")
+	}
+	if c.Partitions < 1 {
+		return fmt.Errorf("testenv: KafkaBrokerConfig.Partitions %d: must be at least 1", c.Partitions)
+	}
+	return nil
+}
+
+// StartKafkaBrokerWithConfig is StartKafkaBroker with more settings: it
+// starts a broker child on a free port, waits until it answers, and kills
+// it when tb ends.
+func StartKafkaBrokerWithConfig(tb testing.TB, cfg KafkaBrokerConfig) *KafkaBrokerProcess {
+	tb.Helper()
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		tb.Fatal(err)
+	}
+	b := &KafkaBrokerProcess{Addr: "127.0.0.1:" + strconv.Itoa(FreePort(tb)), DataDir: cfg.DataDir, tb: tb, partitions: cfg.Partitions, args: cfg.Args}
+	b.Start()
+	tb.Cleanup(func() { b.Kill() })
+	return b
 }
 
 // StartKafkaBroker starts a broker child on a free port persisting to
@@ -86,7 +133,11 @@ func StartKafkaBroker(tb testing.TB, dataDir string) *KafkaBrokerProcess {
 func (b *KafkaBrokerProcess) Start() {
 	b.tb.Helper()
 	args, env := KafkaBrokerCommand()
-	cmd := exec.Command(args[0], "--addr", b.Addr, "--data-dir", b.DataDir, "--partitions", "3")
+	partitions := b.partitions
+	if partitions == 0 {
+		partitions = 3
+	}
+	cmd := exec.Command(args[0], append([]string{"--addr", b.Addr, "--data-dir", b.DataDir, "--partitions", strconv.Itoa(partitions)}, b.args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {

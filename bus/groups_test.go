@@ -1,0 +1,106 @@
+package bus_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+)
+
+// The tests in this file run their own Kafka broker as a child process of
+// the test binary (the project's broker from this tree), to put a group in
+// a state the tests choose. init turns the binary into that broker when a
+// test started it as one.
+func init() { testenv.RunChildIfRequested() }
+
+// TestSubscriberCloseDoesNotWaitForARebalance closes a subscriber while
+// its member waits in JoinGroup for a member that hangs (joined, then
+// silent, with a 30 s session). Close must not wait for the rebalance: it
+// returns within CloseTimeout and a little, and the member leaves.
+func TestSubscriberCloseDoesNotWaitForARebalance(t *testing.T) {
+	broker := testenv.StartKafkaBrokerWithConfig(t, testenv.KafkaBrokerConfig{DataDir: t.TempDir()})
+	brokers := []string{broker.Addr}
+	topic := testenv.UniqueName(t, "close")
+	group := topic + "-group"
+	obs := testenv.NewGroupObserver(t, brokers)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	hung := testenv.NewRawMember(t, testenv.RawMemberConfig{Brokers: brokers, Group: group, Topic: topic,
+		SessionTimeout: 30 * time.Second, RebalanceTimeout: 30 * time.Second})
+	hung.JoinAndSync(ctx)
+
+	const closeTimeout = 2 * time.Second
+	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Brokers: brokers, ConsumerGroup: group, CloseTimeout: closeTimeout, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.Subscribe(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for deadline := time.Now().Add(20 * time.Second); len(ids) != 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the subscriber never joined the group: members %v", ids)
+		}
+		snap, err := obs.Describe(group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = ids[:0]
+		for _, m := range snap.Members {
+			ids = append(ids, m.ID)
+		}
+	}
+	ours := ids[0]
+	if ours == hung.ID {
+		ours = ids[1]
+	}
+	time.Sleep(time.Second) // it waits in the join barrier
+
+	start := time.Now()
+	err = sub.Close()
+	took := time.Since(start)
+	t.Logf("Close returned after %s (%v)", took.Truncate(time.Millisecond), err)
+	if took > closeTimeout+3*time.Second {
+		t.Fatalf("Close took %s while the group rebalanced, want about CloseTimeout (%s)", took.Truncate(time.Millisecond), closeTimeout)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		snap, err := obs.Describe(group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(snap.Members, func(m testenv.GroupMember) bool { return m.ID == ours }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the closed subscriber's member %s is still in the group: %v", ours, snap)
+		}
+	}
+}
+
+// TestSubscriberConfigKeepsRebalanceBelowSession: the rebalance timeout
+// must stay below the session timeout and the heartbeat interval at most
+// a third of it (see bus.NewSubscriber); the defaults satisfy both.
+func TestSubscriberConfigKeepsRebalanceBelowSession(t *testing.T) {
+	base := bus.SubscriberConfig{Brokers: []string{"127.0.0.1:9092"}, ConsumerGroup: "g"}
+	if _, err := bus.NewSubscriber(base); err != nil {
+		t.Fatalf("defaults rejected: %v", err)
+	}
+	for name, mod := range map[string]func(*bus.SubscriberConfig){
+		"rebalance = session":   func(c *bus.SubscriberConfig) { c.SessionTimeout, c.RebalanceTimeout = 10*time.Second, 10*time.Second },
+		"heartbeat > session/3": func(c *bus.SubscriberConfig) { c.SessionTimeout, c.HeartbeatInterval = 9*time.Second, 4*time.Second },
+		"negative close":        func(c *bus.SubscriberConfig) { c.CloseTimeout = -time.Second },
+	} {
+		cfg := base
+		mod(&cfg)
+		if _, err := bus.NewSubscriber(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

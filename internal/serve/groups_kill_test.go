@@ -1,0 +1,513 @@
+package serve_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+)
+
+// The crash tests in this file run their own Kafka broker as a child
+// process of the test binary (the project's broker, built from this tree;
+// TestMain turns the binary into it), so they test the broker code next
+// to them and can watch its groups without other tests' traffic.
+
+// TestCommandGroupRecoversFromTwoQuickDoubleKills kills two `serve`
+// processes of one consumer group within three seconds, starts two new
+// ones and kills those within three seconds too, while they are still
+// joining the group, then starts a last one. Commands are sent all along.
+// Every command sent must be answered within 30 s of the last kill: the
+// group must not keep dead members, drop the live one, or leave a member
+// waiting for a JoinGroup or SyncGroup answer that never comes.
+func TestCommandGroupRecoversFromTwoQuickDoubleKills(t *testing.T) {
+	const answerWithin = 30 * time.Second
+	ep := testEndpoints(t)
+	broker := testenv.StartKafkaBrokerWithConfig(t, testenv.KafkaBrokerConfig{DataDir: t.TempDir(), Partitions: 12})
+	ep.KafkaBrokers = []string{broker.Addr}
+	group := testenv.UniqueName(t, "g")
+	topics := bus.Topics{Prefix: ep.TopicPrefix}
+	todoGroup := group + "." + topics.Commands(todo.AggregateType)
+
+	sender, err := commands.NewSender(commands.SenderConfig{Brokers: ep.KafkaBrokers, Topics: topics, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+
+	start := time.Now()
+	since := func() string { return time.Since(start).Truncate(10 * time.Millisecond).String() }
+	procs := newServeProcs(t, ep, group)
+	watch := watchGroup(t, ep.KafkaBrokers, todoGroup, procs, since)
+	defer watch.stop()
+
+	procs.start("A")
+	procs.start("B")
+	// Both members hold partitions and answer commands.
+	waitFor(t, 90*time.Second, "A and B to share the group", func() bool {
+		snap, ok := watch.last()
+		return ok && snap.State == "Stable" && len(snap.Members) == 2 &&
+			len(snap.Members[0].Partitions) > 0 && len(snap.Members[1].Partitions) > 0
+	})
+	load := sendCommands(t, sender, since, 200*time.Millisecond)
+	defer load.stop()
+	waitFor(t, 30*time.Second, "A and B to answer commands", func() bool { return load.answeredCount() >= 5 })
+
+	var inFlight []int
+	killPair := func(first, second string) {
+		inFlight = append(inFlight, procs.kill(first, load))
+		firstAt := time.Now()
+		time.Sleep(time.Duration(300+rand.IntN(1200)) * time.Millisecond)
+		inFlight = append(inFlight, procs.kill(second, load))
+		if gap := time.Since(firstAt); gap >= 3*time.Second {
+			t.Fatalf("killing %s and %s took %s, want within 3 s", first, second, gap)
+		}
+	}
+	killPair("A", "B")
+	procs.start("C")
+	procs.start("D")
+	// C and D join while the group still waits for A and B.
+	time.Sleep(time.Duration(1500+rand.IntN(2000)) * time.Millisecond)
+	killPair("C", "D")
+	lastKill := time.Now()
+	procs.start("E")
+	t.Logf("%s last kill; E started", since())
+	time.Sleep(5 * time.Second) // commands keep coming while E joins
+	load.stop()
+
+	deadline := lastKill.Add(answerWithin)
+	for time.Now().Before(deadline.Add(5*time.Second)) && load.outstandingCount() > 0 {
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("group history:\n%s", watch.history())
+	if at, ok := watch.stableAfter(lastKill); ok {
+		t.Logf("the group was Stable again %s after the last kill", at.Sub(lastKill).Truncate(time.Millisecond))
+	} else {
+		t.Errorf("the group was not Stable again after the last kill")
+	}
+	report := load.report()
+	t.Logf("%s sent %d commands, answered %d; commands outstanding at the four kills: %v", since(), report.sent, report.answered, inFlight)
+
+	for i, n := range inFlight {
+		if n == 0 {
+			t.Errorf("kill %d landed with no command in flight; the test did not exercise a crash under load", i+1)
+		}
+	}
+	if report.sent < 30 {
+		t.Errorf("only %d commands were sent", report.sent)
+	}
+	for _, f := range report.failures {
+		t.Error(f)
+	}
+	late := report.lastAnswer.Sub(lastKill)
+	switch {
+	case len(report.unanswered) > 0:
+		t.Errorf("%d commands were not answered within %s of the last kill (e.g. %s, sent at %s)",
+			len(report.unanswered), answerWithin, report.unanswered[0].id, report.unanswered[0].sentAt.Sub(start).Truncate(time.Millisecond))
+	case late > answerWithin:
+		t.Errorf("the last answer came %s after the last kill, want within %s", late.Truncate(time.Millisecond), answerWithin)
+	default:
+		t.Logf("every command answered, the last one %s after the last kill (longest gap between answers: %s)",
+			late.Truncate(time.Millisecond), report.longestGap.Truncate(time.Millisecond))
+	}
+}
+
+// TestServeStopsPromptlyWhileItsGroupRebalances stops `serve` processes
+// with SIGTERM while their consumer groups wait in a rebalance for a
+// member that was killed (its session has seconds left to run). A
+// graceful stop must not wait for the rebalance: each process exits, with
+// status 0, within the subscribers' close bound and a margin.
+func TestServeStopsPromptlyWhileItsGroupRebalances(t *testing.T) {
+	const stopWithin = 6 * time.Second // bus CloseTimeout (3 s) and a margin
+	ep := testEndpoints(t)
+	broker := testenv.StartKafkaBrokerWithConfig(t, testenv.KafkaBrokerConfig{DataDir: t.TempDir(), Partitions: 12})
+	ep.KafkaBrokers = []string{broker.Addr}
+	group := testenv.UniqueName(t, "g")
+	topics := bus.Topics{Prefix: ep.TopicPrefix}
+	todoGroup := group + "." + topics.Commands(todo.AggregateType)
+	sender, err := commands.NewSender(commands.SenderConfig{Brokers: ep.KafkaBrokers, Topics: topics, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	start := time.Now()
+	since := func() string { return time.Since(start).Truncate(10 * time.Millisecond).String() }
+	procs := newServeProcs(t, ep, group)
+	watch := watchGroup(t, ep.KafkaBrokers, todoGroup, procs, since)
+	defer watch.stop()
+	load := sendCommands(t, sender, since, 100*time.Millisecond)
+	defer load.stop()
+
+	procs.start("A")
+	procs.start("B")
+	waitFor(t, 90*time.Second, "A and B to share the group and answer commands", func() bool {
+		snap, ok := watch.last()
+		return ok && snap.State == "Stable" && len(snap.Members) == 2 && load.answeredCount() >= 5
+	})
+	load.stop()
+	procs.kill("A", load)
+	killedAt := time.Now()
+	procs.start("C")
+	// C joins; B rejoins; the group waits for A's session to run out.
+	waitFor(t, 30*time.Second, "C to join the rebalance", func() bool {
+		snap, ok := watch.last()
+		return ok && snap.State == "PreparingRebalance" && len(snap.Members) == 3
+	})
+	time.Sleep(time.Second)
+	if snap, _ := watch.last(); snap.State != "PreparingRebalance" || time.Since(killedAt) > 6*time.Second {
+		t.Fatalf("the group is %s %s after the kill; the test needs it waiting for the dead member", snap.State, time.Since(killedAt))
+	}
+
+	t.Logf("%s SIGTERM to B and C, %s after A was killed", since(), time.Since(killedAt).Truncate(time.Millisecond))
+	took := map[string]chan time.Duration{"B": make(chan time.Duration, 1), "C": make(chan time.Duration, 1)}
+	for name, ch := range took {
+		go func() { ch <- procs.terminate(name) }()
+	}
+	for name, ch := range took {
+		d := <-ch
+		t.Logf("serve %s stopped after %s", name, d.Truncate(time.Millisecond))
+		if d > stopWithin {
+			t.Errorf("serve %s took %s to stop gracefully during a rebalance, want within %s", name, d.Truncate(time.Millisecond), stopWithin)
+		}
+	}
+	t.Logf("group history:\n%s", watch.history())
+}
+
+// serveProcs starts and kills `serve` children of one consumer group on
+// the test's own broker.
+type serveProcs struct {
+	t     *testing.T
+	ep    endpoints.Endpoints
+	group string
+	mu    sync.Mutex
+	cmds  map[string]*exec.Cmd
+	names map[int]string // pid -> name, also after the process died
+}
+
+func newServeProcs(t *testing.T, ep endpoints.Endpoints, group string) *serveProcs {
+	return &serveProcs{t: t, ep: ep, group: group, cmds: map[string]*exec.Cmd{}, names: map[int]string{}}
+}
+
+func (p *serveProcs) start(name string) {
+	p.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envServeChild+"="+p.group,
+		endpoints.EnvKafkaBrokers+"="+strings.Join(p.ep.KafkaBrokers, ","),
+		endpoints.EnvEventsTable+"="+p.ep.EventsTable, endpoints.EnvTopicPrefix+"="+p.ep.TopicPrefix,
+		"EVENTPIPE_LOG_LEVEL=warn")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("start serve %s: %v", name, err)
+	}
+	p.t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	p.mu.Lock()
+	p.cmds[name] = cmd
+	p.names[cmd.Process.Pid] = name
+	p.mu.Unlock()
+	p.t.Logf("serve %s started (pid %d)", name, cmd.Process.Pid)
+}
+
+// kill waits (up to a second) until a command is in flight, sends SIGKILL
+// to the named child, reaps it and returns how many commands were in
+// flight at that moment.
+func (p *serveProcs) kill(name string, load *commandLoad) int {
+	p.t.Helper()
+	p.mu.Lock()
+	cmd := p.cmds[name]
+	p.mu.Unlock()
+	for deadline := time.Now().Add(time.Second); load.outstandingCount() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	inFlight := load.outstandingCount()
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_, _ = cmd.Process.Wait()
+	p.t.Logf("%s serve %s killed with %d commands in flight", load.since(), name, inFlight)
+	return inFlight
+}
+
+// terminate sends SIGTERM to the named child, waits for it to exit and
+// returns how long that took; it fails the test if the exit was not clean.
+func (p *serveProcs) terminate(name string) time.Duration {
+	p.mu.Lock()
+	cmd := p.cmds[name]
+	p.mu.Unlock()
+	start := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	state, err := cmd.Process.Wait()
+	took := time.Since(start)
+	if err != nil || !state.Success() {
+		p.t.Errorf("serve %s after SIGTERM: %v, %v", name, state, err)
+	}
+	return took
+}
+
+// label names the child process a member joined from.
+func (p *serveProcs) label(clientHost string) (string, bool) {
+	_, portStr, err := net.SplitHostPort(clientHost)
+	if err != nil {
+		return "", false
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return "", false
+	}
+	p.mu.Lock()
+	var pids []int
+	for pid := range p.names {
+		pids = append(pids, pid)
+	}
+	p.mu.Unlock()
+	pid, ok := testenv.LoopbackPortOwner(pids, port)
+	if !ok {
+		return "", false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.names[pid], true
+}
+
+// groupWatch polls a group's description and keeps every change.
+type groupWatch struct {
+	mu      sync.Mutex
+	lines   []string
+	lastSn  testenv.GroupSnapshot
+	seen    bool
+	stables []time.Time       // when the group was seen Stable
+	labels  map[string]string // member id -> child name
+	done    chan struct{}
+	stopped chan struct{}
+}
+
+func watchGroup(t *testing.T, brokers []string, group string, procs *serveProcs, since func() string) *groupWatch {
+	obs := testenv.NewGroupObserver(t, brokers)
+	w := &groupWatch{labels: map[string]string{}, done: make(chan struct{}), stopped: make(chan struct{})}
+	go func() {
+		defer close(w.stopped)
+		var prev string
+		for {
+			select {
+			case <-w.done:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			snap, err := obs.Describe(group)
+			if err != nil {
+				continue
+			}
+			var b strings.Builder
+			b.WriteString(snap.State)
+			w.mu.Lock()
+			for _, m := range snap.Members {
+				name, ok := w.labels[m.ID]
+				if !ok {
+					if name, ok = procs.label(m.ClientHost); ok {
+						w.labels[m.ID] = name
+					} else {
+						name = "?"
+					}
+				}
+				parts := 0
+				for _, ps := range m.Partitions {
+					parts += len(ps)
+				}
+				fmt.Fprintf(&b, " %s(%s…,%d partitions)", name, m.ID[len(m.ID)-8:], parts)
+			}
+			w.lastSn, w.seen = snap, true
+			if snap.State == "Stable" {
+				w.stables = append(w.stables, time.Now())
+			}
+			if line := b.String(); line != prev {
+				w.lines = append(w.lines, since()+" "+line)
+				prev = line
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *groupWatch) last() (testenv.GroupSnapshot, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastSn, w.seen
+}
+
+// stableAfter returns the first time after t the group was seen Stable.
+func (w *groupWatch) stableAfter(t time.Time) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, at := range w.stables {
+		if at.After(t) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func (w *groupWatch) history() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.lines, "\n")
+}
+
+func (w *groupWatch) stop() {
+	select {
+	case <-w.done:
+	default:
+		close(w.done)
+	}
+	<-w.stopped
+}
+
+// commandLoad sends a todo Create command at a steady rate, each awaited
+// in its own goroutine, and records when each was answered.
+type commandLoad struct {
+	t           *testing.T
+	since       func() string
+	mu          sync.Mutex
+	sentAt      map[string]time.Time
+	answeredAt  map[string]time.Time
+	failures    []string
+	done        chan struct{}
+	wg          sync.WaitGroup
+	cancelWaits context.CancelFunc
+}
+
+func sendCommands(t *testing.T, sender *commands.Sender, since func() string, every time.Duration) *commandLoad {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &commandLoad{t: t, since: since, sentAt: map[string]time.Time{}, answeredAt: map[string]time.Time{},
+		done: make(chan struct{}), cancelWaits: cancel}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			select {
+			case <-l.done:
+				return
+			case <-tick.C:
+			}
+			cmd, err := commands.NewJSON(todo.Create, todo.AggregateType, fmt.Sprintf("todo-%04d", n), todo.Fields{Title: "crash"})
+			if err != nil {
+				l.fail("new command: %v", err)
+				return
+			}
+			l.mu.Lock()
+			l.sentAt[cmd.ID] = time.Now()
+			l.mu.Unlock()
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				res, err := sender.SendAndWait(ctx, cmd)
+				if ctx.Err() != nil {
+					return // the test stopped waiting
+				}
+				if err != nil {
+					l.fail("command %s: %v", cmd.ID, err)
+					return
+				}
+				if res.Status != commands.StatusAccepted {
+					l.fail("command %s answered %s (%s)", cmd.ID, res.Status, res.Reason)
+				}
+				l.mu.Lock()
+				l.answeredAt[cmd.ID] = time.Now()
+				l.mu.Unlock()
+			}()
+		}
+	}()
+	return l
+}
+
+func (l *commandLoad) fail(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failures = append(l.failures, fmt.Sprintf(format, args...))
+}
+
+// stop stops sending; answers are still awaited until stopWaiting.
+func (l *commandLoad) stop() {
+	select {
+	case <-l.done:
+	default:
+		close(l.done)
+		l.t.Cleanup(func() { l.cancelWaits(); l.wg.Wait() })
+	}
+}
+
+func (l *commandLoad) answeredCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.answeredAt)
+}
+
+func (l *commandLoad) outstandingCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.sentAt) - len(l.answeredAt)
+}
+
+type pendingCommand struct {
+	id     string
+	sentAt time.Time
+}
+
+type loadReport struct {
+	sent, answered int
+	unanswered     []pendingCommand
+	lastAnswer     time.Time
+	longestGap     time.Duration
+	failures       []string
+}
+
+func (l *commandLoad) report() loadReport {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := loadReport{sent: len(l.sentAt), answered: len(l.answeredAt), failures: append([]string(nil), l.failures...)}
+	var times []time.Time
+	for id, at := range l.sentAt {
+		a, ok := l.answeredAt[id]
+		if !ok {
+			r.unanswered = append(r.unanswered, pendingCommand{id: id, sentAt: at})
+			continue
+		}
+		times = append(times, a)
+		if a.After(r.lastAnswer) {
+			r.lastAnswer = a
+		}
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	for i := 1; i < len(times); i++ {
+		if g := times[i].Sub(times[i-1]); g > r.longestGap {
+			r.longestGap = g
+		}
+	}
+	return r
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", within, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
