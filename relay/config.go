@@ -68,10 +68,15 @@ type Config struct {
 	// BatchSize is the GetRecords limit (1–1000, default 1000): at most
 	// this many records are republished after a crash, per shard.
 	BatchSize int32
-	// IdlePoll is the first pause after an empty read; it doubles up to
-	// MaxIdlePoll (defaults 100ms and 250ms: an idle shard is read at most
-	// ~4 times a second, within DynamoDB Streams' 5 GetRecords/s per
-	// shard, and a new record waits at most 250ms).
+	// IdlePoll is the pause after an empty read (default 100ms). Each
+	// further empty read doubles the pause up to MaxIdlePoll (default 1s);
+	// the first read that returns records resets it. With the defaults a
+	// shard idle for ~1.5s (100+200+400+800ms) is read once a second, a
+	// fifth of DynamoDB Streams' 5 GetRecords/s per shard, so idle relays
+	// cost the table little; the price is latency: a record written to an
+	// idle shard waits up to MaxIdlePoll (plus one GetRecords) before it
+	// is read, while a busy shard is read again at once. Throttled and
+	// failed reads back off along the same steps.
 	IdlePoll, MaxIdlePoll time.Duration
 	// PoisonGroup names the poison topic, Topics.Poison(PoisonGroup)
 	// (default "relay").
@@ -84,6 +89,13 @@ type Config struct {
 
 // DefaultLeaseTable is the lease table's default name.
 const DefaultLeaseTable = "eventpipe-leases"
+
+// Defaults of Config.IdlePoll and Config.MaxIdlePoll: the idle back-off
+// starts at 100ms and doubles up to 1s.
+const (
+	DefaultIdlePoll    = 100 * time.Millisecond
+	DefaultMaxIdlePoll = time.Second
+)
 
 func (c *Config) setDefaults() {
 	if c.LeaseTable == "" {
@@ -102,10 +114,10 @@ func (c *Config) setDefaults() {
 		c.BatchSize = 1000
 	}
 	if c.IdlePoll == 0 {
-		c.IdlePoll = 100 * time.Millisecond
+		c.IdlePoll = DefaultIdlePoll
 	}
 	if c.MaxIdlePoll == 0 {
-		c.MaxIdlePoll = 250 * time.Millisecond
+		c.MaxIdlePoll = DefaultMaxIdlePoll
 	}
 	if c.PoisonGroup == "" {
 		c.PoisonGroup = "relay"
@@ -130,8 +142,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("relay: Config.BatchSize %d is outside 1–1000", c.BatchSize)
 	case c.LeaseDuration < 3*time.Millisecond:
 		return fmt.Errorf("relay: Config.LeaseDuration %v is too short", c.LeaseDuration)
-	case c.DiscoveryInterval <= 0 || c.IdlePoll <= 0 || c.MaxIdlePoll < c.IdlePoll:
-		return errors.New("relay: Config intervals must be positive and MaxIdlePoll ≥ IdlePoll")
+	case c.DiscoveryInterval <= 0:
+		return fmt.Errorf("relay: Config.DiscoveryInterval %v must be positive", c.DiscoveryInterval)
+	case c.IdlePoll <= 0:
+		return fmt.Errorf("relay: Config.IdlePoll %v must be positive", c.IdlePoll)
+	case c.MaxIdlePoll < c.IdlePoll:
+		return fmt.Errorf("relay: Config.MaxIdlePoll %v is shorter than IdlePoll %v", c.MaxIdlePoll, c.IdlePoll)
 	}
 	return bus.ValidateTopic(c.Topics.Poison(c.PoisonGroup))
 }

@@ -16,7 +16,11 @@ import (
 // TrimmedError says a shard's checkpoint is older than the stream's
 // retention (24 hours on AWS): records after it were trimmed before the
 // relay read them, so they may never have reached the bus. The relay
-// stops rather than skip them silently.
+// stops rather than skip them silently. It is returned only when the
+// reader had a position in the shard (a checkpoint, or a record it
+// fetched): a shard read from TRIM_HORIZON with nothing read yet starts at
+// the oldest record the stream has, cannot have lost anything, and a
+// trimmed answer there is retried instead.
 type TrimmedError struct {
 	StreamARN, ShardID, Checkpoint, LeaseTable string
 	Err                                        error
@@ -46,6 +50,12 @@ type reader struct {
 	relay         *Relay
 	stream, shard string // fixed; the fetcher reads only these
 	lease         Lease  // owned by the publish loop
+
+	// Owned by the fetcher: since when the shard, not read yet, has
+	// answered "trimmed" to TRIM_HORIZON, when that was last logged as a
+	// warning, and the pause before the next try.
+	unreadableSince, unreadableWarned time.Time
+	unreadableDelay                   time.Duration
 }
 
 func (rd *reader) run(ctx context.Context) error {
@@ -220,6 +230,15 @@ func (rd *reader) fetch(ctx context.Context, after string, out chan<- batch) err
 				return err
 			}
 			continue
+		case errors.As(err, &trimmed) && after == "":
+			// Nothing read yet: the iterator is stale, not the data lost.
+			if err := rd.notReadableYet(ctx, err); err != nil {
+				return err
+			}
+			if iter, err = rd.iterator(ctx, after); err != nil {
+				return err
+			}
+			continue
 		case errors.As(err, &trimmed):
 			return rd.trimmed(after, err)
 		case errors.As(err, &limit):
@@ -240,6 +259,7 @@ func (rd *reader) fetch(ctx context.Context, after string, out chan<- batch) err
 			}
 			continue
 		}
+		rd.unreadableSince = time.Time{}
 		b := batch{records: res.Records, closed: res.NextShardIterator == nil}
 		if n := len(res.Records); n > 0 {
 			b.last = aws.ToString(res.Records[n-1].Dynamodb.SequenceNumber)
@@ -288,6 +308,11 @@ func (rd *reader) iterator(ctx context.Context, after string) (*string, error) {
 			return out.ShardIterator, nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case errors.As(err, &trimmed) && after == "":
+			if err := rd.notReadableYet(ctx, err); err != nil {
+				return nil, err
+			}
+			continue
 		case errors.As(err, &trimmed), errors.As(err, &gone):
 			// A shard that is gone was trimmed whole: its unread
 			// records are lost to the stream.
@@ -298,6 +323,44 @@ func (rd *reader) iterator(ctx context.Context, after string) (*string, error) {
 			return nil, err
 		}
 	}
+}
+
+// unreadableWarnEvery is how long a shard not read yet may keep answering
+// "trimmed" to TRIM_HORIZON before that is logged as a warning (and then
+// again at this interval); until then each retry is logged at debug level.
+const unreadableWarnEvery = time.Minute
+
+// notReadableYet handles a TrimmedDataAccessException for a shard read
+// from TRIM_HORIZON before any record was read from it (no checkpoint).
+// Such a start is at the oldest record the stream still has, so it can
+// never be past anything and the answer is transient: on AWS the records
+// at the horizon aged out between GetShardIterator and GetRecords, and a
+// fresh iterator starts at the new oldest one; DynamoDB Local answers it
+// for an iterator taken while the shard was empty once the shard's first
+// record arrives with a sequence number beyond the shard's start (it
+// numbers the writes of all tables with one counter). It logs and waits
+// (ctx permitting) IdlePoll, doubling on each further such answer up to
+// MaxIdlePoll, until a read succeeds; the caller then asks for a fresh
+// TRIM_HORIZON iterator.
+func (rd *reader) notReadableYet(ctx context.Context, err error) error {
+	now := time.Now()
+	cfg := rd.relay.cfg
+	if rd.unreadableSince.IsZero() {
+		rd.unreadableSince, rd.unreadableDelay = now, cfg.IdlePoll
+	} else {
+		rd.unreadableDelay = min(2*rd.unreadableDelay, cfg.MaxIdlePoll)
+	}
+	delay := rd.unreadableDelay
+	log := rd.relay.log
+	if waited := now.Sub(rd.unreadableSince); waited >= unreadableWarnEvery && now.Sub(rd.unreadableWarned) >= unreadableWarnEvery {
+		rd.unreadableWarned = now
+		log.Warn("shard without checkpoint still answers trimmed for TRIM_HORIZON; retrying",
+			"shard", rd.shard, "waited", waited.Round(time.Second), "retry_in", delay, "err", err)
+	} else {
+		log.Debug("shard without checkpoint has nothing to read yet (trimmed answer for TRIM_HORIZON); retrying",
+			"shard", rd.shard, "retry_in", delay, "err", err)
+	}
+	return sleep(ctx, delay)
 }
 
 func (rd *reader) trimmed(after string, err error) error {
