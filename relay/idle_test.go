@@ -60,22 +60,48 @@ func TestIdleBackOffGrowsToMaxIdlePollAndResetsOnRecords(t *testing.T) {
 	rr := startRelay(t, cfg)
 	want := map[string]int64{"a": 1}
 	awaitEvents(t, e, rr, e.topics.Events("tick"), want, time.Minute)
-	time.Sleep(4 * time.Second) // 50+100+200+400+800ms of ramp, then steady reads
+	// Wait for the ramp (50+100+200+400+800 ms) and two capped pauses:
+	// seven empty reads after the first read with records. The pauses are
+	// the relay's own timers; waiting for reads rather than sleeping keeps
+	// the test right when DynamoDB Local answers slowly under load.
+	busyAt := func(reads []read) []int {
+		var out []int
+		for i, r := range reads {
+			if r.records > 0 {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	waitReads := func(what string, done func(reads []read, busy []int) bool) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			reads := streams.snapshot()
+			if done(reads, busyAt(reads)) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: still waiting after 2 minutes; %d reads, records at %v", what, len(reads), busyAt(reads))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitReads("idle reads after the first event", func(reads []read, busy []int) bool {
+		return len(busy) == 1 && len(reads)-busy[0]-1 >= 7
+	})
 	e.appendTicks(t, eventstore.Ref{Type: "tick", ID: "a"}, 1, 1)
 	want["a"] = 2
 	awaitEvents(t, e, rr, e.topics.Events("tick"), want, time.Minute)
-	time.Sleep(time.Second)
+	waitReads("idle reads after the second event", func(reads []read, busy []int) bool {
+		return len(busy) == 2 && len(reads)-busy[1]-1 >= 2
+	})
 	if err := rr.stop(); err != nil {
 		t.Fatalf("clean stop: %v", err)
 	}
 
 	reads := streams.snapshot()
-	var busy []int // indexes of the reads that returned records
-	for i, r := range reads {
-		if r.records > 0 {
-			busy = append(busy, i)
-		}
-	}
+	busy := busyAt(reads)
 	if len(busy) != 2 || busy[1] == len(reads)-1 {
 		t.Fatalf("reads with records at %v of %d reads, want two (one per append), the last followed by more reads", busy, len(reads))
 	}
@@ -93,7 +119,7 @@ func TestIdleBackOffGrowsToMaxIdlePollAndResetsOnRecords(t *testing.T) {
 		if p < want-slack {
 			t.Errorf("empty read %d after records: paused %v, want ≥ %v", j+1, p, want)
 		}
-		if p > 2*want+300*time.Millisecond {
+		if p > 2*want+time.Second {
 			t.Errorf("empty read %d after records: paused %v, want about %v (MaxIdlePoll caps the back-off)", j+1, p, want)
 		}
 		if want == maxIdle {
