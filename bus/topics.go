@@ -5,6 +5,12 @@ import (
 	"strings"
 )
 
+// MetadataPartitionKey is the message metadata field whose value becomes
+// the Kafka record key, and so picks the partition. Everything published
+// for one aggregate carries the aggregate id here, which keeps its messages
+// in order on one partition.
+const MetadataPartitionKey = "partition_key"
+
 // Topic names, in one place. Every part of eventpipe builds its topic
 // names with these functions so that producers and consumers agree.
 const (

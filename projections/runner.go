@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
 )
 
@@ -173,7 +174,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if r.cfg.Registerer != nil {
 		// Kafka offset lag of the projection's group, beside the last
 		// applied event's age.
-		lag, err := bus.NewLagMonitor(bus.LagConfig{Brokers: r.cfg.Brokers, ConsumerGroup: group, Topics: topics, Registerer: r.cfg.Registerer, Logger: r.cfg.Logger})
+		lag, err := kafka.NewLagMonitor(kafka.LagConfig{Brokers: r.cfg.Brokers, ConsumerGroup: group, Topics: topics, Registerer: r.cfg.Registerer, Logger: r.cfg.Logger})
 		if err != nil {
 			return err
 		}
@@ -190,7 +191,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	}()
 	for _, aggType := range r.cfg.Applier.cfg.Projection.AggregateTypes() {
 		topic := r.cfg.Topics.Events(aggType)
-		sub, err := bus.NewSubscriber(bus.SubscriberConfig{Brokers: r.cfg.Brokers, ConsumerGroup: group, ClientID: "eventpipe-consume", Logger: logger})
+		sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: r.cfg.Brokers, ConsumerGroup: group, ClientID: "eventpipe-consume", Logger: logger})
 		if err != nil {
 			return err
 		}

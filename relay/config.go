@@ -49,7 +49,7 @@ type Config struct {
 	// LeaseTable holds one lease per shard (default "eventpipe-leases").
 	LeaseTable string
 	// Publisher publishes to Kafka; Publish must return only after the
-	// broker acknowledged every message (bus.Publisher does). Required.
+	// broker acknowledged every message (bus/kafka.Publisher does). Required.
 	Publisher message.Publisher
 	// Topics names the event, outbound and poison topics.
 	Topics bus.Topics

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
 	store "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
@@ -96,7 +97,7 @@ func (e *env) relayConfig(t testing.TB, worker string) relay.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: e.ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: e.ep.KafkaBrokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func runRelayChildIfRequested() {
 		if err != nil {
 			return err
 		}
-		pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+		pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
 		if err != nil {
 			return err
 		}

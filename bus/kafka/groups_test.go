@@ -1,4 +1,4 @@
-package bus_test
+package kafka_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 
-	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
@@ -36,7 +36,7 @@ func TestSubscriberCloseDoesNotWaitForARebalance(t *testing.T) {
 	hung.JoinAndSync(ctx)
 
 	const closeTimeout = 2 * time.Second
-	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Brokers: brokers, ConsumerGroup: group, CloseTimeout: closeTimeout, Logger: watermill.NopLogger{}})
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: group, CloseTimeout: closeTimeout, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,20 +86,20 @@ func TestSubscriberCloseDoesNotWaitForARebalance(t *testing.T) {
 
 // TestSubscriberConfigKeepsRebalanceBelowSession: the rebalance timeout
 // must stay below the session timeout and the heartbeat interval at most
-// a third of it (see bus.NewSubscriber); the defaults satisfy both.
+// a third of it (see kafka.NewSubscriber); the defaults satisfy both.
 func TestSubscriberConfigKeepsRebalanceBelowSession(t *testing.T) {
-	base := bus.SubscriberConfig{Brokers: []string{"127.0.0.1:9092"}, ConsumerGroup: "g"}
-	if _, err := bus.NewSubscriber(base); err != nil {
+	base := kafka.SubscriberConfig{Brokers: []string{"127.0.0.1:9092"}, ConsumerGroup: "g"}
+	if _, err := kafka.NewSubscriber(base); err != nil {
 		t.Fatalf("defaults rejected: %v", err)
 	}
-	for name, mod := range map[string]func(*bus.SubscriberConfig){
-		"rebalance = session":   func(c *bus.SubscriberConfig) { c.SessionTimeout, c.RebalanceTimeout = 10*time.Second, 10*time.Second },
-		"heartbeat > session/3": func(c *bus.SubscriberConfig) { c.SessionTimeout, c.HeartbeatInterval = 9*time.Second, 4*time.Second },
-		"negative close":        func(c *bus.SubscriberConfig) { c.CloseTimeout = -time.Second },
+	for name, mod := range map[string]func(*kafka.SubscriberConfig){
+		"rebalance = session":   func(c *kafka.SubscriberConfig) { c.SessionTimeout, c.RebalanceTimeout = 10*time.Second, 10*time.Second },
+		"heartbeat > session/3": func(c *kafka.SubscriberConfig) { c.SessionTimeout, c.HeartbeatInterval = 9*time.Second, 4*time.Second },
+		"negative close":        func(c *kafka.SubscriberConfig) { c.CloseTimeout = -time.Second },
 	} {
 		cfg := base
 		mod(&cfg)
-		if _, err := bus.NewSubscriber(cfg); err == nil {
+		if _, err := kafka.NewSubscriber(cfg); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

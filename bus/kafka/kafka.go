@@ -1,4 +1,4 @@
-package bus
+package kafka
 
 import (
 	"context"
@@ -10,15 +10,11 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	wmkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
-)
 
-// MetadataPartitionKey is the message metadata field whose value becomes
-// the Kafka record key, and so picks the partition. Everything published
-// for one aggregate carries the aggregate id here, which keeps its messages
-// in order on one partition.
-const MetadataPartitionKey = "partition_key"
+	"github.com/eventpipe/eventpipe/bus"
+)
 
 // KafkaVersion is the protocol version our sarama clients speak. 2.1 is
 // the oldest that supports idempotent producers with more than one
@@ -26,10 +22,10 @@ const MetadataPartitionKey = "partition_key"
 var KafkaVersion = sarama.V2_1_0_0
 
 // Marshaler maps Watermill messages to Kafka records keyed by
-// MetadataPartitionKey (messages without one get no key and are spread
+// bus.MetadataPartitionKey (messages without one get no key and are spread
 // round-robin).
-var Marshaler = kafka.NewWithPartitioningMarshaler(func(_ string, msg *message.Message) (string, error) {
-	return msg.Metadata.Get(MetadataPartitionKey), nil
+var Marshaler = wmkafka.NewWithPartitioningMarshaler(func(_ string, msg *message.Message) (string, error) {
+	return msg.Metadata.Get(bus.MetadataPartitionKey), nil
 })
 
 // PublisherConfig configures a Kafka publisher.
@@ -54,7 +50,7 @@ func (c *PublisherConfig) setDefaults() {
 // Validate reports the first invalid field.
 func (c PublisherConfig) Validate() error {
 	if len(c.Brokers) == 0 {
-		return errors.New("bus: PublisherConfig.Brokers is empty")
+		return errors.New("kafka: PublisherConfig.Brokers is empty")
 	}
 	return nil
 }
@@ -124,19 +120,19 @@ func (c *SubscriberConfig) setDefaults() {
 // Validate reports the first invalid field.
 func (c SubscriberConfig) Validate() error {
 	if len(c.Brokers) == 0 {
-		return errors.New("bus: SubscriberConfig.Brokers is empty")
+		return errors.New("kafka: SubscriberConfig.Brokers is empty")
 	}
 	if c.ConsumerGroup == "" {
-		return errors.New("bus: SubscriberConfig.ConsumerGroup is empty")
+		return errors.New("kafka: SubscriberConfig.ConsumerGroup is empty")
 	}
 	if c.SessionTimeout <= 0 || c.HeartbeatInterval <= 0 || c.RebalanceTimeout <= 0 || c.CloseTimeout <= 0 {
-		return errors.New("bus: SubscriberConfig: timeouts and the heartbeat interval must be positive")
+		return errors.New("kafka: SubscriberConfig: timeouts and the heartbeat interval must be positive")
 	}
 	if c.HeartbeatInterval*3 > c.SessionTimeout {
-		return fmt.Errorf("bus: SubscriberConfig.HeartbeatInterval %s is more than a third of SessionTimeout %s", c.HeartbeatInterval, c.SessionTimeout)
+		return fmt.Errorf("kafka: SubscriberConfig.HeartbeatInterval %s is more than a third of SessionTimeout %s", c.HeartbeatInterval, c.SessionTimeout)
 	}
 	if c.RebalanceTimeout >= c.SessionTimeout {
-		return fmt.Errorf("bus: SubscriberConfig.RebalanceTimeout %s must be below SessionTimeout %s", c.RebalanceTimeout, c.SessionTimeout)
+		return fmt.Errorf("kafka: SubscriberConfig.RebalanceTimeout %s must be below SessionTimeout %s", c.RebalanceTimeout, c.SessionTimeout)
 	}
 	return nil
 }
@@ -155,7 +151,7 @@ type Subscriber struct {
 // subscription is one Subscribe call: its own watermill-kafka subscriber,
 // whose sarama clients dial through their own connection tracker.
 type subscription struct {
-	inner    *kafka.Subscriber
+	inner    *wmkafka.Subscriber
 	conns    *connTracker
 	stopping chan struct{} // closed when stop begins
 	once     sync.Once
@@ -196,7 +192,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 		return nil, err
 	}
 	if err := cfg.saramaConfig(&connTracker{}).Validate(); err != nil {
-		return nil, fmt.Errorf("bus: kafka subscriber for group %s: %w", cfg.ConsumerGroup, err)
+		return nil, fmt.Errorf("kafka: kafka subscriber for group %s: %w", cfg.ConsumerGroup, err)
 	}
 	return &Subscriber{cfg: cfg}, nil
 }
@@ -204,7 +200,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 // saramaConfig returns the sarama configuration of one subscription,
 // dialing through conns.
 func (c SubscriberConfig) saramaConfig(conns *connTracker) *sarama.Config {
-	sc := kafka.DefaultSaramaSubscriberConfig()
+	sc := wmkafka.DefaultSaramaSubscriberConfig()
 	sc.Version = KafkaVersion
 	sc.ClientID = c.ClientID
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
@@ -240,7 +236,7 @@ func (c SubscriberConfig) saramaConfig(conns *connTracker) *sarama.Config {
 // Close is called; the returned channel is closed then.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
 	conns := &connTracker{}
-	inner, err := kafka.NewSubscriber(kafka.SubscriberConfig{
+	inner, err := wmkafka.NewSubscriber(wmkafka.SubscriberConfig{
 		Brokers:               s.cfg.Brokers,
 		Unmarshaler:           Marshaler,
 		OverwriteSaramaConfig: s.cfg.saramaConfig(conns),
@@ -249,20 +245,20 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		ReconnectRetrySleep:   time.Second,
 	}, s.cfg.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("bus: kafka subscriber for group %s: %w", s.cfg.ConsumerGroup, err)
+		return nil, fmt.Errorf("kafka: kafka subscriber for group %s: %w", s.cfg.ConsumerGroup, err)
 	}
 	sub := &subscription{inner: inner, conns: conns, stopping: make(chan struct{})}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("bus: subscribe to %s in group %s: subscriber closed", topic, s.cfg.ConsumerGroup)
+		return nil, fmt.Errorf("kafka: subscribe to %s in group %s: subscriber closed", topic, s.cfg.ConsumerGroup)
 	}
 	s.subs = append(s.subs, sub)
 	s.mu.Unlock()
 	out, err := inner.Subscribe(ctx, topic)
 	if err != nil {
 		_ = sub.stop(s.cfg)
-		return nil, fmt.Errorf("bus: subscribe to %s in group %s: %w", topic, s.cfg.ConsumerGroup, err)
+		return nil, fmt.Errorf("kafka: subscribe to %s in group %s: %w", topic, s.cfg.ConsumerGroup, err)
 	}
 	go func() {
 		select {
@@ -316,7 +312,7 @@ func (sub *subscription) stop(cfg SubscriberConfig) error {
 		case sub.err = <-done:
 		case <-timer.C:
 			sub.conns.closeAll()
-			sub.err = fmt.Errorf("bus: subscriber of group %s did not stop within %s of aborting its requests", cfg.ConsumerGroup, cfg.CloseTimeout)
+			sub.err = fmt.Errorf("kafka: subscriber of group %s did not stop within %s of aborting its requests", cfg.ConsumerGroup, cfg.CloseTimeout)
 		}
 	})
 	return sub.err

@@ -1,4 +1,4 @@
-package bus_test
+package kafka_test
 
 import (
 	"context"
@@ -12,14 +12,15 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
 func TestConfigsRejectMissingFields(t *testing.T) {
-	if _, err := bus.NewPublisher(bus.PublisherConfig{}); err == nil {
+	if _, err := kafka.NewPublisher(kafka.PublisherConfig{}); err == nil {
 		t.Error("publisher without brokers was accepted")
 	}
-	if _, err := bus.NewSubscriber(bus.SubscriberConfig{Brokers: []string{"127.0.0.1:9092"}}); err == nil {
+	if _, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: []string{"127.0.0.1:9092"}}); err == nil {
 		t.Error("subscriber without a consumer group was accepted")
 	}
 }
@@ -35,7 +36,7 @@ func TestPublishAndConsumeInAGroupKeepsPerKeyOrder(t *testing.T) {
 	topic := testenv.UniqueName(t, "bus")
 	group := topic + "-group"
 
-	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestPublishAndConsumeInAGroupKeepsPerKeyOrder(t *testing.T) {
 	total := 0
 	done := make(chan struct{})
 	for member := range 2 {
-		sub, err := bus.NewSubscriber(bus.SubscriberConfig{Brokers: brokers, ConsumerGroup: group, Logger: watermill.NopLogger{}})
+		sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: group, Logger: watermill.NopLogger{}})
 		if err != nil {
 			t.Fatal(err)
 		}

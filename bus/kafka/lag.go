@@ -1,4 +1,4 @@
-package bus
+package kafka
 
 import (
 	"cmp"
@@ -53,15 +53,15 @@ func (c *LagConfig) setDefaults() {
 func (c LagConfig) Validate() error {
 	switch {
 	case len(c.Brokers) == 0:
-		return errors.New("bus: LagConfig.Brokers is empty")
+		return errors.New("kafka: LagConfig.Brokers is empty")
 	case c.ConsumerGroup == "":
-		return errors.New("bus: LagConfig.ConsumerGroup is empty")
+		return errors.New("kafka: LagConfig.ConsumerGroup is empty")
 	case len(c.Topics) == 0:
-		return errors.New("bus: LagConfig.Topics is empty")
+		return errors.New("kafka: LagConfig.Topics is empty")
 	case slices.Contains(c.Topics, ""):
-		return errors.New("bus: LagConfig.Topics has an empty topic name")
+		return errors.New("kafka: LagConfig.Topics has an empty topic name")
 	case c.Interval < 0:
-		return fmt.Errorf("bus: LagConfig.Interval is negative (%s)", c.Interval)
+		return fmt.Errorf("kafka: LagConfig.Interval is negative (%s)", c.Interval)
 	}
 	return nil
 }
@@ -116,12 +116,12 @@ func newLagAdmin(brokers []string) (*lagAdmin, error) {
 	sc.Metadata.Retry.Backoff = 100 * time.Millisecond
 	client, err := sarama.NewClient(brokers, sc)
 	if err != nil {
-		return nil, fmt.Errorf("bus: kafka client for lag on %v: %w", brokers, err)
+		return nil, fmt.Errorf("kafka: kafka client for lag on %v: %w", brokers, err)
 	}
 	admin, err := sarama.NewClusterAdminFromClient(client)
 	if err != nil {
 		client.Close()
-		return nil, fmt.Errorf("bus: kafka cluster admin for lag: %w", err)
+		return nil, fmt.Errorf("kafka: kafka cluster admin for lag: %w", err)
 	}
 	return &lagAdmin{client: client, admin: admin}, nil
 }
@@ -141,14 +141,14 @@ func measureLag(ctx context.Context, client sarama.Client, admin sarama.ClusterA
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("bus: metadata of topic %s: %w", topic, err)
+			return nil, fmt.Errorf("kafka: metadata of topic %s: %w", topic, err)
 		}
 		ps, err := client.Partitions(topic)
 		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("bus: partitions of topic %s: %w", topic, err)
+			return nil, fmt.Errorf("kafka: partitions of topic %s: %w", topic, err)
 		}
 		parts[topic] = ps
 	}
@@ -157,7 +157,7 @@ func measureLag(ctx context.Context, client sarama.Client, admin sarama.ClusterA
 	}
 	committed, err := admin.ListConsumerGroupOffsets(group, parts)
 	if err != nil && !errors.Is(err, sarama.ErrGroupIDNotFound) {
-		return nil, fmt.Errorf("bus: committed offsets of group %s: %w", group, err)
+		return nil, fmt.Errorf("kafka: committed offsets of group %s: %w", group, err)
 	}
 	var rows []PartitionLag
 	for topic, ps := range parts {
@@ -169,18 +169,18 @@ func measureLag(ctx context.Context, client sarama.Client, admin sarama.ClusterA
 			if committed != nil {
 				if b := committed.GetBlock(topic, p); b != nil {
 					if !errors.Is(b.Err, sarama.ErrNoError) {
-						return nil, fmt.Errorf("bus: committed offset of group %s on %s/%d: %w", group, topic, p, b.Err)
+						return nil, fmt.Errorf("kafka: committed offset of group %s on %s/%d: %w", group, topic, p, b.Err)
 					}
 					row.Committed = max(b.Offset, -1)
 				}
 			}
 			if row.Newest, err = client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
-				return nil, fmt.Errorf("bus: newest offset of %s/%d: %w", topic, p, err)
+				return nil, fmt.Errorf("kafka: newest offset of %s/%d: %w", topic, p, err)
 			}
 			from := row.Committed
 			if from < 0 {
 				if from, err = client.GetOffset(topic, p, sarama.OffsetOldest); err != nil {
-					return nil, fmt.Errorf("bus: oldest offset of %s/%d: %w", topic, p, err)
+					return nil, fmt.Errorf("kafka: oldest offset of %s/%d: %w", topic, p, err)
 				}
 			}
 			row.Lag = max(row.Newest-from, 0)
@@ -217,7 +217,7 @@ func NewLagMonitor(cfg LagConfig) (*LagMonitor, error) {
 	}, []string{"topic", "partition"})
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(gauge); err != nil {
-			return nil, fmt.Errorf("bus: register %s for group %s: %w", LagMetricName, cfg.ConsumerGroup, err)
+			return nil, fmt.Errorf("kafka: register %s for group %s: %w", LagMetricName, cfg.ConsumerGroup, err)
 		}
 	}
 	return &LagMonitor{cfg: cfg, gauge: gauge}, nil

@@ -1,4 +1,4 @@
-package bus_test
+package kafka_test
 
 import (
 	"bytes"
@@ -16,31 +16,32 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
 func TestLagConfigValidateRejectsMissingFields(t *testing.T) {
-	valid := bus.LagConfig{Brokers: []string{"127.0.0.1:9092"}, ConsumerGroup: "g", Topics: []string{"t"}}
+	valid := kafka.LagConfig{Brokers: []string{"127.0.0.1:9092"}, ConsumerGroup: "g", Topics: []string{"t"}}
 	if err := valid.Validate(); err != nil {
 		t.Fatalf("valid config rejected: %v", err)
 	}
-	for name, edit := range map[string]func(*bus.LagConfig){
-		"no brokers":        func(c *bus.LagConfig) { c.Brokers = nil },
-		"no group":          func(c *bus.LagConfig) { c.ConsumerGroup = "" },
-		"no topics":         func(c *bus.LagConfig) { c.Topics = nil },
-		"empty topic":       func(c *bus.LagConfig) { c.Topics = []string{"t", ""} },
-		"negative interval": func(c *bus.LagConfig) { c.Interval = -time.Second },
+	for name, edit := range map[string]func(*kafka.LagConfig){
+		"no brokers":        func(c *kafka.LagConfig) { c.Brokers = nil },
+		"no group":          func(c *kafka.LagConfig) { c.ConsumerGroup = "" },
+		"no topics":         func(c *kafka.LagConfig) { c.Topics = nil },
+		"empty topic":       func(c *kafka.LagConfig) { c.Topics = []string{"t", ""} },
+		"negative interval": func(c *kafka.LagConfig) { c.Interval = -time.Second },
 	} {
 		cfg := valid
 		edit(&cfg)
 		if err := cfg.Validate(); err == nil {
 			t.Errorf("%s: Validate accepted %+v", name, cfg)
 		}
-		if _, err := bus.NewLagMonitor(cfg); err == nil {
+		if _, err := kafka.NewLagMonitor(cfg); err == nil {
 			t.Errorf("%s: NewLagMonitor accepted %+v", name, cfg)
 		}
 	}
-	if _, err := bus.ConsumerLag(context.Background(), valid.Brokers, "", valid.Topics); err == nil {
+	if _, err := kafka.ConsumerLag(context.Background(), valid.Brokers, "", valid.Topics); err == nil {
 		t.Error("ConsumerLag without a group was accepted")
 	}
 }
@@ -48,7 +49,7 @@ func TestLagConfigValidateRejectsMissingFields(t *testing.T) {
 // publishKeyed publishes n messages to topic spread over 7 partition keys.
 func publishKeyed(t *testing.T, brokers []string, topic string, n int) {
 	t.Helper()
-	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func publishKeyed(t *testing.T, brokers []string, topic string, n int) {
 	}
 }
 
-func totalLag(rows []bus.PartitionLag) int64 {
+func totalLag(rows []kafka.PartitionLag) int64 {
 	var sum int64
 	for _, r := range rows {
 		sum += r.Lag
@@ -83,7 +84,7 @@ func TestConsumerLagCountsUncommittedRecords(t *testing.T) {
 	publishKeyed(t, brokers, topic, n)
 	ctx := context.Background()
 
-	rows, err := bus.ConsumerLag(ctx, brokers, group, []string{topic})
+	rows, err := kafka.ConsumerLag(ctx, brokers, group, []string{topic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestConsumerLagCountsUncommittedRecords(t *testing.T) {
 	testenv.Consume(t, brokers, group, topic, consumed)
 	committed := testenv.WaitCommitted(t, brokers, group, topic, consumed)
 
-	rows, err = bus.ConsumerLag(ctx, brokers, group, []string{topic})
+	rows, err = kafka.ConsumerLag(ctx, brokers, group, []string{topic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestConsumerLagWithoutCommitCountsFromOldest(t *testing.T) {
 	publishKeyed(t, brokers, topic, n)
 	ctx := context.Background()
 
-	rows, err := bus.ConsumerLag(ctx, brokers, topic+"-group", []string{topic})
+	rows, err := kafka.ConsumerLag(ctx, brokers, topic+"-group", []string{topic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestConsumerLagWithoutCommitCountsFromOldest(t *testing.T) {
 		t.Fatalf("no partition has %d records: %+v", deleted, rows)
 	}
 	cfg := sarama.NewConfig()
-	cfg.Version = bus.KafkaVersion
+	cfg.Version = kafka.KafkaVersion
 	admin, err := sarama.NewClusterAdmin(brokers, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +163,7 @@ func TestConsumerLagWithoutCommitCountsFromOldest(t *testing.T) {
 		t.Fatalf("delete records: %v", err)
 	}
 
-	rows, err = bus.ConsumerLag(ctx, brokers, topic+"-group", []string{topic})
+	rows, err = kafka.ConsumerLag(ctx, brokers, topic+"-group", []string{topic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,12 +188,12 @@ func TestConsumerLagSkipsMissingTopics(t *testing.T) {
 	ctx := context.Background()
 
 	for range 2 { // the second pass sees whether the first created the topic
-		rows, err := bus.ConsumerLag(ctx, brokers, "g-"+missing, []string{missing})
+		rows, err := kafka.ConsumerLag(ctx, brokers, "g-"+missing, []string{missing})
 		if err != nil || len(rows) != 0 {
 			t.Fatalf("missing topic: rows %+v, err %v; want none, nil", rows, err)
 		}
 	}
-	rows, err := bus.ConsumerLag(ctx, brokers, "g-"+missing, []string{missing, present})
+	rows, err := kafka.ConsumerLag(ctx, brokers, "g-"+missing, []string{missing, present})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func gaugeSum(t *testing.T, reg *prometheus.Registry, group, topic string) (floa
 	var sum float64
 	var series int
 	for _, f := range families {
-		if f.GetName() != bus.LagMetricName {
+		if f.GetName() != kafka.LagMetricName {
 			continue
 		}
 		for _, m := range f.GetMetric() {
@@ -236,7 +237,7 @@ func gaugeSum(t *testing.T, reg *prometheus.Registry, group, topic string) (floa
 }
 
 // waitLag polls m until its last measurement adds up to want.
-func waitLag(t *testing.T, m *bus.LagMonitor, want int64) []bus.PartitionLag {
+func waitLag(t *testing.T, m *kafka.LagMonitor, want int64) []kafka.PartitionLag {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -261,7 +262,7 @@ func TestLagMonitorExportsGauge(t *testing.T) {
 	publishKeyed(t, brokers, topic, n)
 
 	reg := prometheus.NewRegistry()
-	m, err := bus.NewLagMonitor(bus.LagConfig{
+	m, err := kafka.NewLagMonitor(kafka.LagConfig{
 		Brokers:       brokers,
 		ConsumerGroup: group,
 		Topics:        []string{topic},
@@ -301,7 +302,7 @@ func TestLagMonitorExportsGauge(t *testing.T) {
 	}
 
 	// A second monitor of another group may share the registry.
-	other, err := bus.NewLagMonitor(bus.LagConfig{Brokers: brokers, ConsumerGroup: group + "-other", Topics: []string{topic}, Registerer: reg})
+	other, err := kafka.NewLagMonitor(kafka.LagConfig{Brokers: brokers, ConsumerGroup: group + "-other", Topics: []string{topic}, Registerer: reg})
 	if err != nil {
 		t.Fatalf("second group's monitor on the same registry: %v", err)
 	}
@@ -314,7 +315,7 @@ func TestLagMonitorRunSurvivesUnreachableBroker(t *testing.T) {
 	var mu sync.Mutex
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &buf}, nil))
-	m, err := bus.NewLagMonitor(bus.LagConfig{
+	m, err := kafka.NewLagMonitor(kafka.LagConfig{
 		Brokers:       []string{"127.0.0.1:1"},
 		ConsumerGroup: "g",
 		Topics:        []string{"t"},

@@ -1,4 +1,4 @@
-package bus
+package kafka
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 )
 
 // ErrPublisherClosed is returned by Publish after Close.
-var ErrPublisherClosed = errors.New("bus: publisher closed")
+var ErrPublisherClosed = errors.New("kafka: publisher closed")
 
 // Publisher is a Watermill message.Publisher on sarama's AsyncProducer.
 // Publish hands every message of the call to the producer at once and
@@ -76,7 +76,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	sc.Metadata.AllowAutoTopicCreation = true
 	producer, err := sarama.NewAsyncProducer(cfg.Brokers, sc)
 	if err != nil {
-		return nil, fmt.Errorf("bus: kafka producer for %v: %w", cfg.Brokers, err)
+		return nil, fmt.Errorf("kafka: kafka producer for %v: %w", cfg.Brokers, err)
 	}
 	p := &Publisher{producer: producer, logger: cfg.Logger, done: make(chan struct{})}
 	var wg sync.WaitGroup
@@ -90,7 +90,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	go func() {
 		defer wg.Done()
 		for e := range producer.Errors() {
-			e.Msg.Metadata.(*batch).ack(fmt.Errorf("bus: publish to %s: %w", e.Msg.Topic, e.Err))
+			e.Msg.Metadata.(*batch).ack(fmt.Errorf("kafka: publish to %s: %w", e.Msg.Topic, e.Err))
 		}
 	}()
 	go func() { wg.Wait(); close(p.done) }()
@@ -110,7 +110,7 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	for i, msg := range msgs {
 		rec, err := Marshaler.Marshal(topic, msg)
 		if err != nil {
-			return fmt.Errorf("bus: marshal message %s for %s: %w", msg.UUID, topic, err)
+			return fmt.Errorf("kafka: marshal message %s for %s: %w", msg.UUID, topic, err)
 		}
 		rec.Metadata = b
 		records[i] = rec

@@ -1,4 +1,4 @@
-package bus_test
+package kafka_test
 
 import (
 	"context"
@@ -15,11 +15,12 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
 func TestPublisherAfterCloseFails(t *testing.T) {
-	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: testenv.KafkaBrokers(t), Logger: watermill.NopLogger{}})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: testenv.KafkaBrokers(t), Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +28,7 @@ func TestPublisherAfterCloseFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = pub.Publish(testenv.UniqueName(t, "closed"), message.NewMessage(watermill.NewULID(), []byte("x")))
-	if !errors.Is(err, bus.ErrPublisherClosed) {
+	if !errors.Is(err, kafka.ErrPublisherClosed) {
 		t.Fatalf("Publish after Close = %v, want ErrPublisherClosed", err)
 	}
 	if err := pub.Close(); err != nil {
@@ -37,7 +38,7 @@ func TestPublisherAfterCloseFails(t *testing.T) {
 
 func TestPublisherToAnUnreachableBrokerFails(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	_, err := bus.NewPublisher(bus.PublisherConfig{Brokers: []string{addr}, Logger: watermill.NopLogger{}})
+	_, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: []string{addr}, Logger: watermill.NopLogger{}})
 	if err == nil || !strings.Contains(err.Error(), addr) {
 		t.Fatalf("NewPublisher(%s) = %v, want an error naming the broker", addr, err)
 	}
@@ -51,7 +52,7 @@ func TestConcurrentBatchPublishesKeepPerKeyOrder(t *testing.T) {
 	const writers, batches, batchSize = 16, 8, 25
 	brokers := testenv.KafkaBrokers(t)
 	topic := testenv.UniqueName(t, "batch")
-	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestConcurrentBatchPublishesKeepPerKeyOrder(t *testing.T) {
 	}
 }
 
-// BenchmarkPublisherVsRawAsyncProducer compares bus.Publisher with a bare
+// BenchmarkPublisherVsRawAsyncProducer compares kafka.Publisher with a bare
 // sarama AsyncProducer (same acks=all, idempotence and keying) on the
 // stack's broker, alternating the two in rounds within one run. Each b.N
 // is 100 messages of 256 bytes over 64 keys; the raw side always puts all
@@ -117,7 +118,7 @@ func BenchmarkPublisherVsRawAsyncProducer(b *testing.B) {
 	brokers := testenv.KafkaBrokers(b)
 	topic := testenv.UniqueName(b, "pubbench")
 	payload := []byte(strings.Repeat("x", 256))
-	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -198,7 +199,7 @@ type rawProducer struct {
 
 func newRawProducer(b *testing.B, brokers []string) *rawProducer {
 	sc := sarama.NewConfig()
-	sc.Version = bus.KafkaVersion
+	sc.Version = kafka.KafkaVersion
 	sc.Producer.RequiredAcks = sarama.WaitForAll
 	sc.Producer.Idempotent = true
 	sc.Net.MaxOpenRequests = 1

@@ -1,4 +1,4 @@
-package commands
+package kafka
 
 import (
 	"context"
@@ -12,13 +12,14 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/commands"
 )
 
 // SenderConfig configures a Sender.
 type SenderConfig struct {
 	// Brokers are the Kafka seed brokers. Required.
 	Brokers []string
-	// Publisher publishes commands (default: bus.NewPublisher on Brokers).
+	// Publisher publishes commands (default: NewPublisher on Brokers).
 	Publisher message.Publisher
 	// Topics is the topic namespace (default: the default namespace).
 	Topics bus.Topics
@@ -35,7 +36,7 @@ func (c *SenderConfig) setDefaults() {
 // Validate reports the first invalid field.
 func (c SenderConfig) Validate() error {
 	if len(c.Brokers) == 0 {
-		return errors.New("commands: SenderConfig.Brokers is empty")
+		return errors.New("kafka: SenderConfig.Brokers is empty")
 	}
 	return nil
 }
@@ -53,7 +54,7 @@ type Sender struct {
 	listenErr      chan error
 	consumer       sarama.Consumer
 	mu             sync.Mutex
-	waiting        map[string]chan Result // command id -> its waiter
+	waiting        map[string]chan commands.Result // command id -> its waiter
 }
 
 // NewSender connects to Kafka.
@@ -64,20 +65,20 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	}
 	s := &Sender{pub: cfg.Publisher, topics: cfg.Topics}
 	if s.pub == nil {
-		pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: cfg.Brokers, Logger: cfg.Logger})
+		pub, err := NewPublisher(PublisherConfig{Brokers: cfg.Brokers, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
 		s.pub, s.ownPub = pub, true
 	}
 	sc := sarama.NewConfig()
-	sc.Version = bus.KafkaVersion
+	sc.Version = KafkaVersion
 	sc.ClientID = "eventpipe-sender"
 	sc.Consumer.MaxWaitTime = 50 * time.Millisecond
 	client, err := sarama.NewClient(cfg.Brokers, sc)
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("commands: kafka client for %v: %w", cfg.Brokers, err)
+		return nil, fmt.Errorf("kafka: kafka client for %v: %w", cfg.Brokers, err)
 	}
 	s.client = client
 	return s, nil
@@ -100,7 +101,7 @@ func (s *Sender) Close() error {
 
 // Send validates and publishes cmd on its commands topic and returns once
 // Kafka acknowledged it.
-func (s *Sender) Send(ctx context.Context, cmd Command) error {
+func (s *Sender) Send(ctx context.Context, cmd commands.Command) error {
 	msg, err := cmd.ToMessage()
 	if err != nil {
 		return err
@@ -112,16 +113,16 @@ func (s *Sender) Send(ctx context.Context, cmd Command) error {
 	return nil
 }
 
-// SendAndWait sends cmd and waits for its Result on the replies topic
+// SendAndWait sends cmd and waits for its commands.Result on the replies topic
 // until ctx ends. On first use the Sender starts reading every replies
 // partition from its end and hands each result to the caller waiting for
 // that command id; a caller registers before it publishes, so no reply can
 // be missed, and old replies are never scanned.
-func (s *Sender) SendAndWait(ctx context.Context, cmd Command) (Result, error) {
+func (s *Sender) SendAndWait(ctx context.Context, cmd commands.Command) (commands.Result, error) {
 	if err := s.listen(); err != nil {
-		return Result{}, err
+		return commands.Result{}, err
 	}
-	ch := make(chan Result, 1)
+	ch := make(chan commands.Result, 1)
 	s.mu.Lock()
 	s.waiting[cmd.ID] = ch
 	s.mu.Unlock()
@@ -131,33 +132,33 @@ func (s *Sender) SendAndWait(ctx context.Context, cmd Command) (Result, error) {
 		s.mu.Unlock()
 	}()
 	if err := s.Send(ctx, cmd); err != nil {
-		return Result{}, err
+		return commands.Result{}, err
 	}
 	select {
 	case res := <-ch:
 		return res, nil
 	case err := <-s.listenErr:
-		return Result{}, fmt.Errorf("wait for the result of command %s: %w", cmd.ID, err)
+		return commands.Result{}, fmt.Errorf("wait for the result of command %s: %w", cmd.ID, err)
 	case <-ctx.Done():
-		return Result{}, fmt.Errorf("wait for the result of command %s: %w", cmd.ID, ctx.Err())
+		return commands.Result{}, fmt.Errorf("wait for the result of command %s: %w", cmd.ID, ctx.Err())
 	}
 }
 
 // listen starts the replies reader once.
 func (s *Sender) listen() error {
 	s.listenOnce.Do(func() {
-		s.waiting = map[string]chan Result{}
+		s.waiting = map[string]chan commands.Result{}
 		s.listenErr = make(chan error, 1)
 		topic := s.topics.Replies()
 		consumer, err := sarama.NewConsumerFromClient(s.client)
 		if err != nil {
-			s.listenStartErr = fmt.Errorf("commands: reply consumer: %w", err)
+			s.listenStartErr = fmt.Errorf("kafka: reply consumer: %w", err)
 			return
 		}
 		s.consumer = consumer
 		parts, err := s.client.Partitions(topic)
 		if err != nil {
-			s.listenStartErr = fmt.Errorf("commands: partitions of %s: %w", topic, err)
+			s.listenStartErr = fmt.Errorf("kafka: partitions of %s: %w", topic, err)
 			return
 		}
 		for _, p := range parts {
@@ -165,7 +166,7 @@ func (s *Sender) listen() error {
 			// command of this Sender is published.
 			pc, err := consumer.ConsumePartition(topic, p, sarama.OffsetNewest)
 			if err != nil {
-				s.listenStartErr = fmt.Errorf("commands: read %s/%d: %w", topic, p, err)
+				s.listenStartErr = fmt.Errorf("kafka: read %s/%d: %w", topic, p, err)
 				return
 			}
 			go s.deliver(pc)
@@ -188,11 +189,11 @@ func (s *Sender) deliver(pc sarama.PartitionConsumer) {
 			if ch == nil {
 				continue
 			}
-			msg, err := bus.Marshaler.Unmarshal(km)
+			msg, err := Marshaler.Unmarshal(km)
 			if err != nil {
 				continue
 			}
-			if res, err := ResultFromMessage(msg); err == nil {
+			if res, err := commands.ResultFromMessage(msg); err == nil {
 				select {
 				case ch <- res:
 				default: // a redelivered result; the first one was taken

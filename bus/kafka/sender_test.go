@@ -1,4 +1,4 @@
-package commands_test
+package kafka_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 )
@@ -25,12 +26,12 @@ func TestSendAndWaitGetsEachCommandsOwnResult(t *testing.T) {
 	defer cancel()
 
 	// The responder: echo each command's aggregate id back as the reason.
-	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Brokers: brokers, ConsumerGroup: aggType + "-handler", Logger: watermill.NopLogger{}})
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: aggType + "-handler", Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestSendAndWaitGetsEachCommandsOwnResult(t *testing.T) {
 		}
 	}()
 
-	sender, err := commands.NewSender(commands.SenderConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
+	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
@@ -63,7 +64,7 @@ then follows the live topics. Run 'eventpipe migrate' once before.`,
 				return fmt.Errorf("consume: postgres: %w", err)
 			}
 			defer db.Close()
-			pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: ep.KafkaBrokers, ClientID: "eventpipe-consume"})
+			pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, ClientID: "eventpipe-consume"})
 			if err != nil {
 				return err
 			}

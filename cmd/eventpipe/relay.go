@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/httpapi"
@@ -54,7 +55,7 @@ acknowledged all of it. Records that cannot be decoded go to poison.relay.
 			if err != nil {
 				return err
 			}
-			pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: ep.KafkaBrokers, ClientID: "eventpipe-relay"})
+			pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, ClientID: "eventpipe-relay"})
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/serve"
@@ -52,7 +53,7 @@ func sendCommand() *cobra.Command {
 			if err := c.Validate(); err != nil {
 				return err
 			}
-			sender, err := commands.NewSender(commands.SenderConfig{
+			sender, err := kafka.NewSender(kafka.SenderConfig{
 				Brokers: ep.KafkaBrokers, Topics: bus.Topics{Prefix: ep.TopicPrefix}, Logger: watermill.NopLogger{},
 			})
 			if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
@@ -45,7 +46,7 @@ func TestCommandGroupRecoversFromTwoQuickDoubleKills(t *testing.T) {
 	topics := bus.Topics{Prefix: ep.TopicPrefix}
 	todoGroup := group + "." + topics.Commands(todo.AggregateType)
 
-	sender, err := commands.NewSender(commands.SenderConfig{Brokers: ep.KafkaBrokers, Topics: topics, Logger: watermill.NopLogger{}})
+	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: ep.KafkaBrokers, Topics: topics, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestServeStopsPromptlyWhileItsGroupRebalances(t *testing.T) {
 	group := testenv.UniqueName(t, "g")
 	topics := bus.Topics{Prefix: ep.TopicPrefix}
 	todoGroup := group + "." + topics.Commands(todo.AggregateType)
-	sender, err := commands.NewSender(commands.SenderConfig{Brokers: ep.KafkaBrokers, Topics: topics, Logger: watermill.NopLogger{}})
+	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: ep.KafkaBrokers, Topics: topics, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +390,7 @@ type commandLoad struct {
 	cancelWaits context.CancelFunc
 }
 
-func sendCommands(t *testing.T, sender *commands.Sender, since func() string, every time.Duration) *commandLoad {
+func sendCommands(t *testing.T, sender *kafka.Sender, since func() string, every time.Duration) *commandLoad {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &commandLoad{t: t, since: since, sentAt: map[string]time.Time{}, answeredAt: map[string]time.Time{},
 		done: make(chan struct{}), cancelWaits: cancel}

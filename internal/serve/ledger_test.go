@@ -12,6 +12,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/internal/testenv"
@@ -32,7 +33,7 @@ func TestThousandConcurrentCommandsApplyExactlyOnce(t *testing.T) {
 	go func() { done <- svc.RunCommandHandlers(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	sender, err := commands.NewSender(commands.SenderConfig{Brokers: ep.KafkaBrokers, Topics: bus.Topics{Prefix: ep.TopicPrefix}, Logger: watermill.NopLogger{}})
+	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: ep.KafkaBrokers, Topics: bus.Topics{Prefix: ep.TopicPrefix}, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}

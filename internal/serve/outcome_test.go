@@ -14,6 +14,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -30,7 +31,7 @@ type replyLog struct {
 
 func collectReplies(t *testing.T, ep endpoints.Endpoints) *replyLog {
 	t.Helper()
-	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Brokers: ep.KafkaBrokers, ConsumerGroup: testenv.UniqueName(t, "replies"), Logger: watermill.NopLogger{}})
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: ep.KafkaBrokers, ConsumerGroup: testenv.UniqueName(t, "replies"), Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestRedeliveredRefusalsAreAnsweredAsFirstAfterAKill(t *testing.T) {
 	group := testenv.UniqueName(t, "g")
 	svc := newService(t, ep, group+"-direct")
 	replies := collectReplies(t, ep)
-	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,7 @@ func TestTwoProcessesDeliveringOneCommandAnswerOnce(t *testing.T) {
 	ep := testEndpoints(t)
 	svc := newService(t, ep, testenv.UniqueName(t, "direct"))
 	replies := collectReplies(t, ep)
-	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}

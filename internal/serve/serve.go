@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/domains/order"
@@ -137,7 +138,7 @@ type Service struct {
 	Domains    *Domains
 	Dispatcher *commands.Dispatcher
 	Registry   *prometheus.Registry
-	pub        *bus.Publisher
+	pub        *kafka.Publisher
 	readModels *pgxpool.Pool // connects on first use
 }
 
@@ -155,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: cfg.Endpoints.KafkaBrokers, ClientID: "eventpipe-serve", Logger: watermill.NewSlogLogger(cfg.Logger)})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: cfg.Endpoints.KafkaBrokers, ClientID: "eventpipe-serve", Logger: watermill.NewSlogLogger(cfg.Logger)})
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +212,7 @@ func (s *Service) RunCommandHandlers(ctx context.Context) error {
 	// One consumer group per commands topic (<group>.<topic>), so a
 	// rebalance on one topic does not pause the others.
 	for _, topic := range s.Dispatcher.Topics() {
-		sub, err := bus.NewSubscriber(bus.SubscriberConfig{Brokers: s.cfg.Endpoints.KafkaBrokers, ConsumerGroup: s.cfg.ConsumerGroup + "." + topic, ClientID: "eventpipe-serve", Logger: logger})
+		sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: s.cfg.Endpoints.KafkaBrokers, ConsumerGroup: s.cfg.ConsumerGroup + "." + topic, ClientID: "eventpipe-serve", Logger: logger})
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/order"
 	"github.com/eventpipe/eventpipe/domains/todo"
@@ -201,13 +202,13 @@ func TestBusCommandsDuplicatesAndPoison(t *testing.T) {
 	go func() { done <- svc.RunCommandHandlers(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pub.Close()
 	topics := bus.Topics{Prefix: ep.TopicPrefix}
-	sender, err := commands.NewSender(commands.SenderConfig{Brokers: ep.KafkaBrokers, Publisher: pub, Topics: topics, Logger: watermill.NopLogger{}})
+	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: ep.KafkaBrokers, Publisher: pub, Topics: topics, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}

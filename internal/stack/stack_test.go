@@ -19,7 +19,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/stack"
@@ -139,7 +139,7 @@ func TestUpIsIdempotentAndDownUpKeepsData(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}

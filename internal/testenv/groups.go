@@ -19,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
-	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 )
 
 // GroupMember is one member of a consumer group as its coordinator
@@ -79,7 +79,7 @@ type GroupObserver struct {
 func NewGroupObserver(tb testing.TB, brokers []string) *GroupObserver {
 	tb.Helper()
 	cfg := sarama.NewConfig()
-	cfg.Version = bus.KafkaVersion
+	cfg.Version = kafka.KafkaVersion
 	cfg.ClientID = "eventpipe-test-group-observer"
 	client, err := sarama.NewClient(brokers, cfg)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 )
 
 // Consume reads n messages from topic as a member of group through the
@@ -21,7 +21,7 @@ import (
 func Consume(tb testing.TB, brokers []string, group, topic string, n int) []*message.Message {
 	tb.Helper()
 	start := sumOffsets(CommittedOffsets(tb, brokers, group, topic))
-	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Brokers: brokers, ConsumerGroup: group, Logger: watermill.NopLogger{}})
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: group, Logger: watermill.NopLogger{}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func Consume(tb testing.TB, brokers []string, group, topic string, n int) []*mes
 func CommittedOffsets(tb testing.TB, brokers []string, group, topic string) map[int32]int64 {
 	tb.Helper()
 	cfg := sarama.NewConfig()
-	cfg.Version = bus.KafkaVersion
+	cfg.Version = kafka.KafkaVersion
 	client, err := sarama.NewClient(brokers, cfg)
 	if err != nil {
 		tb.Fatalf("kafka client: %v", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
@@ -169,7 +170,7 @@ func BenchmarkProjectionVsRawBatchedUpsert(b *testing.B) {
 	w := newWorld(b)
 	brokers := testenv.KafkaBrokers(b)
 	topics := bus.Topics{Prefix: testenv.UniqueName(b, "ns") + "."}
-	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		b.Fatal(err)
 	}

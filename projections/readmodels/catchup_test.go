@@ -10,6 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
 	store "github.com/eventpipe/eventpipe/eventstore/dynamodb"
@@ -50,7 +51,7 @@ func TestNewProjectionCatchesUpFromTheStoreThenFollowsLive(t *testing.T) {
 	}
 	brokers := testenv.KafkaBrokers(t)
 	topics := bus.Topics{Prefix: testenv.UniqueName(t, "ns") + "."}
-	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/internal/testenv"
@@ -37,7 +38,7 @@ func TestStoreRelayKafkaPostgresEqualsAReplay(t *testing.T) {
 		all = append(all, evs...)
 	}
 
-	pub, err := bus.NewPublisher(bus.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestStoreRelayKafkaPostgresEqualsAReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, f := range families {
-			if f.GetName() == bus.LagMetricName {
+			if f.GetName() == kafka.LagMetricName {
 				for _, m := range f.Metric {
 					series++
 					lag += m.Gauge.GetValue()
