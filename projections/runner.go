@@ -21,7 +21,11 @@ import (
 type RunnerConfig struct {
 	// Applier applies what arrives. Required.
 	Applier *Applier
-	// Brokers are the Kafka seed brokers. Required.
+	// NewSubscriber returns the subscriber of each event topic, in the
+	// projection's consumer group (default: Kafka subscribers on Brokers).
+	NewSubscriber bus.SubscriberConstructor
+	// Brokers are the Kafka seed brokers: required without NewSubscriber;
+	// with a Registerer they also feed the Kafka offset lag metric.
 	Brokers []string
 	// Topics names the event topics (and the poison topic).
 	Topics bus.Topics
@@ -50,8 +54,8 @@ func (c RunnerConfig) Validate() error {
 	switch {
 	case c.Applier == nil:
 		return errors.New("projections: RunnerConfig.Applier is nil")
-	case len(c.Brokers) == 0:
-		return errors.New("projections: RunnerConfig.Brokers is empty")
+	case c.NewSubscriber == nil && len(c.Brokers) == 0:
+		return errors.New("projections: RunnerConfig needs NewSubscriber or Brokers")
 	case c.Publisher == nil:
 		return errors.New("projections: RunnerConfig.Publisher is nil")
 	case c.BatchSize < 0:
@@ -93,6 +97,10 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	}
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = 100
+	}
+	if cfg.NewSubscriber == nil {
+		cfg.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: cfg.Brokers, ClientID: "eventpipe-consume",
+			Logger: watermill.NewSlogLogger(cfg.Logger)})
 	}
 	r := &Runner{cfg: cfg, queue: make(chan pending, cfg.BatchSize),
 		batches: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -171,7 +179,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	for _, aggType := range r.cfg.Applier.cfg.Projection.AggregateTypes() {
 		topics = append(topics, r.cfg.Topics.Events(aggType))
 	}
-	if r.cfg.Registerer != nil {
+	if r.cfg.Registerer != nil && len(r.cfg.Brokers) > 0 {
 		// Kafka offset lag of the projection's group, beside the last
 		// applied event's age.
 		lag, err := kafka.NewLagMonitor(kafka.LagConfig{Brokers: r.cfg.Brokers, ConsumerGroup: group, Topics: topics, Registerer: r.cfg.Registerer, Logger: r.cfg.Logger})
@@ -191,9 +199,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	}()
 	for _, aggType := range r.cfg.Applier.cfg.Projection.AggregateTypes() {
 		topic := r.cfg.Topics.Events(aggType)
-		sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: r.cfg.Brokers, ConsumerGroup: group, ClientID: "eventpipe-consume", Logger: logger})
+		sub, err := r.cfg.NewSubscriber(group)
 		if err != nil {
-			return err
+			return fmt.Errorf("projections: %s: subscriber for %s: %w", group, topic, err)
 		}
 		subs = append(subs, sub)
 		router.AddConsumerHandler(group+":"+topic, topic, sub, r.handle)

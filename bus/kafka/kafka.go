@@ -148,6 +148,17 @@ type Subscriber struct {
 	closed bool
 }
 
+// Subscribers returns a bus.SubscriberConstructor that builds a Kafka
+// subscriber from cfg for each consumer group it is asked for (cfg's own
+// ConsumerGroup is ignored). cfg is validated on each call.
+func Subscribers(cfg SubscriberConfig) bus.SubscriberConstructor {
+	return func(group string) (message.Subscriber, error) {
+		c := cfg
+		c.ConsumerGroup = group
+		return NewSubscriber(c)
+	}
+}
+
 // subscription is one Subscribe call: its own watermill-kafka subscriber,
 // whose sarama clients dial through their own connection tracker.
 type subscription struct {

@@ -41,6 +41,14 @@ type Config struct {
 	Endpoints endpoints.Endpoints
 	// ConsumerGroup of the command handlers (default DefaultConsumerGroup).
 	ConsumerGroup string
+	// Publisher publishes results and poisoned commands (default: a Kafka
+	// publisher on Endpoints.KafkaBrokers, closed by Close; one given here
+	// is the caller's to close).
+	Publisher message.Publisher
+	// NewSubscriber returns the subscriber of each commands topic, in the
+	// command handlers' consumer group (default: Kafka subscribers on
+	// Endpoints.KafkaBrokers).
+	NewSubscriber bus.SubscriberConstructor
 	// Middlewares wrap the dispatcher inside the standard chain (poison,
 	// retry, recoverer), in order, outermost first: a handler middleware
 	// sees each command message after it was decoded from Kafka and
@@ -60,12 +68,16 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.NewSubscriber == nil {
+		c.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: c.Endpoints.KafkaBrokers, ClientID: "eventpipe-serve",
+			Logger: watermill.NewSlogLogger(c.Logger)})
+	}
 }
 
 // Validate reports the first invalid field.
 func (c Config) Validate() error {
-	if len(c.Endpoints.KafkaBrokers) == 0 {
-		return errors.New("serve: no Kafka brokers")
+	if len(c.Endpoints.KafkaBrokers) == 0 && (c.Publisher == nil || c.NewSubscriber == nil) {
+		return errors.New("serve: no Kafka brokers (needed unless Config.Publisher and Config.NewSubscriber are set)")
 	}
 	if c.Endpoints.EventsTable == "" {
 		return errors.New("serve: no events table")
@@ -138,7 +150,8 @@ type Service struct {
 	Domains    *Domains
 	Dispatcher *commands.Dispatcher
 	Registry   *prometheus.Registry
-	pub        *kafka.Publisher
+	pub        message.Publisher
+	ownPub     bool          // pub was opened by New and is closed by Close
 	readModels *pgxpool.Pool // connects on first use
 }
 
@@ -156,13 +169,22 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: cfg.Endpoints.KafkaBrokers, ClientID: "eventpipe-serve", Logger: watermill.NewSlogLogger(cfg.Logger)})
-	if err != nil {
-		return nil, err
+	pub, ownPub := cfg.Publisher, cfg.Publisher == nil
+	if ownPub {
+		kp, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: cfg.Endpoints.KafkaBrokers, ClientID: "eventpipe-serve", Logger: watermill.NewSlogLogger(cfg.Logger)})
+		if err != nil {
+			return nil, err
+		}
+		pub = kp
+	}
+	closePub := func() {
+		if ownPub {
+			_ = pub.Close()
+		}
 	}
 	disp, err := commands.NewDispatcher(commands.DispatcherConfig{Registry: domains.Registry, Outcomes: store, Replies: pub, Topics: cfg.topics(), Logger: cfg.Logger})
 	if err != nil {
-		_ = pub.Close()
+		closePub()
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
@@ -171,18 +193,21 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	// and GET /todo answers 503 until it is there.
 	readModels, err := pgxpool.New(ctx, cfg.Endpoints.Postgres)
 	if err != nil {
-		_ = pub.Close()
+		closePub()
 		return nil, fmt.Errorf("serve: read-model database: %w", err)
 	}
-	return &Service{cfg: cfg, Domains: domains, Dispatcher: disp, Registry: reg, pub: pub, readModels: readModels}, nil
+	return &Service{cfg: cfg, Domains: domains, Dispatcher: disp, Registry: reg, pub: pub, ownPub: ownPub, readModels: readModels}, nil
 }
 
 // Endpoints returns the resolved endpoints.
 func (s *Service) Endpoints() endpoints.Endpoints { return s.cfg.Endpoints }
 
-// Close releases the Kafka publisher and the read-model pool.
+// Close releases the read-model pool and the publisher New opened.
 func (s *Service) Close() error {
 	s.readModels.Close()
+	if !s.ownPub {
+		return nil
+	}
 	return s.pub.Close()
 }
 
@@ -212,9 +237,9 @@ func (s *Service) RunCommandHandlers(ctx context.Context) error {
 	// One consumer group per commands topic (<group>.<topic>), so a
 	// rebalance on one topic does not pause the others.
 	for _, topic := range s.Dispatcher.Topics() {
-		sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: s.cfg.Endpoints.KafkaBrokers, ConsumerGroup: s.cfg.ConsumerGroup + "." + topic, ClientID: "eventpipe-serve", Logger: logger})
+		sub, err := s.cfg.NewSubscriber(s.cfg.ConsumerGroup + "." + topic)
 		if err != nil {
-			return err
+			return fmt.Errorf("serve: subscriber for %s: %w", topic, err)
 		}
 		subs = append(subs, sub)
 		router.AddConsumerHandler("commands:"+topic, topic, sub, s.Dispatcher.HandleMessage)

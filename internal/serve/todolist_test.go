@@ -10,14 +10,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/httpapi"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 )
 
-// listServer serves the HTTP API with its read models in a fresh Postgres
-// schema, migrated or not.
-func listServer(t *testing.T, migrated bool) (base string, db *pgx.Conn) {
+// readModelSchema creates a fresh Postgres schema, dropped when t ends,
+// applies the read-model migrations to it when migrated is set, and
+// returns ep with its Postgres URL pointing there (search_path).
+func readModelSchema(t *testing.T, ep endpoints.Endpoints, migrated bool) endpoints.Endpoints {
 	t.Helper()
 	ctx := context.Background()
 	admin := testenv.Postgres(t)
@@ -28,7 +30,6 @@ func listServer(t *testing.T, migrated bool) (base string, db *pgx.Conn) {
 	t.Cleanup(func() {
 		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 	})
-	ep := testEndpoints(t)
 	if migrated {
 		if _, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: ep.Postgres, Schema: schema}); err != nil {
 			t.Fatal(err)
@@ -39,6 +40,15 @@ func listServer(t *testing.T, migrated bool) (base string, db *pgx.Conn) {
 		sep = "&"
 	}
 	ep.Postgres += sep + "search_path=" + schema
+	return ep
+}
+
+// listServer serves the HTTP API with its read models in a fresh Postgres
+// schema, migrated or not.
+func listServer(t *testing.T, migrated bool) (base string, db *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	ep := readModelSchema(t, testEndpoints(t), migrated)
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	conn, err := pgx.Connect(ctx, ep.Postgres)
 	if err != nil {
