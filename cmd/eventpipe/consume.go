@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,15 +12,14 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/httpapi"
-	"github.com/eventpipe/eventpipe/internal/serve"
 	"github.com/eventpipe/eventpipe/projections"
-	"github.com/eventpipe/eventpipe/projections/readmodels"
 )
 
 func consumeCommand() *cobra.Command {
@@ -29,14 +27,7 @@ func consumeCommand() *cobra.Command {
 		all         bool
 		metricsAddr string
 	)
-	names := func() []string {
-		var out []string
-		for n := range readmodels.All() {
-			out = append(out, n)
-		}
-		sort.Strings(out)
-		return out
-	}
+	names := catalog.ReadModelNames
 	cmd := &cobra.Command{
 		Use:   "consume <projection>... | --all",
 		Short: "Run read-model projections into Postgres (" + strings.Join(names(), ", ") + ")",
@@ -55,7 +46,7 @@ then follows the live topics. Run 'eventpipe migrate' once before.`,
 			}
 			ctx := cmd.Context()
 			ep := endpoints.FromEnv()
-			store, err := serve.OpenStore(ctx, ep, slog.Default())
+			store, err := eventpipe.OpenStore(ctx, ep, catalog, slog.Default())
 			if err != nil {
 				return err
 			}
@@ -73,7 +64,7 @@ then follows the live topics. Run 'eventpipe migrate' once before.`,
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			g, ctx := errgroup.WithContext(ctx)
 			for _, name := range args {
-				p, ok := readmodels.All()[name]
+				p, ok := catalog.ReadModel(name)
 				if !ok {
 					return fmt.Errorf("consume: unknown projection %q (have %s)", name, strings.Join(names(), ", "))
 				}

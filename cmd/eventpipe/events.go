@@ -8,10 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	"github.com/eventpipe/eventpipe/internal/serve"
 )
 
 func eventsCommand() *cobra.Command {
@@ -29,7 +29,7 @@ func eventsCommand() *cobra.Command {
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := serve.OpenStore(ctx, endpoints.FromEnv(), slog.Default())
+			store, err := eventpipe.OpenStore(ctx, endpoints.FromEnv(), catalog, slog.Default())
 			if err != nil {
 				return err
 			}

@@ -13,7 +13,13 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/eventpipe/eventpipe"
 )
+
+// catalog is what the binary knows: the built-in domains, their read
+// models and the upcasters every subcommand reads events through.
+var catalog = eventpipe.Builtin()
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -17,7 +17,6 @@ import (
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/httpapi"
-	"github.com/eventpipe/eventpipe/internal/serve"
 	"github.com/eventpipe/eventpipe/relay"
 )
 
@@ -64,7 +63,7 @@ acknowledged all of it. Records that cannot be decoded go to poison.relay.
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			r, err := relay.New(relay.Config{
 				Streams: streams, DynamoDB: db, EventsTable: ep.EventsTable, LeaseTable: ep.LeasesTable,
-				Publisher: pub, Topics: bus.Topics{Prefix: ep.TopicPrefix}, Upcasters: serve.Schema().Upcasters,
+				Publisher: pub, Topics: bus.Topics{Prefix: ep.TopicPrefix}, Upcasters: catalog.Upcasters(),
 				WorkerID: workerID, LeaseDuration: leaseFor, BatchSize: batchSize, Registerer: reg, Logger: slog.Default(),
 			})
 			if err != nil {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -16,11 +15,10 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	"github.com/eventpipe/eventpipe/internal/serve"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 	"github.com/eventpipe/eventpipe/projections"
-	"github.com/eventpipe/eventpipe/projections/readmodels"
 )
 
 func replayCommand() *cobra.Command {
@@ -44,14 +42,9 @@ a plain line every --progress-interval otherwise.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			p, ok := readmodels.All()[args[0]]
+			p, ok := catalog.ReadModel(args[0])
 			if !ok {
-				var names []string
-				for n := range readmodels.All() {
-					names = append(names, n)
-				}
-				sort.Strings(names)
-				return fmt.Errorf("replay: unknown projection %q (have %s)", args[0], strings.Join(names, ", "))
+				return fmt.Errorf("replay: unknown projection %q (have %s)", args[0], strings.Join(catalog.ReadModelNames(), ", "))
 			}
 			ep := endpoints.FromEnv()
 			// The live schema must be at the newest migration, like the
@@ -59,7 +52,7 @@ a plain line every --progress-interval otherwise.`,
 			if _, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: ep.Postgres, Schema: schema}); err != nil {
 				return err
 			}
-			store, err := serve.OpenStore(ctx, ep, slog.Default())
+			store, err := eventpipe.OpenStore(ctx, ep, catalog, slog.Default())
 			if err != nil {
 				return err
 			}

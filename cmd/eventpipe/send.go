@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -14,7 +13,6 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	"github.com/eventpipe/eventpipe/internal/serve"
 )
 
 func sendCommand() *cobra.Command {
@@ -33,19 +31,11 @@ func sendCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			ep := endpoints.FromEnv()
-			store, err := serve.OpenStore(ctx, ep, slog.Default())
-			if err != nil {
-				return err
-			}
-			domains, err := serve.NewDomains(store)
-			if err != nil {
-				return err
-			}
-			h, ok := domains.Registry.Lookup(args[0])
+			aggregateType, ok := catalog.AggregateTypeOf(args[0])
 			if !ok {
-				return fmt.Errorf("%w %q (known: %v)", commands.ErrUnknownCommand, args[0], domains.Registry.CommandTypes())
+				return fmt.Errorf("%w %q (known: %v)", commands.ErrUnknownCommand, args[0], catalog.CommandTypes())
 			}
-			c := commands.New(args[0], h.AggregateType(), id, json.RawMessage(data))
+			c := commands.New(args[0], aggregateType, id, json.RawMessage(data))
 			c.Actor = actor
 			if cmd.Flags().Changed("expected-version") {
 				c.ExpectedVersion = &expected

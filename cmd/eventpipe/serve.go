@@ -19,7 +19,7 @@ It also serves the HTTP API (the todo resource, /healthz, /metrics) on
 EVENTPIPE_HTTP_ADDR. It stops gracefully on SIGINT/SIGTERM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			svc, err := serve.New(cmd.Context(), serve.Config{ConsumerGroup: group, Logger: slog.Default()})
+			svc, err := serve.New(cmd.Context(), serve.Config{Catalog: catalog, ConsumerGroup: group, Logger: slog.Default()})
 			if err != nil {
 				return err
 			}

@@ -61,17 +61,11 @@ func decideTransact(cur eventstore.State[Account], cmd commands.Command) ([]even
 	return []eventstore.NewEvent{Transact(tx.Desc, tx.Amount)}, nil
 }
 
-// Handlers returns the ledger's command handlers on ledger.
-func Handlers(ledger *Ledger) ([]commands.Handler, error) {
-	var hs []commands.Handler
-	for typ, decide := range map[string]commands.Decide[Account]{
+// Domain describes the ledger's write model: its events and its commands
+// (OpenAccount, RenameOwner, RecordTransaction), each deciding against the
+// account's STATE.
+func Domain() commands.Domain {
+	return commands.FacetDomain(AggregateType, Processor(), map[string]commands.Decide[Account]{
 		CommandOpen: decideOpen, CommandRename: decideRename, CommandTransact: decideTransact,
-	} {
-		h, err := commands.NewFacetHandler(commands.FacetHandlerConfig[Account]{CommandType: typ, Facet: ledger, Decide: decide})
-		if err != nil {
-			return nil, err
-		}
-		hs = append(hs, h)
-	}
-	return hs, nil
+	})
 }

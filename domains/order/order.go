@@ -181,32 +181,15 @@ func positive(field string, v int64) error {
 	return nil
 }
 
-// Domain is the order facet and its command handlers over one store.
-type Domain struct {
-	Facet    *eventstore.Facet[Order]
-	Handlers []commands.Handler
-}
-
-// New builds the order facet and handlers on store.
-func New(store eventstore.Store) (*Domain, error) {
-	facet, err := eventstore.NewFacet(eventstore.FacetConfig[Order]{Store: store, AggregateType: AggregateType, Processor: Processor})
-	if err != nil {
-		return nil, err
-	}
-	d := &Domain{Facet: facet}
-	decisions := map[string]commands.Decide[Order]{
+// Domain describes the order write model: its events and its commands
+// (Place, Pay, Ship, Deliver, Refund), each deciding against the facet's
+// STATE.
+func Domain() commands.Domain {
+	return commands.FacetDomain(AggregateType, Processor, map[string]commands.Decide[Order]{
 		Place:   decideAs(Placed, func(p PlacedData) error { return positive("total", p.Total) }),
 		Pay:     decideAs(Paid, func(p PaymentData) error { return positive("amount", p.Amount) }),
 		Ship:    decideAs[ShippedData](Shipped, nil),
 		Deliver: decideAs[struct{}](Delivered, nil),
 		Refund:  decideAs(Refunded, func(p RefundData) error { return positive("amount", p.Amount) }),
-	}
-	for typ, decide := range decisions {
-		h, err := commands.NewFacetHandler(commands.FacetHandlerConfig[Order]{CommandType: typ, Facet: facet, Decide: decide})
-		if err != nil {
-			return nil, err
-		}
-		d.Handlers = append(d.Handlers, h)
-	}
-	return d, nil
+	})
 }

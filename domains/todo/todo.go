@@ -120,25 +120,16 @@ var (
 	}
 )
 
-// Domain is the todo facet and its command handlers over one store.
-type Domain struct {
-	Facet    *eventstore.Facet[Todo]
-	Handlers []commands.Handler
+// Domain describes the todo write model: its events and its commands
+// (Create, Update, Delete), each deciding against the facet's STATE.
+func Domain() commands.Domain {
+	return commands.FacetDomain(AggregateType, Processor, map[string]commands.Decide[Todo]{
+		Create: DecideCreate, Update: DecideUpdate, Delete: DecideDelete,
+	})
 }
 
-// New builds the todo facet and handlers on store.
-func New(store eventstore.Store) (*Domain, error) {
-	facet, err := eventstore.NewFacet(eventstore.FacetConfig[Todo]{Store: store, AggregateType: AggregateType, Processor: Processor})
-	if err != nil {
-		return nil, err
-	}
-	d := &Domain{Facet: facet}
-	for typ, decide := range map[string]commands.Decide[Todo]{Create: DecideCreate, Update: DecideUpdate, Delete: DecideDelete} {
-		h, err := commands.NewFacetHandler(commands.FacetHandlerConfig[Todo]{CommandType: typ, Facet: facet, Decide: decide})
-		if err != nil {
-			return nil, err
-		}
-		d.Handlers = append(d.Handlers, h)
-	}
-	return d, nil
+// NewFacet returns the todo facet on store (reads of a todo's STATE, as
+// the HTTP API does). upcasters may be nil.
+func NewFacet(store eventstore.Store, upcasters *eventstore.Upcasters) (*eventstore.Facet[Todo], error) {
+	return eventstore.NewFacet(eventstore.FacetConfig[Todo]{Store: store, AggregateType: AggregateType, Processor: Processor, Upcasters: upcasters})
 }

@@ -17,15 +17,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
-	"github.com/eventpipe/eventpipe/domains/order"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
-	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/httpapi"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
@@ -39,6 +38,8 @@ type Config struct {
 	// Endpoints give the DynamoDB endpoint, events table, Kafka brokers
 	// and HTTP address (default endpoints.FromEnv()).
 	Endpoints endpoints.Endpoints
+	// Catalog holds the domains and upcasters (default eventpipe.Builtin()).
+	Catalog *eventpipe.Catalog
 	// ConsumerGroup of the command handlers (default DefaultConsumerGroup).
 	ConsumerGroup string
 	// Publisher publishes results and poisoned commands (default: a Kafka
@@ -61,6 +62,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.Endpoints.DynamoDB == "" {
 		c.Endpoints = endpoints.FromEnv()
+	}
+	if c.Catalog == nil {
+		c.Catalog = eventpipe.Builtin()
 	}
 	if c.ConsumerGroup == "" {
 		c.ConsumerGroup = DefaultConsumerGroup
@@ -89,59 +93,28 @@ func (c Config) topics() bus.Topics {
 	return bus.Topics{Prefix: c.Endpoints.TopicPrefix}
 }
 
-// Domains are the facets and handlers of every domain on one store.
+// Domains are the write side's store, the command handlers of every
+// domain of the catalogue, and the facets the HTTP API and tests read.
 type Domains struct {
 	Store    *ddbstore.Store
-	Ledger   *bankaccount.Ledger
-	Todo     *todo.Domain
-	Order    *order.Domain
 	Registry *commands.Registry
+	Todo     *eventstore.Facet[todo.Todo]
+	Ledger   *bankaccount.Ledger
 }
 
-// NewDomains builds every domain on store and registers their handlers.
-func NewDomains(store *ddbstore.Store) (*Domains, error) {
-	d := &Domains{Store: store, Registry: &commands.Registry{}}
-	var err error
-	if d.Ledger, err = bankaccount.NewLedger(store, nil); err != nil {
-		return nil, err
-	}
-	ledgerHandlers, err := bankaccount.Handlers(d.Ledger)
+func newDomains(store *ddbstore.Store, c *eventpipe.Catalog) (*Domains, error) {
+	reg, err := c.Handlers(store)
 	if err != nil {
 		return nil, err
 	}
-	if d.Todo, err = todo.New(store); err != nil {
+	d := &Domains{Store: store, Registry: reg}
+	if d.Todo, err = todo.NewFacet(store, c.Upcasters()); err != nil {
 		return nil, err
 	}
-	if d.Order, err = order.New(store); err != nil {
+	if d.Ledger, err = bankaccount.NewLedger(store, c.Upcasters()); err != nil {
 		return nil, err
-	}
-	for _, hs := range [][]commands.Handler{ledgerHandlers, d.Todo.Handlers, d.Order.Handlers} {
-		if err := d.Registry.Register(hs...); err != nil {
-			return nil, err
-		}
 	}
 	return d, nil
-}
-
-// Schema is the event types and upcasters the store accepts: those of
-// every domain's processor.
-func Schema() eventstore.Schema {
-	types := eventstore.EventTypes{}
-	for _, set := range []eventstore.EventTypes{bankaccount.Processor().Types(), todo.Processor.Types(), order.Processor.Types()} {
-		for t := range set {
-			types[t] = struct{}{}
-		}
-	}
-	return eventstore.Schema{Types: types}
-}
-
-// OpenStore connects to the events table.
-func OpenStore(ctx context.Context, ep endpoints.Endpoints, logger *slog.Logger) (*ddbstore.Store, error) {
-	client, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
-	if err != nil {
-		return nil, err
-	}
-	return ddbstore.New(ddbstore.Config{Client: client, Table: ep.EventsTable, Schema: Schema(), Logger: logger})
 }
 
 // Service is the running write side.
@@ -161,11 +134,11 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	store, err := OpenStore(ctx, cfg.Endpoints, cfg.Logger)
+	store, err := eventpipe.OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	domains, err := NewDomains(store)
+	domains, err := newDomains(store, cfg.Catalog)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +229,7 @@ func (s *Service) NewHTTP() (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv.MountTodo(s.Dispatcher, s.Domains.Todo.Facet)
+	srv.MountTodo(s.Dispatcher, s.Domains.Todo)
 	srv.MountTodoList(func(ctx context.Context, after string, limit int) ([]readmodels.Todo, error) {
 		return readmodels.ListTodos(ctx, s.readModels, after, limit)
 	})

@@ -18,12 +18,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	"github.com/eventpipe/eventpipe/internal/serve"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 	"github.com/eventpipe/eventpipe/projections"
@@ -246,7 +246,7 @@ func runReplayChildIfRequested() {
 		}
 		ctx := context.Background()
 		ep := endpoints.FromEnv()
-		store, err := serve.OpenStore(ctx, ep, slog.Default()) // gap repair only: the synthetic history has no gaps
+		store, err := eventpipe.OpenStore(ctx, ep, eventpipe.Builtin(), slog.Default()) // gap repair only: the synthetic history has no gaps
 		if err != nil {
 			return err
 		}

@@ -15,11 +15,11 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	"github.com/eventpipe/eventpipe/internal/serve"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
@@ -45,7 +45,7 @@ func runConsumeChildIfRequested() {
 	defer stop()
 	err := func() error {
 		ep := endpoints.FromEnv()
-		store, err := serve.OpenStore(ctx, ep, slog.Default())
+		store, err := eventpipe.OpenStore(ctx, ep, eventpipe.Builtin(), slog.Default())
 		if err != nil {
 			return err
 		}

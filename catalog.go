@@ -1,0 +1,151 @@
+package eventpipe
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/domains/bankaccount"
+	"github.com/eventpipe/eventpipe/domains/order"
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/projections"
+	"github.com/eventpipe/eventpipe/projections/readmodels"
+)
+
+// Catalog is what a deployment knows, built without I/O: its domains
+// (aggregate types, their event and command types, how to build their
+// command handlers), its read models, and the one Upcasters registry that
+// the store, every facet and the relay read stored events through.
+// Register everything at start-up, before the catalogue is handed to a
+// constructor; it is read-only afterwards and then safe for concurrent
+// use.
+type Catalog struct {
+	upcasters  eventstore.Upcasters
+	domains    map[string]commands.Domain // by aggregate type
+	commands   map[string]string          // command type → aggregate type
+	readModels map[string]projections.Projection
+}
+
+// NewCatalog returns an empty catalogue.
+func NewCatalog() *Catalog {
+	return &Catalog{domains: map[string]commands.Domain{}, commands: map[string]string{}, readModels: map[string]projections.Projection{}}
+}
+
+// Builtin returns a catalogue of the example domains (bank accounts,
+// orders, todos) and their Postgres read models (accounts, orders, todos),
+// the ones the eventpipe binary runs. Add your own to it, or start from
+// NewCatalog.
+func Builtin() *Catalog {
+	c := NewCatalog()
+	for _, d := range []commands.Domain{bankaccount.Domain(), order.Domain(), todo.Domain()} {
+		if err := c.AddDomain(d); err != nil {
+			panic(fmt.Sprintf("eventpipe: built-in domain: %v", err)) // the built-in set is fixed and tested
+		}
+	}
+	for _, p := range []projections.Projection{readmodels.Accounts{}, readmodels.Orders{}, readmodels.Todos{}} {
+		if err := c.AddReadModel(p); err != nil {
+			panic(fmt.Sprintf("eventpipe: built-in read model: %v", err))
+		}
+	}
+	return c
+}
+
+// AddDomain registers d. An aggregate type or a command type that is
+// already registered is an error, and so is an invalid d.
+func (c *Catalog) AddDomain(d commands.Domain) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	if _, dup := c.domains[d.AggregateType]; dup {
+		return fmt.Errorf("eventpipe: aggregate type %q registered twice", d.AggregateType)
+	}
+	for _, t := range d.CommandTypes {
+		if other, dup := c.commands[t]; dup {
+			return fmt.Errorf("eventpipe: command type %q of %s is already a command of %s", t, d.AggregateType, other)
+		}
+	}
+	c.domains[d.AggregateType] = d
+	for _, t := range d.CommandTypes {
+		c.commands[t] = d.AggregateType
+	}
+	return nil
+}
+
+// AddReadModel registers p under its name; a name registered twice is an
+// error.
+func (c *Catalog) AddReadModel(p projections.Projection) error {
+	name := p.Name()
+	if err := eventstore.ValidateName("read_model", name); err != nil {
+		return fmt.Errorf("eventpipe: read model: %w", err)
+	}
+	if _, dup := c.readModels[name]; dup {
+		return fmt.Errorf("eventpipe: read model %q registered twice", name)
+	}
+	c.readModels[name] = p
+	return nil
+}
+
+// Upcasters is the catalogue's upcaster registry: register an upcaster
+// here once and the store, the facets and the relay built from this
+// catalogue all apply it.
+func (c *Catalog) Upcasters() *eventstore.Upcasters { return &c.upcasters }
+
+// Schema is the event types of every domain and the upcasters: what the
+// event store accepts and how it reads.
+func (c *Catalog) Schema() eventstore.Schema {
+	types := eventstore.EventTypes{}
+	for _, d := range c.domains {
+		for t := range d.EventTypes {
+			types[t] = struct{}{}
+		}
+	}
+	return eventstore.Schema{Types: types, Upcasters: &c.upcasters}
+}
+
+// AggregateTypeOf returns the aggregate type whose handler takes
+// commandType.
+func (c *Catalog) AggregateTypeOf(commandType string) (string, bool) {
+	t, ok := c.commands[commandType]
+	return t, ok
+}
+
+// CommandTypes returns every registered command type, sorted.
+func (c *Catalog) CommandTypes() []string { return sortedKeys(c.commands) }
+
+// AggregateTypes returns every registered aggregate type, sorted.
+func (c *Catalog) AggregateTypes() []string { return sortedKeys(c.domains) }
+
+// ReadModel returns the read model registered under name.
+func (c *Catalog) ReadModel(name string) (projections.Projection, bool) {
+	p, ok := c.readModels[name]
+	return p, ok
+}
+
+// ReadModelNames returns the names of the registered read models, sorted.
+func (c *Catalog) ReadModelNames() []string { return sortedKeys(c.readModels) }
+
+// Handlers builds every domain's command handlers on store, with the
+// catalogue's upcasters, into one registry.
+func (c *Catalog) Handlers(store eventstore.Store) (*commands.Registry, error) {
+	reg := &commands.Registry{}
+	for _, t := range c.AggregateTypes() {
+		hs, err := c.domains[t].NewHandlers(store, &c.upcasters)
+		if err != nil {
+			return nil, fmt.Errorf("eventpipe: handlers of %s: %w", t, err)
+		}
+		if err := reg.Register(hs...); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

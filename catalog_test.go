@@ -1,0 +1,240 @@
+package eventpipe_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+
+	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/dynamoclient"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	"github.com/eventpipe/eventpipe/relay"
+)
+
+// counterDomain is a tiny domain whose one event changed shape: version 1
+// of "Counted" carried {"n": …}, version 2 carries {"count": …}. The
+// handler of "Count" decides against the counter's STATE.
+type counter struct {
+	Total int `json:"total"`
+}
+
+func counterDomain(payloadField string) commands.Domain {
+	processor := eventstore.Processor[counter]{
+		Initial: func() counter { return counter{} },
+		Rules: map[string]eventstore.Rule[counter]{
+			"Counted": eventstore.On(func(s counter, p map[string]int, _ *eventstore.Outbox) (counter, error) {
+				s.Total += p[payloadField]
+				return s, nil
+			}),
+		},
+	}
+	return commands.FacetDomain("counter", processor, map[string]commands.Decide[counter]{
+		"Count": func(_ eventstore.State[counter], cmd commands.Command) ([]eventstore.NewEvent, error) {
+			var p map[string]int
+			if err := json.Unmarshal(cmd.Payload, &p); err != nil {
+				return nil, &eventstore.ValidationError{Field: "payload", Reason: err.Error()}
+			}
+			return []eventstore.NewEvent{eventstore.Event("Counted", map[string]int{payloadField: p["by"]})}, nil
+		},
+	})
+}
+
+func catalogWith(t *testing.T, d commands.Domain) *eventpipe.Catalog {
+	t.Helper()
+	c := eventpipe.NewCatalog()
+	if err := c.AddDomain(d); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func count(t *testing.T, reg *commands.Registry, id string, by int) commands.Result {
+	t.Helper()
+	cmd, err := commands.NewJSON("Count", "counter", id, map[string]int{"by": by})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, ok := reg.Lookup("Count")
+	if !ok {
+		t.Fatal("no handler for Count")
+	}
+	res, err := h.Handle(context.Background(), cmd)
+	if err != nil || res.Status != commands.StatusAccepted {
+		t.Fatalf("Count by %d: %+v, %v", by, res, err)
+	}
+	return res
+}
+
+// TestAnUpcasterRegisteredOnceIsAppliedByTheStoreTheFacetAndTheRelay
+// stores version-1 events with the old code, then registers the v1→v2
+// upcaster once, on the new code's catalogue, and reads through
+// everything built from that catalogue: the store loads version 2, the
+// facet's handler writes new events at version 2 and its recalculation
+// folds the upcast payloads, and the relay publishes version 2.
+func TestAnUpcasterRegisteredOnceIsAppliedByTheStoreTheFacetAndTheRelay(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := testenv.DynamoDB(t)
+	ep := testenv.Endpoints()
+	ep.EventsTable, ep.LeasesTable = testenv.UniqueName(t, "events"), testenv.UniqueName(t, "leases")
+	if err := migrate.CreateEventsTable(ctx, db, ep.EventsTable); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.DeleteTable(t, db, ep.EventsTable) })
+	if err := migrate.CreateLeasesTable(ctx, db, ep.LeasesTable); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.DeleteTable(t, db, ep.LeasesTable) })
+	ref := eventstore.Ref{Type: "counter", ID: "c1"}
+
+	// The old code: "Counted" v1 is {"n": …}.
+	oldCatalog := catalogWith(t, counterDomain("n"))
+	oldStore, err := eventpipe.OpenStore(ctx, ep, oldCatalog, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldHandlers, err := oldCatalog.Handlers(oldStore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count(t, oldHandlers, ref.ID, 2)
+	count(t, oldHandlers, ref.ID, 3)
+
+	// The new code: one upcaster, registered once.
+	catalog := catalogWith(t, counterDomain("count"))
+	if err := catalog.Upcasters().Register("Counted", 1, func(p json.RawMessage) (json.RawMessage, error) {
+		var v1 map[string]int
+		if err := json.Unmarshal(p, &v1); err != nil {
+			return nil, err
+		}
+		return json.Marshal(map[string]int{"count": v1["n"]})
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The store.
+	store, err := eventpipe.OpenStore(ctx, ep, catalog, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := store.Load(ctx, ref, 0)
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("load: %d events, %v", len(evs), err)
+	}
+	for i, want := range []string{`{"count":2}`, `{"count":3}`} {
+		if evs[i].SchemaVersion != 2 || string(evs[i].Payload) != want {
+			t.Errorf("store: event %d is v%d %s, want v2 %s", i+1, evs[i].SchemaVersion, evs[i].Payload, want)
+		}
+	}
+
+	// The facet: its handler appends at the current version, and a
+	// recalculation folds every event, upcast, through the new rule.
+	handlers, err := catalog.Handlers(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count(t, handlers, ref.ID, 4)
+	evs, err = store.Load(ctx, ref, 2)
+	if err != nil || len(evs) != 1 || evs[0].SchemaVersion != 2 || string(evs[0].Payload) != `{"count":4}` {
+		t.Fatalf("facet: new event %+v, %v; want v2 {\"count\":4}", evs, err)
+	}
+	facet, err := eventstore.NewFacet(eventstore.FacetConfig[counter]{Store: store, AggregateType: "counter",
+		Processor: eventstore.Processor[counter]{Initial: func() counter { return counter{} }, Rules: map[string]eventstore.Rule[counter]{
+			"Counted": eventstore.On(func(s counter, p map[string]int, _ *eventstore.Outbox) (counter, error) {
+				s.Total += p["count"]
+				return s, nil
+			}),
+		}}, Upcasters: catalog.Upcasters()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := facet.Recalculate(ctx, ref.ID, eventstore.Change{})
+	if err != nil || res.State.Item.Total != 9 {
+		t.Fatalf("facet: recalculated total %+v, %v; want 9 (2+3 upcast, 4)", res.State.Item, err)
+	}
+
+	// The relay.
+	goch := gochannel.NewGoChannel(gochannel.Config{Persistent: true}, watermill.NopLogger{})
+	defer goch.Close()
+	topics := bus.Topics{Prefix: testenv.UniqueName(t, "ns") + "."}
+	published, err := goch.Subscribe(ctx, topics.Events("counter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams, err := dynamoclient.NewStreams(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl, err := relay.New(relay.Config{Streams: streams, DynamoDB: db, EventsTable: ep.EventsTable, LeaseTable: ep.LeasesTable,
+		Publisher: goch, Topics: topics, Upcasters: catalog.Upcasters(), WorkerID: "w1", DiscoveryInterval: 250 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- rl.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	payloads := make([]string, 3) // by sequence: the stream may interleave transactions
+	for got := 0; got < 3; got++ {
+		select {
+		case msg := <-published:
+			msg.Ack()
+			e, err := bus.EventFromMessage(msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.SchemaVersion != 2 {
+				t.Errorf("relay: published %s at v%d, want v2", e, e.SchemaVersion)
+			}
+			if e.Sequence < 1 || e.Sequence > 3 || payloads[e.Sequence-1] != "" {
+				t.Fatalf("relay: unexpected %s", e)
+			}
+			payloads[e.Sequence-1] = string(e.Payload)
+		case <-time.After(60 * time.Second):
+			t.Fatalf("relay: %d of 3 events published after 60 s", got)
+		}
+	}
+	if want := []string{`{"count":2}`, `{"count":3}`, `{"count":4}`}; !slices.Equal(payloads, want) {
+		t.Errorf("relay: published %v, want %v", payloads, want)
+	}
+}
+
+// TestCatalogRefusesDuplicatesAndKnowsTheBuiltins: the built-in catalogue
+// maps every command type to its aggregate type without any I/O, and a
+// second registration of an aggregate, command or read-model name fails.
+func TestCatalogRefusesDuplicatesAndKnowsTheBuiltins(t *testing.T) {
+	c := eventpipe.Builtin()
+	for cmd, agg := range map[string]string{"CreateTodo": "todo", "OpenAccount": "BANK_ACCOUNT", "PlaceOrder": "order"} {
+		if got, ok := c.AggregateTypeOf(cmd); !ok || got != agg {
+			t.Errorf("AggregateTypeOf(%s) = %q, %v; want %s", cmd, got, ok, agg)
+		}
+	}
+	if got := c.ReadModelNames(); !slices.Equal(got, []string{"accounts", "orders", "todos"}) {
+		t.Errorf("read models %v", got)
+	}
+	if err := c.AddDomain(counterDomain("n")); err != nil {
+		t.Fatalf("a new domain: %v", err)
+	}
+	todos, _ := c.ReadModel("todos")
+	for name, err := range map[string]error{
+		"aggregate type": c.AddDomain(counterDomain("n")),
+		"command type":   c.AddDomain(commands.Domain{AggregateType: "other", EventTypes: eventstore.NewEventTypes("X"), CommandTypes: []string{"Count"}, NewHandlers: counterDomain("n").NewHandlers}),
+		"read model":     c.AddReadModel(todos),
+		"invalid domain": c.AddDomain(commands.Domain{AggregateType: "a#b"}),
+	} {
+		if err == nil {
+			t.Errorf("%s registered twice (or invalid) without an error", name)
+		} else if !strings.Contains(err.Error(), "twice") && !strings.Contains(err.Error(), "already") && name != "invalid domain" {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

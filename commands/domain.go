@@ -1,0 +1,86 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/eventpipe/eventpipe/eventstore"
+)
+
+// Domain describes the write model of one aggregate type without any I/O:
+// what a catalogue needs to know of it (its event and command types) and
+// how to build its command handlers on a store. Domain packages export one
+// (for example todo.Domain()); the eventpipe catalogue registers them.
+type Domain struct {
+	// AggregateType is the type of the domain's aggregates. Required.
+	AggregateType string
+	// EventTypes are the event types its aggregates record. Required.
+	EventTypes eventstore.EventTypes
+	// CommandTypes are the commands its handlers take. Required.
+	CommandTypes []string
+	// NewHandlers builds one handler per command type on store; new
+	// events get their current schema version from upcasters (nil: 1).
+	// Required.
+	NewHandlers func(store eventstore.Store, upcasters *eventstore.Upcasters) ([]Handler, error)
+}
+
+// Validate reports the first unusable field.
+func (d Domain) Validate() error {
+	if err := eventstore.ValidateName("aggregate_type", d.AggregateType); err != nil {
+		return fmt.Errorf("commands: Domain.AggregateType: %w", err)
+	}
+	switch {
+	case len(d.EventTypes) == 0:
+		return fmt.Errorf("commands: domain %s: Domain.EventTypes is empty", d.AggregateType)
+	case len(d.CommandTypes) == 0:
+		return fmt.Errorf("commands: domain %s: Domain.CommandTypes is empty", d.AggregateType)
+	case d.NewHandlers == nil:
+		return fmt.Errorf("commands: domain %s: Domain.NewHandlers is nil", d.AggregateType)
+	}
+	return nil
+}
+
+// FacetDomain describes a domain whose commands decide against the STATE
+// of a facet with processor p: one Decide per command type.
+func FacetDomain[S any](aggregateType string, p eventstore.Processor[S], decide map[string]Decide[S]) Domain {
+	types := make([]string, 0, len(decide))
+	for t := range decide {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	return Domain{
+		AggregateType: aggregateType,
+		EventTypes:    p.Types(),
+		CommandTypes:  types,
+		NewHandlers: func(store eventstore.Store, upcasters *eventstore.Upcasters) ([]Handler, error) {
+			facet, err := eventstore.NewFacet(eventstore.FacetConfig[S]{Store: store, AggregateType: aggregateType, Processor: p, Upcasters: upcasters})
+			if err != nil {
+				return nil, err
+			}
+			return FacetHandlers(facet, decide)
+		},
+	}
+}
+
+// FacetHandlers returns one facet handler per command type of decide, in
+// command type order.
+func FacetHandlers[S any](facet *eventstore.Facet[S], decide map[string]Decide[S]) ([]Handler, error) {
+	if len(decide) == 0 {
+		return nil, errors.New("commands: FacetHandlers: no command types")
+	}
+	types := make([]string, 0, len(decide))
+	for t := range decide {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	hs := make([]Handler, 0, len(types))
+	for _, t := range types {
+		h, err := NewFacetHandler(FacetHandlerConfig[S]{CommandType: t, Facet: facet, Decide: decide[t]})
+		if err != nil {
+			return nil, err
+		}
+		hs = append(hs, h)
+	}
+	return hs, nil
+}

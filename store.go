@@ -1,0 +1,31 @@
+package eventpipe
+
+import (
+	"context"
+	"log/slog"
+
+	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
+	"github.com/eventpipe/eventpipe/internal/dynamoclient"
+	"github.com/eventpipe/eventpipe/internal/endpoints"
+)
+
+// Endpoints are the addresses and names every part of eventpipe agrees
+// on: the DynamoDB endpoint and tables, the Kafka brokers and topic
+// prefix, the Postgres URL, the HTTP address. EndpointsFromEnv reads them.
+type Endpoints = endpoints.Endpoints
+
+// EndpointsFromEnv returns the endpoints from the environment
+// (EVENTPIPE_DYNAMODB_ENDPOINT, EVENTPIPE_KAFKA_BROKERS, …), each
+// defaulting to its loopback address or default name.
+func EndpointsFromEnv() Endpoints { return endpoints.FromEnv() }
+
+// OpenStore connects to the events table of ep (DynamoDB Local, or AWS
+// when ep.DynamoDB is "aws") with c's schema: the event types of its
+// domains and its upcasters. logger may be nil (slog's default).
+func OpenStore(ctx context.Context, ep Endpoints, c *Catalog, logger *slog.Logger) (*ddbstore.Store, error) {
+	client, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+	if err != nil {
+		return nil, err
+	}
+	return ddbstore.New(ddbstore.Config{Client: client, Table: ep.EventsTable, Schema: c.Schema(), Logger: logger})
+}
