@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -249,30 +250,14 @@ func runRelayChildIfRequested() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	err := func() error {
-		ep := endpoints.FromEnv()
-		db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
-		if err != nil {
-			return err
-		}
-		streams, err := dynamoclient.NewStreams(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
-		if err != nil {
-			return err
-		}
-		pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
-		if err != nil {
-			return err
-		}
-		defer pub.Close()
 		var batch int32
 		fmt.Sscan(os.Getenv(envRelayBatch), &batch)
-		r, err := relay.New(relay.Config{
-			Streams: streams, DynamoDB: db, EventsTable: ep.EventsTable, LeaseTable: ep.LeasesTable,
-			Publisher: pub, Topics: bus.Topics{Prefix: ep.TopicPrefix}, WorkerID: worker,
-			LeaseDuration: 2 * time.Second, DiscoveryInterval: 250 * time.Millisecond, BatchSize: batch,
-		})
+		r, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Catalog: eventpipe.NewCatalog(), WorkerID: worker,
+			LeaseDuration: 2 * time.Second, DiscoveryInterval: 250 * time.Millisecond, BatchSize: batch})
 		if err != nil {
 			return err
 		}
+		defer r.Close()
 		return r.Run(ctx)
 	}()
 	if err != nil {

@@ -7,16 +7,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/eventpipe/eventpipe/bus"
-	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	"github.com/eventpipe/eventpipe/internal/httpapi"
 	"github.com/eventpipe/eventpipe/relay"
 )
 
@@ -50,32 +46,18 @@ acknowledged all of it. Records that cannot be decoded go to poison.relay.
 			if status {
 				return printRelayStatus(ctx, cmd, db, ep)
 			}
-			streams, err := dynamoclient.NewStreams(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
-			if err != nil {
-				return err
-			}
-			pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, ClientID: "eventpipe-relay"})
-			if err != nil {
-				return err
-			}
-			defer pub.Close()
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-			r, err := relay.New(relay.Config{
-				Streams: streams, DynamoDB: db, EventsTable: ep.EventsTable, LeaseTable: ep.LeasesTable,
-				Publisher: pub, Topics: bus.Topics{Prefix: ep.TopicPrefix}, Upcasters: catalog.Upcasters(),
-				WorkerID: workerID, LeaseDuration: leaseFor, BatchSize: batchSize, Registerer: reg, Logger: slog.Default(),
+			reg := eventpipe.NewMetricsRegistry()
+			r, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{
+				Catalog: catalog, Endpoints: ep, WorkerID: workerID, LeaseDuration: leaseFor, BatchSize: batchSize,
+				Registerer: reg, Logger: slog.Default(),
 			})
 			if err != nil {
 				return err
 			}
+			defer r.Close()
 			g, ctx := errgroup.WithContext(ctx)
 			if metricsAddr != "" {
-				srv, err := httpapi.New(httpapi.Config{Addr: metricsAddr, Registry: reg})
-				if err != nil {
-					return err
-				}
-				g.Go(func() error { return srv.Run(ctx, nil) })
+				g.Go(func() error { return eventpipe.ServeMetrics(ctx, metricsAddr, reg) })
 			}
 			g.Go(func() error {
 				err := r.Run(ctx)

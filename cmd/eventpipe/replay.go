@@ -68,7 +68,7 @@ a plain line every --progress-interval otherwise.`,
 			defer db.Close()
 			progress := newReplayProgress(cmd.ErrOrStderr(), p.Name(), interval)
 			res, err := projections.Replay(ctx, projections.ReplayConfig{
-				DB: db, Store: store, History: storeHistory(store), Count: store.CountByType, Projection: p,
+				DB: db, Store: store, History: eventpipe.StoreHistory(store), Count: store.CountByType, Projection: p,
 				CreateTables: func(ctx context.Context, shadow string) error {
 					_, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: ep.Postgres, Schema: shadow})
 					return err

@@ -15,7 +15,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
@@ -160,8 +159,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		closePub()
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := eventpipe.NewMetricsRegistry()
 	// pgxpool.New does not connect: the write side runs without Postgres,
 	// and GET /todo answers 503 until it is there.
 	readModels, err := pgxpool.New(ctx, cfg.Endpoints.Postgres)

@@ -21,7 +21,6 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/testenv"
-	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
 )
 
@@ -44,31 +43,17 @@ func runConsumeChildIfRequested() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	err := func() error {
-		ep := endpoints.FromEnv()
-		store, err := eventpipe.OpenStore(ctx, ep, eventpipe.Builtin(), slog.Default())
-		if err != nil {
-			return err
-		}
 		db, err := schemaPool(ctx, schema)
 		if err != nil {
 			return err
 		}
 		defer db.Close()
-		pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+		consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{ReadModels: []string{readmodels.Accounts{}.Name()}, DB: db, SkipCatchUp: true})
 		if err != nil {
 			return err
 		}
-		defer pub.Close()
-		applier, err := projections.NewApplier(projections.ApplierConfig{DB: db, Store: store, Projection: readmodels.Accounts{}})
-		if err != nil {
-			return err
-		}
-		runner, err := projections.NewRunner(projections.RunnerConfig{Applier: applier, Brokers: ep.KafkaBrokers,
-			Topics: bus.Topics{Prefix: ep.TopicPrefix}, Publisher: pub, Logger: slog.Default()})
-		if err != nil {
-			return err
-		}
-		return runner.Run(ctx)
+		defer consumers.Close()
+		return consumers.Run(ctx)
 	}()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "consume child:", err)

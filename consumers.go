@@ -1,0 +1,162 @@
+package eventpipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
+	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
+	"github.com/eventpipe/eventpipe/projections"
+)
+
+// ConsumersConfig configures NewConsumers.
+type ConsumersConfig struct {
+	// Catalog holds the read models and upcasters (default Builtin()).
+	Catalog *Catalog
+	// Endpoints give DynamoDB, Kafka and Postgres (default
+	// EndpointsFromEnv()).
+	Endpoints Endpoints
+	// ReadModels names the read models to run. Required.
+	ReadModels []string
+	// DB is the read models' database (default: a pool on
+	// Endpoints.Postgres, closed by Close). Its search_path picks the
+	// schema of the tables.
+	DB *pgxpool.Pool
+	// NewSubscriber and Publisher: see projections.RunnerConfig (default:
+	// Kafka on Endpoints.KafkaBrokers; a publisher opened here is closed
+	// by Close).
+	NewSubscriber bus.SubscriberConstructor
+	Publisher     message.Publisher
+	// SkipCatchUp starts a read model that has applied nothing yet from
+	// the topics alone, instead of first catching up from the event store.
+	SkipCatchUp bool
+	// Registerer receives each read model's metrics, labelled
+	// projection=<name> (default: none).
+	Registerer prometheus.Registerer
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *ConsumersConfig) setDefaults() {
+	if c.Catalog == nil {
+		c.Catalog = Builtin()
+	}
+	if c.Endpoints.DynamoDB == "" {
+		c.Endpoints = EndpointsFromEnv()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first unusable field.
+func (c ConsumersConfig) Validate() error {
+	if len(c.ReadModels) == 0 {
+		return fmt.Errorf("eventpipe: ConsumersConfig.ReadModels is empty (have %s)", strings.Join(c.Catalog.ReadModelNames(), ", "))
+	}
+	for _, name := range c.ReadModels {
+		if _, ok := c.Catalog.ReadModel(name); !ok {
+			return fmt.Errorf("eventpipe: unknown read model %q (have %s)", name, strings.Join(c.Catalog.ReadModelNames(), ", "))
+		}
+	}
+	return nil
+}
+
+// Consumers runs read models, each a projections.Runner in its own
+// consumer group, on one store, database and publisher.
+type Consumers struct {
+	runners []*projections.Runner
+	closers []func() error
+}
+
+// NewConsumers opens the store, the database and the publisher cfg does
+// not give, and builds one Runner per read model. Run them with Run;
+// Close releases what NewConsumers opened.
+func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Consumers{}
+	fail := func(err error) (*Consumers, error) {
+		_ = c.Close()
+		return nil, err
+	}
+	store, err := OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	db := cfg.DB
+	if db == nil {
+		if db, err = pgxpool.New(ctx, cfg.Endpoints.Postgres); err != nil {
+			return nil, fmt.Errorf("eventpipe: read-model database: %w", err)
+		}
+		c.closers = append(c.closers, func() error { db.Close(); return nil })
+	}
+	pub, closePub, err := publisher(cfg.Publisher, cfg.Endpoints, "eventpipe-consume", cfg.Logger)
+	if err != nil {
+		return fail(err)
+	}
+	c.closers = append(c.closers, closePub)
+	var history projections.HistoryPage
+	if !cfg.SkipCatchUp {
+		history = StoreHistory(store)
+	}
+	for _, name := range cfg.ReadModels {
+		p, _ := cfg.Catalog.ReadModel(name)
+		applier, err := projections.NewApplier(projections.ApplierConfig{DB: db, Store: store, Projection: p})
+		if err != nil {
+			return fail(err)
+		}
+		rc := projections.RunnerConfig{Applier: applier, NewSubscriber: cfg.NewSubscriber, Brokers: cfg.Endpoints.KafkaBrokers,
+			Topics: bus.Topics{Prefix: cfg.Endpoints.TopicPrefix}, Publisher: pub, History: history, Logger: cfg.Logger}
+		if cfg.Registerer != nil {
+			rc.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"projection": name}, cfg.Registerer)
+		}
+		runner, err := projections.NewRunner(rc)
+		if err != nil {
+			return fail(err)
+		}
+		c.runners = append(c.runners, runner)
+	}
+	return c, nil
+}
+
+// Run runs every read model until ctx ends or one of them fails.
+func (c *Consumers) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, r := range c.runners {
+		g.Go(func() error { return r.Run(ctx) })
+	}
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// Close releases what NewConsumers opened (call it after Run).
+func (c *Consumers) Close() error {
+	var errs []error
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		errs = append(errs, c.closers[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// StoreHistory pages store's events by type (the by-type index, in event
+// id order), for a new read model's catch-up and for replay.
+func StoreHistory(store *ddbstore.Store) projections.HistoryPage {
+	return func(ctx context.Context, eventType, cursor string) ([]eventstore.Envelope, string, error) {
+		p, err := store.ListByType(ctx, ddbstore.TypeQuery{EventType: eventType, Cursor: cursor, Limit: 1000})
+		return p.Events, p.Next, err
+	}
+}

@@ -1,0 +1,27 @@
+package eventpipe
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/eventpipe/eventpipe/internal/httpapi"
+)
+
+// NewMetricsRegistry returns a Prometheus registry with the Go runtime and
+// process collectors, for a process's metrics.
+func NewMetricsRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// ServeMetrics serves reg on addr (/metrics and /healthz) until ctx ends.
+func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry) error {
+	srv, err := httpapi.New(httpapi.Config{Addr: addr, Registry: reg})
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx, nil)
+}
