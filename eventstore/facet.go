@@ -58,7 +58,7 @@ func (c FacetConfig[S]) Validate() error {
 }
 
 // Facet keeps the current state of each aggregate of one type in a STATE
-// item beside its events (the design of seed 003). Every append reads or
+// item beside its events. Every append reads or
 // is given the state, runs the rules over the new events, and writes the
 // events, the new STATE and any OUTBOUND events in one conditional
 // transaction, so STATE always equals a replay of the log. S must survive

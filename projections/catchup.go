@@ -17,7 +17,7 @@ type EventTyper interface {
 
 // HistoryPage returns one page of the stored events of eventType across
 // all aggregates (in the event store's order) and the cursor of the next
-// page, "" at the end. eventstore/dynamodb's ListByType (AP6) provides it.
+// page, "" at the end. eventstore/dynamodb's ListByType provides it.
 type HistoryPage func(ctx context.Context, eventType, cursor string) (events []eventstore.Envelope, next string, err error)
 
 // catchUpBatch is how many events one catch-up transaction applies.

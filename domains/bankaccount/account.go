@@ -1,4 +1,4 @@
-// Package bankaccount is the bank-account ledger of seed 003, as an
+// Package bankaccount is an example bank-account ledger, as an
 // eventstore facet: accounts are created and renamed, transactions move
 // the balance, a transaction that would take the balance below the
 // overdraft limit is rejected ("insufficient funds"), and the transaction

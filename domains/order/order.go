@@ -1,4 +1,4 @@
-// Package order is the order domain of seed 000: an order is placed, paid,
+// Package order is an example order domain: an order is placed, paid,
 // shipped and delivered; a refund is a compensating event (OrderRefunded),
 // never a deletion of the payment.
 package order

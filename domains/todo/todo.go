@@ -1,4 +1,4 @@
-// Package todo is the todo domain of seed 004: a todo is created, updated
+// Package todo is an example todo domain: a todo is created, updated
 // and deleted, each change an event (Todo.Created, Todo.Updated,
 // Todo.Deleted); a delete is an event too, so the log keeps everything.
 package todo

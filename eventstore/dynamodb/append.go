@@ -21,7 +21,7 @@ const (
 	reasonTransactionConflict = "TransactionConflict"
 )
 
-// Append writes req in one TransactWriteItems (AP1): the #METADATA update
+// Append writes req in one TransactWriteItems (see docs/eventstore.md): the #METADATA update
 // conditional on req.ExpectedVersion (attribute_not_exists for a new
 // aggregate), every event (each conditional on not existing), the STATE
 // item, the OUTBOUND items and the COMMAND# record (conditional on not

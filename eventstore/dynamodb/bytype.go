@@ -15,7 +15,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 )
 
-// TypeQuery selects the events of one type across all aggregates (AP6).
+// TypeQuery selects the events of one type across all aggregates.
 type TypeQuery struct {
 	EventType string
 	// From and To bound the events' ULID time (when the store prepared
@@ -47,7 +47,7 @@ type cursor struct {
 }
 
 // ListByType returns one page of the events of q.EventType across all
-// aggregates, in ULID order, from GSI1 (AP6). The index is eventually
+// aggregates, in ULID order, from gsi1. The index is eventually
 // consistent: an event appended a moment ago may not be listed yet. A
 // malformed cursor, or one from a query of another type, is a
 // *eventstore.ValidationError on "cursor".

@@ -1,6 +1,6 @@
 // Package dynamodb is the DynamoDB adapter of eventstore: a single-table
-// event log (seed 000) with the facet's STATE and OUTBOUND items (seed 003)
-// in the same partition.
+// event log with the facets' STATE and OUTBOUND items in the same
+// partition. docs/eventstore.md describes the layout and access patterns.
 //
 // Table layout (create it with migrations/dynamodb.CreateEventsTable):
 //
@@ -16,8 +16,10 @@
 // payload as a JSON string), so the table stream's NEW_IMAGE decodes with
 // EnvelopeFromItem and an OUTBOUND image with OutboundFromItem.
 //
-// Access patterns (seed 000): AP1 Store.Append; AP2/AP3 Store.Load and
-// Store.LoadPage (strongly consistent); AP4 Store.Snapshot; AP5
-// Store.Version; AP6 Store.ListByType (GSI1, ULID order, opaque cursor,
-// optional time range); AP7 the table stream carries every item written.
+// Access patterns (docs/eventstore.md): append with Store.Append; load an
+// aggregate, or from a version, with Store.Load and Store.LoadPage
+// (strongly consistent); the latest snapshot with Store.Snapshot; the
+// current version with Store.Version; events of a type across aggregates
+// with Store.ListByType (gsi1, ULID order, opaque cursor, optional time
+// range); every change through the table's stream.
 package dynamodb

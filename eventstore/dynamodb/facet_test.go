@@ -241,7 +241,7 @@ func TestFacetOperationsOnUnknownAggregate(t *testing.T) {
 	}
 }
 
-// TestListByTypeAcrossAggregatesInULIDOrder covers AP6: events of one
+// TestListByTypeAcrossAggregatesInULIDOrder covers events of a type: events of one
 // type from several aggregates, page by page with a small page size, in
 // ULID order, optionally bounded in time.
 func TestListByTypeAcrossAggregatesInULIDOrder(t *testing.T) {

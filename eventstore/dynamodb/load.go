@@ -12,7 +12,7 @@ import (
 )
 
 // Load returns every event of ref after afterSeq, in sequence order and
-// upcast to current schema versions (AP2 with afterSeq 0, AP3 above). It
+// upcast to current schema versions (load an aggregate with afterSeq 0, load from a version above). It
 // reads with ConsistentRead, following DynamoDB's pages until the end; use
 // LoadPage to bound memory. With afterSeq 0 and no event it returns
 // eventstore.ErrAggregateNotFound.
@@ -112,7 +112,7 @@ func (s *Store) decodeEvent(it map[string]types.AttributeValue) (eventstore.Enve
 	return s.cfg.Schema.Upcasters.Upcast(e)
 }
 
-// Version returns ref's current version from its #METADATA item (AP5),
+// Version returns ref's current version from its #METADATA item,
 // read strongly consistently, or eventstore.ErrAggregateNotFound.
 func (s *Store) Version(ctx context.Context, ref eventstore.Ref) (int64, error) {
 	it, err := s.getItem(ctx, ref, SKMetadata)

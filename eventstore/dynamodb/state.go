@@ -19,7 +19,7 @@ func (s *Store) State(ctx context.Context, ref eventstore.Ref) (eventstore.Store
 	return s.stored(ctx, ref, SKState, "state")
 }
 
-// Snapshot returns ref's #SNAPSHOT item (AP4, strongly consistent), or
+// Snapshot returns ref's #SNAPSHOT item (strongly consistent), or
 // eventstore.ErrAggregateNotFound when none was taken.
 func (s *Store) Snapshot(ctx context.Context, ref eventstore.Ref) (eventstore.Stored, error) {
 	return s.stored(ctx, ref, SKSnapshot, "snapshot")

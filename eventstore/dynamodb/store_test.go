@@ -15,8 +15,8 @@ import (
 	store "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 )
 
-// TestAppendWritesEventsAsTopLevelAttributesAndLoadsThemBack covers AP1,
-// AP2, AP3 and AP5: events stored with the envelope's fields as
+// TestAppendWritesEventsAsTopLevelAttributesAndLoadsThemBack covers append,
+// load, load from a version and current version: events stored with the envelope's fields as
 // attributes, read back whole, from a sequence, and page by page.
 func TestAppendWritesEventsAsTopLevelAttributesAndLoadsThemBack(t *testing.T) {
 	ctx := ctxT(t)

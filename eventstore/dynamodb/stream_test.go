@@ -15,7 +15,7 @@ import (
 	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
-// TestStreamCarriesEveryEventAndOutboundItem covers AP7: every event
+// TestStreamCarriesEveryEventAndOutboundItem covers the stream: every event
 // appended (and every OUTBOUND item) appears on the table stream, and its
 // NEW_IMAGE decodes to the same envelope the store loads.
 func TestStreamCarriesEveryEventAndOutboundItem(t *testing.T) {

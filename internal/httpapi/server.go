@@ -1,7 +1,7 @@
 // Package httpapi is eventpipe's HTTP front door: a server with JSON
 // errors, a request size limit, health and Prometheus endpoints and
 // graceful shutdown, onto which `eventpipe serve` mounts the resource
-// handlers (the todo API of seed 004).
+// handlers (the todo API).
 package httpapi
 
 import (

@@ -40,7 +40,7 @@ type todoRequest struct {
 	Completed bool   `json:"completed"`
 }
 
-// MountTodo mounts the todo API of seed 004:
+// MountTodo mounts the todo API:
 //
 //	POST   /todo        create: 201 + ETag "<version>"; 409 if the id exists
 //	GET    /todo/{id}   200 + ETag; 404 if unknown or deleted

@@ -64,7 +64,7 @@ func call(t *testing.T, method, url, ifMatch, body string) reply {
 	return r
 }
 
-// TestTodoAPIStatusCodes walks the todo API of seed 004 through every
+// TestTodoAPIStatusCodes walks the todo API through every
 // status code it answers with.
 func TestTodoAPIStatusCodes(t *testing.T) {
 	base := startHTTP(t)
