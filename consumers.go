@@ -61,11 +61,11 @@ func (c *ConsumersConfig) setDefaults() {
 // Validate reports the first unusable field.
 func (c ConsumersConfig) Validate() error {
 	if len(c.ReadModels) == 0 {
-		return fmt.Errorf("eventpipe: ConsumersConfig.ReadModels is empty (have %s)", strings.Join(c.Catalog.ReadModelNames(), ", "))
+		return fmt.Errorf("no read model named (have %s)", strings.Join(c.Catalog.ReadModelNames(), ", "))
 	}
 	for _, name := range c.ReadModels {
 		if _, ok := c.Catalog.ReadModel(name); !ok {
-			return fmt.Errorf("eventpipe: unknown read model %q (have %s)", name, strings.Join(c.Catalog.ReadModelNames(), ", "))
+			return fmt.Errorf("unknown read model %q (have %s)", name, strings.Join(c.Catalog.ReadModelNames(), ", "))
 		}
 	}
 	return nil
@@ -98,7 +98,7 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 	db := cfg.DB
 	if db == nil {
 		if db, err = pgxpool.New(ctx, cfg.Endpoints.Postgres); err != nil {
-			return nil, fmt.Errorf("eventpipe: read-model database: %w", err)
+			return nil, fmt.Errorf("read-model database: %w", err)
 		}
 		c.closers = append(c.closers, func() error { db.Close(); return nil })
 	}

@@ -1,23 +1,19 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 	"github.com/eventpipe/eventpipe/projections"
 )
 
@@ -42,48 +38,19 @@ a plain line every --progress-interval otherwise.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			p, ok := catalog.ReadModel(args[0])
-			if !ok {
-				return fmt.Errorf("replay: unknown projection %q (have %s)", args[0], strings.Join(catalog.ReadModelNames(), ", "))
-			}
-			ep := endpoints.FromEnv()
-			// The live schema must be at the newest migration, like the
-			// shadow tables that will replace its tables.
-			if _, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: ep.Postgres, Schema: schema}); err != nil {
-				return err
-			}
-			store, err := eventpipe.OpenStore(ctx, ep, catalog, slog.Default())
-			if err != nil {
-				return err
-			}
-			pcfg, err := pgxpool.ParseConfig(ep.Postgres)
-			if err != nil {
-				return fmt.Errorf("replay: postgres: %w", err)
-			}
-			pcfg.ConnConfig.RuntimeParams["search_path"] = schema
-			db, err := pgxpool.NewWithConfig(ctx, pcfg)
-			if err != nil {
-				return fmt.Errorf("replay: postgres: %w", err)
-			}
-			defer db.Close()
-			progress := newReplayProgress(cmd.ErrOrStderr(), p.Name(), interval)
-			res, err := projections.Replay(ctx, projections.ReplayConfig{
-				DB: db, Store: store, History: eventpipe.StoreHistory(store), Count: store.CountByType, Projection: p,
-				CreateTables: func(ctx context.Context, shadow string) error {
-					_, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: ep.Postgres, Schema: shadow})
-					return err
-				},
-				Progress: progress.update,
+			progress := newReplayProgress(cmd.ErrOrStderr(), args[0], interval)
+			res, err := eventpipe.Replay(ctx, eventpipe.ReplayConfig{
+				Catalog: catalog, Endpoints: endpoints.FromEnv(), ReadModel: args[0], Schema: schema, Progress: progress.update,
 			})
 			progress.finish()
-			if errors.Is(err, projections.ErrReplayRunning) {
-				return fmt.Errorf("replay: %s: another replay of it is running; wait for it to finish", p.Name())
+			if errors.Is(err, eventpipe.ErrReplayRunning) {
+				return fmt.Errorf("replay: %s: another replay of it is running; wait for it to finish", args[0])
 			}
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "replayed %s: %d events from the store, %d more applied at the swap; swap took %s, whole replay %s\n",
-				p.Name(), res.Events, res.CaughtUp, res.Swap.Round(time.Millisecond), res.Elapsed.Round(time.Millisecond))
+				args[0], res.Events, res.CaughtUp, res.Swap.Round(time.Millisecond), res.Elapsed.Round(time.Millisecond))
 			return nil
 		},
 	}

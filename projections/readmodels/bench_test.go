@@ -23,9 +23,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/testenv"
-	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
 )
@@ -244,24 +242,9 @@ func runReplayChildIfRequested() {
 		if _, err := fmt.Sscan(spec, &schema, &n); err != nil {
 			return err
 		}
-		ctx := context.Background()
-		ep := endpoints.FromEnv()
-		store, err := eventpipe.OpenStore(ctx, ep, eventpipe.Builtin(), slog.Default()) // gap repair only: the synthetic history has no gaps
-		if err != nil {
-			return err
-		}
-		db, err := schemaPool(ctx, schema)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		s := newSynthetic(n)
-		res, err := projections.Replay(ctx, projections.ReplayConfig{DB: db, Store: store, History: s.history, Count: s.count,
-			Projection: readmodels.Accounts{},
-			CreateTables: func(ctx context.Context, schema string) error {
-				_, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: ep.Postgres, Schema: schema})
-				return err
-			}})
+		s := newSynthetic(n) // gap repair reads the store only: the synthetic history has no gaps
+		res, err := eventpipe.Replay(context.Background(), eventpipe.ReplayConfig{ReadModel: readmodels.Accounts{}.Name(), Schema: schema,
+			History: s.history, Count: s.count})
 		if err != nil {
 			return err
 		}

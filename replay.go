@@ -1,0 +1,98 @@
+package eventpipe
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
+	"github.com/eventpipe/eventpipe/projections"
+)
+
+// ReplayConfig configures Replay.
+type ReplayConfig struct {
+	// Catalog holds the read models and upcasters (default Builtin()).
+	Catalog *Catalog
+	// Endpoints give DynamoDB and Postgres (default EndpointsFromEnv()).
+	Endpoints Endpoints
+	// ReadModel names the read model to rebuild. Required.
+	ReadModel string
+	// Schema is the Postgres schema of the live read models (default
+	// "public"); the shadow tables go to <Schema>_replay_<name>.
+	Schema string
+	// History pages the stored events by type (default: the store's
+	// events by type, StoreHistory); Count counts them for the progress
+	// total (default: the store's count by type).
+	History projections.HistoryPage
+	Count   func(ctx context.Context, eventType string) (int, error)
+	// Progress, when set, is called as the rebuild advances.
+	Progress func(projections.ReplayProgress)
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *ReplayConfig) setDefaults() {
+	if c.Catalog == nil {
+		c.Catalog = Builtin()
+	}
+	if c.Endpoints.DynamoDB == "" {
+		c.Endpoints = EndpointsFromEnv()
+	}
+	if c.Schema == "" {
+		c.Schema = "public"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// ErrReplayRunning is returned (wrapped) by Replay when another replay of
+// the same read model holds its lock.
+var ErrReplayRunning = projections.ErrReplayRunning
+
+// Replay rebuilds one read model from the event store into shadow tables
+// and swaps them in atomically (see projections.Replay). It first brings
+// the live schema to the newest migration, like the shadow tables that
+// will replace its tables.
+func Replay(ctx context.Context, cfg ReplayConfig) (projections.ReplayResult, error) {
+	cfg.setDefaults()
+	p, ok := cfg.Catalog.ReadModel(cfg.ReadModel)
+	if !ok {
+		return projections.ReplayResult{}, fmt.Errorf("replay: unknown read model %q (have %s)", cfg.ReadModel, strings.Join(cfg.Catalog.ReadModelNames(), ", "))
+	}
+	ep := cfg.Endpoints
+	migrate := func(ctx context.Context, schema string) error {
+		_, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: ep.Postgres, Schema: schema})
+		return err
+	}
+	if err := migrate(ctx, cfg.Schema); err != nil {
+		return projections.ReplayResult{}, err
+	}
+	store, err := OpenStore(ctx, ep, cfg.Catalog, cfg.Logger)
+	if err != nil {
+		return projections.ReplayResult{}, err
+	}
+	if cfg.History == nil {
+		cfg.History = StoreHistory(store)
+	}
+	if cfg.Count == nil {
+		cfg.Count = store.CountByType
+	}
+	pcfg, err := pgxpool.ParseConfig(ep.Postgres)
+	if err != nil {
+		return projections.ReplayResult{}, fmt.Errorf("replay: postgres: %w", err)
+	}
+	pcfg.ConnConfig.RuntimeParams["search_path"] = cfg.Schema
+	db, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return projections.ReplayResult{}, fmt.Errorf("replay: postgres: %w", err)
+	}
+	defer db.Close()
+	return projections.Replay(ctx, projections.ReplayConfig{
+		DB: db, Store: store, History: cfg.History, Count: cfg.Count, Projection: p,
+		CreateTables: migrate, Progress: cfg.Progress, Logger: cfg.Logger,
+	})
+}
