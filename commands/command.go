@@ -16,6 +16,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Command is one request to change one aggregate. Its ID is the
@@ -44,15 +45,6 @@ const (
 	MetadataAggregateType = "aggregate_type"
 )
 
-// ValidationError says which field of a command is unusable. It is
-// permanent: retrying cannot fix it.
-type ValidationError struct {
-	Field  string
-	Reason string
-}
-
-func (e *ValidationError) Error() string { return fmt.Sprintf("command %s: %s", e.Field, e.Reason) }
-
 // ErrMalformed is wrapped by decode errors of command messages.
 var ErrMalformed = errors.New("malformed command message")
 
@@ -72,20 +64,20 @@ func (c Command) Validate() error {
 		{"id", c.ID}, {"type", c.Type}, {"aggregate_type", c.AggregateType}, {"aggregate_id", c.AggregateID},
 	} {
 		if f.value == "" {
-			return &ValidationError{Field: f.name, Reason: "is empty"}
+			return &eventstore.ValidationError{Field: f.name, Reason: "is empty"}
 		}
 		if strings.ContainsAny(f.value, "#\x00") {
-			return &ValidationError{Field: f.name, Reason: fmt.Sprintf("%q contains a reserved character ('#' or NUL)", f.value)}
+			return &eventstore.ValidationError{Field: f.name, Reason: fmt.Sprintf("%q contains a reserved character ('#' or NUL)", f.value)}
 		}
 		if len(f.value) > 256 {
-			return &ValidationError{Field: f.name, Reason: "is longer than 256 bytes"}
+			return &eventstore.ValidationError{Field: f.name, Reason: "is longer than 256 bytes"}
 		}
 	}
 	if c.ExpectedVersion != nil && *c.ExpectedVersion < 0 {
-		return &ValidationError{Field: "expected_version", Reason: "is negative"}
+		return &eventstore.ValidationError{Field: "expected_version", Reason: "is negative"}
 	}
 	if trimmed := strings.TrimSpace(string(c.Payload)); !strings.HasPrefix(trimmed, "{") || !json.Valid(c.Payload) {
-		return &ValidationError{Field: "payload", Reason: "is not a JSON object"}
+		return &eventstore.ValidationError{Field: "payload", Reason: "is not a JSON object"}
 	}
 	return nil
 }
@@ -116,7 +108,7 @@ func (c Command) ToMessage() (*message.Message, error) {
 }
 
 // FromMessage decodes and validates a command message. Errors wrap
-// ErrMalformed or are *ValidationError.
+// ErrMalformed or are *eventstore.ValidationError.
 func FromMessage(msg *message.Message) (Command, error) {
 	var c Command
 	dec := json.NewDecoder(strings.NewReader(string(msg.Payload)))
@@ -140,7 +132,7 @@ func FromMessage(msg *message.Message) (Command, error) {
 func NewJSON(commandType, aggregateType, aggregateID string, v any) (Command, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return Command{}, &ValidationError{Field: "payload", Reason: err.Error()}
+		return Command{}, &eventstore.ValidationError{Field: "payload", Reason: err.Error()}
 	}
 	return New(commandType, aggregateType, aggregateID, b), nil
 }

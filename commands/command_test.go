@@ -10,6 +10,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 func TestCommandRoundTripsThroughAMessage(t *testing.T) {
@@ -55,7 +56,7 @@ func TestBadCommandsFailWithTypedErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			var ve *commands.ValidationError
+			var ve *eventstore.ValidationError
 			switch {
 			case tc.malformed && !errors.Is(err, commands.ErrMalformed):
 				t.Fatalf("error %v does not wrap ErrMalformed", err)

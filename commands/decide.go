@@ -11,19 +11,17 @@ import (
 )
 
 // Decision errors: a decide function returns one to refuse a command
-// without writing anything. The dispatcher reports it as the command's
-// Result (it is an answer, not a failure, and is never retried).
+// without writing anything because the aggregate is not in the state the
+// command presumes (Conflict, NotFound). A business refusal ("insufficient
+// funds") is eventstore.Reject, from a decide function or a rule, and bad
+// input an *eventstore.ValidationError. The dispatcher answers each as the
+// command's Result (an answer, not a failure, never retried).
 type Decision struct {
-	Status Status // StatusRejected, StatusConflict or StatusNotFound
+	Status Status // StatusConflict or StatusNotFound
 	Reason string
 }
 
 func (d *Decision) Error() string { return fmt.Sprintf("%s: %s", d.Status, d.Reason) }
-
-// Reject refuses a command for a business reason (e.g. insufficient funds).
-func Reject(format string, args ...any) error {
-	return &Decision{Status: StatusRejected, Reason: fmt.Sprintf(format, args...)}
-}
 
 // Conflict refuses a command because the aggregate is not in the state it
 // presumes (e.g. creating what already exists).
