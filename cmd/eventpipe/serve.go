@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eventpipe/eventpipe/internal/serve"
+	"github.com/eventpipe/eventpipe"
 )
 
 func serveCommand() *cobra.Command {
@@ -19,7 +19,7 @@ It also serves the HTTP API (the todo resource, /healthz, /metrics) on
 EVENTPIPE_HTTP_ADDR. It stops gracefully on SIGINT/SIGTERM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			svc, err := serve.New(cmd.Context(), serve.Config{Catalog: catalog, ConsumerGroup: group, Logger: slog.Default()})
+			svc, err := eventpipe.NewWriteSide(cmd.Context(), eventpipe.WriteSideConfig{Catalog: catalog, ConsumerGroup: group, Logger: slog.Default()})
 			if err != nil {
 				return err
 			}
@@ -28,6 +28,6 @@ EVENTPIPE_HTTP_ADDR. It stops gracefully on SIGINT/SIGTERM.`,
 			return svc.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVar(&group, "group", serve.DefaultConsumerGroup, "consumer group of the command handlers")
+	cmd.Flags().StringVar(&group, "group", eventpipe.DefaultCommandGroup, "consumer group of the command handlers")
 	return cmd
 }

@@ -1,4 +1,4 @@
-package serve_test
+package eventpipe_test
 
 import (
 	"context"
@@ -12,11 +12,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
-	"github.com/eventpipe/eventpipe/internal/serve"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 	"github.com/eventpipe/eventpipe/projections"
@@ -68,7 +68,7 @@ func TestPipelineRunsOnGoChannelWithTheRealStore(t *testing.T) {
 	}()
 
 	// The write side: command handlers on the GoChannel.
-	svc, err := serve.New(ctx, serve.Config{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "g"), Publisher: goch, NewSubscriber: subscribers})
+	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "g"), Publisher: goch, NewSubscriber: subscribers})
 	if err != nil {
 		t.Fatal(err)
 	}

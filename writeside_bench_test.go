@@ -1,4 +1,4 @@
-package serve_test
+package eventpipe_test
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
-	"github.com/eventpipe/eventpipe/internal/serve"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
@@ -30,7 +30,7 @@ import (
 func BenchmarkCommandsThroughBus(b *testing.B) {
 	const senders = 64
 	ep := testEndpoints(b)
-	svc, err := serve.New(context.Background(), serve.Config{Endpoints: ep, ConsumerGroup: testenv.UniqueName(b, "g"),
+	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(b, "g"),
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)

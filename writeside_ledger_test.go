@@ -1,4 +1,4 @@
-package serve_test
+package eventpipe_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package serve_test
+package eventpipe_test
 
 import (
 	"context"
@@ -14,13 +14,13 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	"github.com/eventpipe/eventpipe/internal/serve"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
@@ -56,11 +56,11 @@ func runServeChildIfRequested() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	cfg := serve.Config{Endpoints: endpoints.FromEnv(), ConsumerGroup: group}
+	cfg := eventpipe.WriteSideConfig{Endpoints: endpoints.FromEnv(), ConsumerGroup: group}
 	if id := os.Getenv(envServeKillAfter); id != "" {
 		cfg.Middlewares = append(cfg.Middlewares, killAfter(id))
 	}
-	svc, err := serve.New(ctx, cfg)
+	svc, err := eventpipe.NewWriteSide(ctx, cfg)
 	if err == nil {
 		err = svc.RunCommandHandlers(ctx)
 	}

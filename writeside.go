@@ -1,8 +1,4 @@
-// Package serve assembles eventpipe's write side: the DynamoDB event
-// store, the domains and their command handlers, the dispatcher consuming
-// the commands topics in one consumer group, and the HTTP API. `eventpipe
-// serve` runs it; tests run it in-process or as a child process to kill.
-package serve
+package eventpipe
 
 import (
 	"context"
@@ -16,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
@@ -29,17 +24,17 @@ import (
 	"github.com/eventpipe/eventpipe/projections/readmodels"
 )
 
-// DefaultConsumerGroup is the consumer group of the command handlers.
-const DefaultConsumerGroup = "eventpipe-commands"
+// DefaultCommandGroup is the consumer group of the command handlers.
+const DefaultCommandGroup = "eventpipe-commands"
 
-// Config configures the write side.
-type Config struct {
+// WriteSideConfig configures the write side.
+type WriteSideConfig struct {
 	// Endpoints give the DynamoDB endpoint, events table, Kafka brokers
 	// and HTTP address (default endpoints.FromEnv()).
 	Endpoints endpoints.Endpoints
-	// Catalog holds the domains and upcasters (default eventpipe.Builtin()).
-	Catalog *eventpipe.Catalog
-	// ConsumerGroup of the command handlers (default DefaultConsumerGroup).
+	// Catalog holds the domains and upcasters (default Builtin()).
+	Catalog *Catalog
+	// ConsumerGroup of the command handlers (default DefaultCommandGroup).
 	ConsumerGroup string
 	// Publisher publishes results and poisoned commands (default: a Kafka
 	// publisher on Endpoints.KafkaBrokers, closed by Close; one given here
@@ -58,15 +53,15 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-func (c *Config) setDefaults() {
+func (c *WriteSideConfig) setDefaults() {
 	if c.Endpoints.DynamoDB == "" {
 		c.Endpoints = endpoints.FromEnv()
 	}
 	if c.Catalog == nil {
-		c.Catalog = eventpipe.Builtin()
+		c.Catalog = Builtin()
 	}
 	if c.ConsumerGroup == "" {
-		c.ConsumerGroup = DefaultConsumerGroup
+		c.ConsumerGroup = DefaultCommandGroup
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -78,35 +73,35 @@ func (c *Config) setDefaults() {
 }
 
 // Validate reports the first invalid field.
-func (c Config) Validate() error {
+func (c WriteSideConfig) Validate() error {
 	if len(c.Endpoints.KafkaBrokers) == 0 && (c.Publisher == nil || c.NewSubscriber == nil) {
-		return errors.New("serve: no Kafka brokers (needed unless Config.Publisher and Config.NewSubscriber are set)")
+		return errors.New("write side: no Kafka brokers (needed unless WriteSideConfig.Publisher and WriteSideConfig.NewSubscriber are set)")
 	}
 	if c.Endpoints.EventsTable == "" {
-		return errors.New("serve: no events table")
+		return errors.New("write side: no events table")
 	}
 	return bus.ValidateTopic(c.topics().Poison(c.ConsumerGroup))
 }
 
-func (c Config) topics() bus.Topics {
+func (c WriteSideConfig) topics() bus.Topics {
 	return bus.Topics{Prefix: c.Endpoints.TopicPrefix}
 }
 
-// Domains are the write side's store, the command handlers of every
+// WriteDomains are the write side's store, the command handlers of every
 // domain of the catalogue, and the facets the HTTP API and tests read.
-type Domains struct {
+type WriteDomains struct {
 	Store    *ddbstore.Store
 	Registry *commands.Registry
 	Todo     *eventstore.Facet[todo.Todo]
 	Ledger   *bankaccount.Ledger
 }
 
-func newDomains(store *ddbstore.Store, c *eventpipe.Catalog) (*Domains, error) {
+func newDomains(store *ddbstore.Store, c *Catalog) (*WriteDomains, error) {
 	reg, err := c.Handlers(store)
 	if err != nil {
 		return nil, err
 	}
-	d := &Domains{Store: store, Registry: reg}
+	d := &WriteDomains{Store: store, Registry: reg}
 	if d.Todo, err = todo.NewFacet(store, c.Upcasters()); err != nil {
 		return nil, err
 	}
@@ -116,24 +111,28 @@ func newDomains(store *ddbstore.Store, c *eventpipe.Catalog) (*Domains, error) {
 	return d, nil
 }
 
-// Service is the running write side.
-type Service struct {
-	cfg        Config
-	Domains    *Domains
+// WriteSide is the write side of the pipeline: the DynamoDB event store,
+// the catalogue's command handlers, the dispatcher consuming the commands
+// topics in one consumer group, and the HTTP API. `eventpipe serve` runs
+// it; tests run it in-process or as a child process to kill.
+type WriteSide struct {
+	cfg        WriteSideConfig
+	Domains    *WriteDomains
 	Dispatcher *commands.Dispatcher
 	Registry   *prometheus.Registry
 	pub        message.Publisher
-	ownPub     bool          // pub was opened by New and is closed by Close
+	ownPub     bool          // pub was opened by NewWriteSide and is closed by Close
 	readModels *pgxpool.Pool // connects on first use
 }
 
-// New connects to DynamoDB and Kafka and assembles the write side.
-func New(ctx context.Context, cfg Config) (*Service, error) {
+// NewWriteSide connects to DynamoDB and (without an injected Publisher)
+// Kafka and assembles the write side.
+func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	store, err := eventpipe.OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
+	store, err := OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -159,22 +158,22 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		closePub()
 		return nil, err
 	}
-	reg := eventpipe.NewMetricsRegistry()
+	reg := NewMetricsRegistry()
 	// pgxpool.New does not connect: the write side runs without Postgres,
 	// and GET /todo answers 503 until it is there.
 	readModels, err := pgxpool.New(ctx, cfg.Endpoints.Postgres)
 	if err != nil {
 		closePub()
-		return nil, fmt.Errorf("serve: read-model database: %w", err)
+		return nil, fmt.Errorf("write side: read-model database: %w", err)
 	}
-	return &Service{cfg: cfg, Domains: domains, Dispatcher: disp, Registry: reg, pub: pub, ownPub: ownPub, readModels: readModels}, nil
+	return &WriteSide{cfg: cfg, Domains: domains, Dispatcher: disp, Registry: reg, pub: pub, ownPub: ownPub, readModels: readModels}, nil
 }
 
 // Endpoints returns the resolved endpoints.
-func (s *Service) Endpoints() endpoints.Endpoints { return s.cfg.Endpoints }
+func (s *WriteSide) Endpoints() endpoints.Endpoints { return s.cfg.Endpoints }
 
-// Close releases the read-model pool and the publisher New opened.
-func (s *Service) Close() error {
+// Close releases the read-model pool and the publisher NewWriteSide opened.
+func (s *WriteSide) Close() error {
 	s.readModels.Close()
 	if !s.ownPub {
 		return nil
@@ -186,7 +185,7 @@ func (s *Service) Close() error {
 // until ctx ends. Each message runs through the middleware chain
 // (correlation id, poison queue for permanent errors, retry with backoff,
 // recoverer) and is acked only after its result was published.
-func (s *Service) RunCommandHandlers(ctx context.Context) error {
+func (s *WriteSide) RunCommandHandlers(ctx context.Context) error {
 	logger := watermill.NewSlogLogger(s.cfg.Logger)
 	router, err := message.NewRouter(message.RouterConfig{}, logger)
 	if err != nil {
@@ -210,19 +209,19 @@ func (s *Service) RunCommandHandlers(ctx context.Context) error {
 	for _, topic := range s.Dispatcher.Topics() {
 		sub, err := s.cfg.NewSubscriber(s.cfg.ConsumerGroup + "." + topic)
 		if err != nil {
-			return fmt.Errorf("serve: subscriber for %s: %w", topic, err)
+			return fmt.Errorf("write side: subscriber for %s: %w", topic, err)
 		}
 		subs = append(subs, sub)
 		router.AddConsumerHandler("commands:"+topic, topic, sub, s.Dispatcher.HandleMessage)
 	}
 	if err := router.Run(ctx); err != nil {
-		return fmt.Errorf("serve: command router: %w", err)
+		return fmt.Errorf("write side: command router: %w", err)
 	}
 	return nil
 }
 
 // NewHTTP returns the HTTP API with the todo resource mounted.
-func (s *Service) NewHTTP() (*httpapi.Server, error) {
+func (s *WriteSide) NewHTTP() (*httpapi.Server, error) {
 	srv, err := httpapi.New(httpapi.Config{Addr: s.cfg.Endpoints.HTTPAddr, Registry: s.Registry, Logger: s.cfg.Logger})
 	if err != nil {
 		return nil, err
@@ -236,7 +235,7 @@ func (s *Service) NewHTTP() (*httpapi.Server, error) {
 
 // Run runs the command handlers and the HTTP API until ctx ends or one of
 // them fails.
-func (s *Service) Run(ctx context.Context) error {
+func (s *WriteSide) Run(ctx context.Context) error {
 	srv, err := s.NewHTTP()
 	if err != nil {
 		return err

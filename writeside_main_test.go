@@ -1,4 +1,4 @@
-package serve_test
+package eventpipe_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
@@ -22,7 +23,6 @@ import (
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	"github.com/eventpipe/eventpipe/internal/serve"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
@@ -53,9 +53,9 @@ func testEndpoints(t testing.TB) endpoints.Endpoints {
 	return ep
 }
 
-func newService(t testing.TB, ep endpoints.Endpoints, group string) *serve.Service {
+func newService(t testing.TB, ep endpoints.Endpoints, group string) *eventpipe.WriteSide {
 	t.Helper()
-	svc, err := serve.New(context.Background(), serve.Config{Endpoints: ep, ConsumerGroup: group})
+	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: group})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func partitions(t *testing.T, ep endpoints.Endpoints) []string {
 	return pks
 }
 
-func events(t *testing.T, svc *serve.Service, typ, id string) []eventstore.Envelope {
+func events(t *testing.T, svc *eventpipe.WriteSide, typ, id string) []eventstore.Envelope {
 	t.Helper()
 	evs, err := svc.Domains.Store.Load(context.Background(), eventstore.Ref{Type: typ, ID: id}, 0)
 	if errors.Is(err, eventstore.ErrAggregateNotFound) {
