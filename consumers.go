@@ -47,15 +47,7 @@ type ConsumersConfig struct {
 }
 
 func (c *ConsumersConfig) setDefaults() {
-	if c.Catalog == nil {
-		c.Catalog = Builtin()
-	}
-	if c.Endpoints.DynamoDB == "" {
-		c.Endpoints = EndpointsFromEnv()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	processDefaults(&c.Catalog, &c.Endpoints, &c.Logger)
 }
 
 // Validate reports the first unusable field.

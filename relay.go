@@ -40,15 +40,7 @@ type RelayConfig struct {
 }
 
 func (c *RelayConfig) setDefaults() {
-	if c.Catalog == nil {
-		c.Catalog = Builtin()
-	}
-	if c.Endpoints.DynamoDB == "" {
-		c.Endpoints = EndpointsFromEnv()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	processDefaults(&c.Catalog, &c.Endpoints, &c.Logger)
 }
 
 // Relay is a relay process: a relay.Relay on the events table's stream

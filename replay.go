@@ -35,17 +35,9 @@ type ReplayConfig struct {
 }
 
 func (c *ReplayConfig) setDefaults() {
-	if c.Catalog == nil {
-		c.Catalog = Builtin()
-	}
-	if c.Endpoints.DynamoDB == "" {
-		c.Endpoints = EndpointsFromEnv()
-	}
+	processDefaults(&c.Catalog, &c.Endpoints, &c.Logger)
 	if c.Schema == "" {
 		c.Schema = "public"
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
 	}
 }
 

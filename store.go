@@ -19,6 +19,21 @@ type Endpoints = endpoints.Endpoints
 // defaulting to its loopback address or default name.
 func EndpointsFromEnv() Endpoints { return endpoints.FromEnv() }
 
+// processDefaults fills the fields every process Config shares: the
+// built-in catalogue, the endpoints of the environment, slog's default
+// logger.
+func processDefaults(catalog **Catalog, ep *Endpoints, logger **slog.Logger) {
+	if *catalog == nil {
+		*catalog = Builtin()
+	}
+	if ep.DynamoDB == "" {
+		*ep = EndpointsFromEnv()
+	}
+	if *logger == nil {
+		*logger = slog.Default()
+	}
+}
+
 // OpenStore connects to the events table of ep (DynamoDB Local, or AWS
 // when ep.DynamoDB is "aws") with c's schema: the event types of its
 // domains and its upcasters. logger may be nil (slog's default).

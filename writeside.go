@@ -54,17 +54,9 @@ type WriteSideConfig struct {
 }
 
 func (c *WriteSideConfig) setDefaults() {
-	if c.Endpoints.DynamoDB == "" {
-		c.Endpoints = endpoints.FromEnv()
-	}
-	if c.Catalog == nil {
-		c.Catalog = Builtin()
-	}
+	processDefaults(&c.Catalog, &c.Endpoints, &c.Logger)
 	if c.ConsumerGroup == "" {
 		c.ConsumerGroup = DefaultCommandGroup
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
 	}
 	if c.NewSubscriber == nil {
 		c.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: c.Endpoints.KafkaBrokers, ClientID: "eventpipe-serve",
