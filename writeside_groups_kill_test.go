@@ -39,24 +39,8 @@ import (
 // waiting for a JoinGroup or SyncGroup answer that never comes.
 func TestCommandGroupRecoversFromTwoQuickDoubleKills(t *testing.T) {
 	const answerWithin = 30 * time.Second
-	ep := testEndpoints(t)
-	broker := testenv.StartKafkaBrokerWithConfig(t, testenv.KafkaBrokerConfig{DataDir: t.TempDir(), Partitions: 12})
-	ep.KafkaBrokers = []string{broker.Addr}
-	group := testenv.UniqueName(t, "g")
-	topics := bus.Topics{Prefix: ep.TopicPrefix}
-	todoGroup := group + "." + topics.Commands(todo.AggregateType)
-
-	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: ep.KafkaBrokers, Topics: topics, Logger: watermill.NopLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sender.Close()
-
-	start := time.Now()
-	since := func() string { return time.Since(start).Truncate(10 * time.Millisecond).String() }
-	procs := newServeProcs(t, ep, group)
-	watch := watchGroup(t, ep.KafkaBrokers, todoGroup, procs, since)
-	defer watch.stop()
+	rig := newGroupRig(t)
+	sender, start, since, procs, watch := rig.sender, rig.start, rig.since, rig.procs, rig.watch
 
 	procs.start("A")
 	procs.start("B")
@@ -136,22 +120,8 @@ func TestCommandGroupRecoversFromTwoQuickDoubleKills(t *testing.T) {
 // status 0, within the subscribers' close bound and a margin.
 func TestServeStopsPromptlyWhileItsGroupRebalances(t *testing.T) {
 	const stopWithin = 6 * time.Second // bus CloseTimeout (3 s) and a margin
-	ep := testEndpoints(t)
-	broker := testenv.StartKafkaBrokerWithConfig(t, testenv.KafkaBrokerConfig{DataDir: t.TempDir(), Partitions: 12})
-	ep.KafkaBrokers = []string{broker.Addr}
-	group := testenv.UniqueName(t, "g")
-	topics := bus.Topics{Prefix: ep.TopicPrefix}
-	todoGroup := group + "." + topics.Commands(todo.AggregateType)
-	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: ep.KafkaBrokers, Topics: topics, Logger: watermill.NopLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sender.Close()
-	start := time.Now()
-	since := func() string { return time.Since(start).Truncate(10 * time.Millisecond).String() }
-	procs := newServeProcs(t, ep, group)
-	watch := watchGroup(t, ep.KafkaBrokers, todoGroup, procs, since)
-	defer watch.stop()
+	rig := newGroupRig(t)
+	sender, since, procs, watch := rig.sender, rig.since, rig.procs, rig.watch
 	load := sendCommands(t, sender, since, 100*time.Millisecond)
 	defer load.stop()
 
@@ -188,6 +158,38 @@ func TestServeStopsPromptlyWhileItsGroupRebalances(t *testing.T) {
 		}
 	}
 	t.Logf("group history:\n%s", watch.history())
+}
+
+// groupRig is what the group crash tests share: a broker of their own,
+// a fresh events table and namespace, a command sender, the serve
+// processes of one consumer group and a watcher of the todo commands
+// group. Everything stops when t ends.
+type groupRig struct {
+	sender *kafka.Sender
+	start  time.Time
+	since  func() string // time since start, for logs
+	procs  *serveProcs
+	watch  *groupWatch
+}
+
+func newGroupRig(t *testing.T) *groupRig {
+	t.Helper()
+	ep := testEndpoints(t)
+	broker := testenv.StartKafkaBrokerWithConfig(t, testenv.KafkaBrokerConfig{DataDir: t.TempDir(), Partitions: 12})
+	ep.KafkaBrokers = []string{broker.Addr}
+	group := testenv.UniqueName(t, "g")
+	topics := bus.Topics{Prefix: ep.TopicPrefix}
+	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: ep.KafkaBrokers, Topics: topics, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sender.Close() })
+	r := &groupRig{sender: sender, start: time.Now()}
+	r.since = func() string { return time.Since(r.start).Truncate(10 * time.Millisecond).String() }
+	r.procs = newServeProcs(t, ep, group)
+	r.watch = watchGroup(t, ep.KafkaBrokers, group+"."+topics.Commands(todo.AggregateType), r.procs, r.since)
+	t.Cleanup(r.watch.stop)
+	return r
 }
 
 // serveProcs starts and kills `serve` children of one consumer group on
