@@ -1,6 +1,7 @@
 package eventpipe
 
 import (
+	"context"
 	"fmt"
 	"sort"
 
@@ -8,7 +9,9 @@ import (
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/domains/order"
 	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
 )
@@ -21,20 +24,27 @@ import (
 // constructor; it is read-only afterwards and then safe for concurrent
 // use.
 type Catalog struct {
-	upcasters  eventstore.Upcasters
-	domains    map[string]commands.Domain // by aggregate type
-	commands   map[string]string          // command type → aggregate type
-	readModels map[string]projections.Projection
+	upcasters     eventstore.Upcasters
+	domains       map[string]commands.Domain // by aggregate type
+	commands      map[string]string          // command type → aggregate type
+	readModels    map[string]projections.Projection
+	httpResources map[string]HTTPResource
 }
+
+// HTTPResource mounts a resource's handlers on the write side's HTTP
+// server. It runs when the server is built (WriteSide.NewHTTP) and reaches
+// the store, the dispatcher and the read-model database through w.
+type HTTPResource func(srv *httpapi.Server, w *WriteSide) error
 
 // NewCatalog returns an empty catalogue.
 func NewCatalog() *Catalog {
-	return &Catalog{domains: map[string]commands.Domain{}, commands: map[string]string{}, readModels: map[string]projections.Projection{}}
+	return &Catalog{domains: map[string]commands.Domain{}, commands: map[string]string{}, readModels: map[string]projections.Projection{},
+		httpResources: map[string]HTTPResource{}}
 }
 
 // Builtin returns a catalogue of the example domains (bank accounts,
-// orders, todos) and their Postgres read models (accounts, orders, todos),
-// the ones the eventpipe binary runs. Add your own to it, or start from
+// orders, todos), their Postgres read models (accounts, orders, todos)
+// and the todo HTTP API, the ones the eventpipe binary runs. Add your own to it, or start from
 // NewCatalog.
 func Builtin() *Catalog {
 	c := NewCatalog()
@@ -47,6 +57,9 @@ func Builtin() *Catalog {
 		if err := c.AddReadModel(p); err != nil {
 			panic(fmt.Sprintf("eventpipe: built-in read model: %v", err))
 		}
+	}
+	if err := c.AddHTTPResource("todo", todoResource); err != nil {
+		panic(fmt.Sprintf("eventpipe: built-in HTTP resource: %v", err))
 	}
 	return c
 }
@@ -84,6 +97,40 @@ func (c *Catalog) AddReadModel(p projections.Projection) error {
 	}
 	c.readModels[name] = p
 	return nil
+}
+
+// AddHTTPResource registers an HTTP resource under name; a name
+// registered twice is an error.
+func (c *Catalog) AddHTTPResource(name string, r HTTPResource) error {
+	if err := eventstore.ValidateName("http_resource", name); err != nil {
+		return fmt.Errorf("eventpipe: HTTP resource: %w", err)
+	}
+	if r == nil {
+		return fmt.Errorf("eventpipe: HTTP resource %q is nil", name)
+	}
+	if _, dup := c.httpResources[name]; dup {
+		return fmt.Errorf("eventpipe: HTTP resource %q registered twice", name)
+	}
+	c.httpResources[name] = r
+	return nil
+}
+
+// todoResource is the todo API (domains/todo/todoapi) on the write side:
+// commands through its dispatcher, states from the todo facet, the list
+// from the todos read model.
+func todoResource(srv *httpapi.Server, w *WriteSide) error {
+	facet, err := todo.NewFacet(w.Store, w.Catalog().Upcasters())
+	if err != nil {
+		return err
+	}
+	return todoapi.Mount(srv, todoapi.Config{
+		Commands: w.Dispatcher,
+		States:   facet,
+		List: func(ctx context.Context, after string, limit int) ([]readmodels.Todo, error) {
+			return readmodels.ListTodos(ctx, w.ReadModels(), after, limit)
+		},
+		Logger: w.cfg.Logger,
+	})
 }
 
 // Upcasters is the catalogue's upcaster registry: register an upcaster

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/eventpipe/eventpipe/internal/httpapi"
+	"github.com/eventpipe/eventpipe/httpapi"
 )
 
 // NewMetricsRegistry returns a Prometheus registry with the Go runtime and

@@ -96,3 +96,18 @@ func publisher(given message.Publisher, ep Endpoints, clientID string, logger *s
 	}
 	return pub, pub.Close, nil
 }
+
+// RelayStatus returns the events table's stream and its shard leases in
+// the lease table of ep (owner, counter, checkpoint, lineage), sorted by
+// shard: what `eventpipe relay --status` prints.
+func RelayStatus(ctx context.Context, ep Endpoints) (stream string, leases []relay.Lease, err error) {
+	db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+	if err != nil {
+		return "", nil, err
+	}
+	if stream, err = relay.StreamARN(ctx, db, ep.EventsTable); err != nil {
+		return "", nil, err
+	}
+	leases, err = relay.Status(ctx, &relay.Leases{Client: db, Table: ep.LeasesTable}, stream)
+	return stream, leases, err
+}

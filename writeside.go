@@ -15,13 +15,9 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
-	"github.com/eventpipe/eventpipe/domains/bankaccount"
-	"github.com/eventpipe/eventpipe/domains/todo"
-	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
+	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	"github.com/eventpipe/eventpipe/internal/httpapi"
-	"github.com/eventpipe/eventpipe/projections/readmodels"
 )
 
 // DefaultCommandGroup is the consumer group of the command handlers.
@@ -79,38 +75,21 @@ func (c WriteSideConfig) topics() bus.Topics {
 	return bus.Topics{Prefix: c.Endpoints.TopicPrefix}
 }
 
-// WriteDomains are the write side's store, the command handlers of every
-// domain of the catalogue, and the facets the HTTP API and tests read.
-type WriteDomains struct {
-	Store    *ddbstore.Store
-	Registry *commands.Registry
-	Todo     *eventstore.Facet[todo.Todo]
-	Ledger   *bankaccount.Ledger
-}
-
-func newDomains(store *ddbstore.Store, c *Catalog) (*WriteDomains, error) {
-	reg, err := c.Handlers(store)
-	if err != nil {
-		return nil, err
-	}
-	d := &WriteDomains{Store: store, Registry: reg}
-	if d.Todo, err = todo.NewFacet(store, c.Upcasters()); err != nil {
-		return nil, err
-	}
-	if d.Ledger, err = bankaccount.NewLedger(store, c.Upcasters()); err != nil {
-		return nil, err
-	}
-	return d, nil
-}
-
 // WriteSide is the write side of the pipeline: the DynamoDB event store,
 // the catalogue's command handlers, the dispatcher consuming the commands
 // topics in one consumer group, and the HTTP API. `eventpipe serve` runs
 // it; tests run it in-process or as a child process to kill.
 type WriteSide struct {
-	cfg        WriteSideConfig
-	Domains    *WriteDomains
+	cfg WriteSideConfig
+	// Store is the event store the command handlers append to.
+	Store *ddbstore.Store
+	// Handlers are the command handlers of every domain of the catalogue.
+	Handlers *commands.Registry
+	// Dispatcher runs commands through Handlers (the command topics' and
+	// the HTTP API's entry point).
 	Dispatcher *commands.Dispatcher
+	// Registry holds the write side's Prometheus metrics (served on
+	// /metrics of the HTTP API).
 	Registry   *prometheus.Registry
 	pub        message.Publisher
 	ownPub     bool          // pub was opened by NewWriteSide and is closed by Close
@@ -128,7 +107,7 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 	if err != nil {
 		return nil, err
 	}
-	domains, err := newDomains(store, cfg.Catalog)
+	handlers, err := cfg.Catalog.Handlers(store)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +124,7 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 			_ = pub.Close()
 		}
 	}
-	disp, err := commands.NewDispatcher(commands.DispatcherConfig{Registry: domains.Registry, Outcomes: store, Replies: pub, Topics: cfg.topics(), Logger: cfg.Logger})
+	disp, err := commands.NewDispatcher(commands.DispatcherConfig{Registry: handlers, Outcomes: store, Replies: pub, Topics: cfg.topics(), Logger: cfg.Logger})
 	if err != nil {
 		closePub()
 		return nil, err
@@ -158,11 +137,19 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 		closePub()
 		return nil, fmt.Errorf("write side: read-model database: %w", err)
 	}
-	return &WriteSide{cfg: cfg, Domains: domains, Dispatcher: disp, Registry: reg, pub: pub, ownPub: ownPub, readModels: readModels}, nil
+	return &WriteSide{cfg: cfg, Store: store, Handlers: handlers, Dispatcher: disp, Registry: reg, pub: pub, ownPub: ownPub, readModels: readModels}, nil
 }
 
 // Endpoints returns the resolved endpoints.
 func (s *WriteSide) Endpoints() endpoints.Endpoints { return s.cfg.Endpoints }
+
+// Catalog returns the catalogue the write side was built from.
+func (s *WriteSide) Catalog() *Catalog { return s.cfg.Catalog }
+
+// ReadModels returns the pool of the read-model database (Postgres),
+// for HTTP resources that answer from a read model. It connects on first
+// use, so the write side runs without Postgres.
+func (s *WriteSide) ReadModels() *pgxpool.Pool { return s.readModels }
 
 // Close releases the read-model pool and the publisher NewWriteSide opened.
 func (s *WriteSide) Close() error {
@@ -212,16 +199,18 @@ func (s *WriteSide) RunCommandHandlers(ctx context.Context) error {
 	return nil
 }
 
-// NewHTTP returns the HTTP API with the todo resource mounted.
+// NewHTTP returns the HTTP API on Endpoints.HTTPAddr with every HTTP
+// resource of the catalogue mounted, in name order.
 func (s *WriteSide) NewHTTP() (*httpapi.Server, error) {
 	srv, err := httpapi.New(httpapi.Config{Addr: s.cfg.Endpoints.HTTPAddr, Registry: s.Registry, Logger: s.cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
-	srv.MountTodo(s.Dispatcher, s.Domains.Todo)
-	srv.MountTodoList(func(ctx context.Context, after string, limit int) ([]readmodels.Todo, error) {
-		return readmodels.ListTodos(ctx, s.readModels, after, limit)
-	})
+	for _, name := range sortedKeys(s.cfg.Catalog.httpResources) {
+		if err := s.cfg.Catalog.httpResources[name](srv, s); err != nil {
+			return nil, fmt.Errorf("write side: HTTP resource %s: %w", name, err)
+		}
+	}
 	return srv, nil
 }
 

@@ -49,7 +49,7 @@ func BenchmarkCommandsThroughBus(b *testing.B) {
 
 	account := func(side string, g int) string { return fmt.Sprintf("%s-%d", side, g) }
 	transact := func(side string, g, n int) commands.Command {
-		cmd, err := commands.NewJSON(bankaccount.CommandTransact, bankaccount.AggregateType, account(side, g), bankaccount.Transaction{Desc: fmt.Sprint(n), Amount: 1})
+		cmd, err := commands.NewJSON(bankaccount.RecordTransaction, bankaccount.AggregateType, account(side, g), bankaccount.TransactionAcceptedData{Desc: fmt.Sprint(n), Amount: 1})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func BenchmarkCommandsThroughBus(b *testing.B) {
 	defer waitCancel()
 	for g := range senders {
 		for _, side := range []string{"bus", "direct"} {
-			cmd, _ := commands.NewJSON(bankaccount.CommandOpen, bankaccount.AggregateType, account(side, g), struct{}{})
+			cmd, _ := commands.NewJSON(bankaccount.OpenAccount, bankaccount.AggregateType, account(side, g), struct{}{})
 			if res, err := svc.Dispatcher.Dispatch(wait, cmd); err != nil || res.Status != commands.StatusAccepted {
 				b.Fatalf("open %s: %+v %v", account(side, g), res, err)
 			}

@@ -113,11 +113,11 @@ func TestKillingServeLosesNoCommandAndAppliesNoneTwice(t *testing.T) {
 		for round := 0; round <= updatesPerTodo; round++ {
 			for i := range todos {
 				id := fmt.Sprintf("todo-%02d", i)
-				typ := todo.Update
+				typ := todo.UpdateTodo
 				if round == 0 {
-					typ = todo.Create
+					typ = todo.CreateTodo
 				}
-				cmd := todoCmd(t, typ, id, todo.Fields{Title: fmt.Sprintf("round %d", round)}, nil)
+				cmd := todoCmd(t, typ, id, todo.TodoData{Title: fmt.Sprintf("round %d", round)}, nil)
 				msg, _ := cmd.ToMessage()
 				if err := pub.Publish(cmd.Topic(topics), msg); err != nil {
 					t.Errorf("publish: %v", err)

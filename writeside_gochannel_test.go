@@ -93,7 +93,7 @@ func TestPipelineRunsOnGoChannelWithTheRealStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	applier, err := projections.NewApplier(projections.ApplierConfig{DB: pool, Store: svc.Domains.Store, Projection: readmodels.Todos{}})
+	applier, err := projections.NewApplier(projections.ApplierConfig{DB: pool, Store: svc.Store, Projection: readmodels.Todos{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,9 +109,9 @@ func TestPipelineRunsOnGoChannelWithTheRealStore(t *testing.T) {
 	}
 	id := testenv.UniqueName(t, "todo")
 	cmds := []commands.Command{
-		todoCmd(t, todo.Create, id, todo.Fields{Title: "on a GoChannel"}, ver(0)),
-		todoCmd(t, todo.Update, id, todo.Fields{Title: "still on a GoChannel", Completed: true}, ver(1)),
-		todoCmd(t, todo.Update, id, todo.Fields{Title: "stale"}, ver(1)),
+		todoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: "on a GoChannel"}, ver(0)),
+		todoCmd(t, todo.UpdateTodo, id, todo.TodoData{Title: "still on a GoChannel", Completed: true}, ver(1)),
+		todoCmd(t, todo.UpdateTodo, id, todo.TodoData{Title: "stale"}, ver(1)),
 	}
 	want := []commands.Status{commands.StatusAccepted, commands.StatusAccepted, commands.StatusConflict}
 	for i, c := range cmds {

@@ -407,7 +407,7 @@ func sendCommands(t *testing.T, sender *kafka.Sender, since func() string, every
 				return
 			case <-tick.C:
 			}
-			cmd, err := commands.NewJSON(todo.Create, todo.AggregateType, fmt.Sprintf("todo-%04d", n), todo.Fields{Title: "crash"})
+			cmd, err := commands.NewJSON(todo.CreateTodo, todo.AggregateType, fmt.Sprintf("todo-%04d", n), todo.TodoData{Title: "crash"})
 			if err != nil {
 				l.fail("new command: %v", err)
 				return

@@ -10,7 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/eventpipe/eventpipe/internal/httpapi"
+	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
+	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
@@ -36,7 +37,7 @@ func startHTTP(t *testing.T) string {
 type reply struct {
 	status int
 	etag   string
-	todo   httpapi.TodoView
+	todo   todoapi.View
 	err    httpapi.Error
 }
 

@@ -42,7 +42,7 @@ func TestThousandConcurrentCommandsApplyExactlyOnce(t *testing.T) {
 	defer waitCancel()
 	id := func(i int) string { return fmt.Sprintf("acc-%d", i) }
 	for i := range accounts {
-		cmd, _ := commands.NewJSON(bankaccount.CommandOpen, bankaccount.AggregateType, id(i), struct{}{})
+		cmd, _ := commands.NewJSON(bankaccount.OpenAccount, bankaccount.AggregateType, id(i), struct{}{})
 		if res, err := sender.SendAndWait(wait, cmd); err != nil || res.Status != commands.StatusAccepted {
 			t.Fatalf("open %s: %+v, %v", id(i), res, err)
 		}
@@ -67,7 +67,7 @@ func TestThousandConcurrentCommandsApplyExactlyOnce(t *testing.T) {
 				if amount == 0 {
 					amount = 1
 				}
-				cmd, _ := commands.NewJSON(bankaccount.CommandTransact, bankaccount.AggregateType, acc, bankaccount.Transaction{Desc: fmt.Sprint(n), Amount: amount})
+				cmd, _ := commands.NewJSON(bankaccount.RecordTransaction, bankaccount.AggregateType, acc, bankaccount.TransactionAcceptedData{Desc: fmt.Sprint(n), Amount: amount})
 				res, err := sender.SendAndWait(wait, cmd)
 				if err != nil {
 					t.Errorf("command %d: %v", n, err)
@@ -106,8 +106,12 @@ func TestThousandConcurrentCommandsApplyExactlyOnce(t *testing.T) {
 	if rejected == 0 {
 		t.Errorf("no transaction hit the overdraft; the test did not exercise rejection")
 	}
+	ledger, err := bankaccount.NewFacet(svc.Store, svc.Catalog().Upcasters())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range accounts {
-		st, err := svc.Domains.Ledger.Get(context.Background(), id(i))
+		st, err := ledger.Get(context.Background(), id(i))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -112,7 +112,7 @@ func partitions(t *testing.T, ep endpoints.Endpoints) []string {
 
 func events(t *testing.T, svc *eventpipe.WriteSide, typ, id string) []eventstore.Envelope {
 	t.Helper()
-	evs, err := svc.Domains.Store.Load(context.Background(), eventstore.Ref{Type: typ, ID: id}, 0)
+	evs, err := svc.Store.Load(context.Background(), eventstore.Ref{Type: typ, ID: id}, 0)
 	if errors.Is(err, eventstore.ErrAggregateNotFound) {
 		return nil
 	}
@@ -128,7 +128,7 @@ func TestDispatchTodoLifecycleOutcomes(t *testing.T) {
 	ctx := context.Background()
 	svc := newService(t, testEndpoints(t), testenv.UniqueName(t, "g"))
 	d := svc.Dispatcher
-	create := todoCmd(t, todo.Create, "t1", todo.Fields{Title: "write tests"}, ver(0))
+	create := todoCmd(t, todo.CreateTodo, "t1", todo.TodoData{Title: "write tests"}, ver(0))
 
 	res, err := d.Dispatch(ctx, create)
 	if err != nil || res.Status != commands.StatusAccepted || res.Version != 1 || len(res.EventIDs) != 1 {
@@ -145,10 +145,10 @@ func TestDispatchTodoLifecycleOutcomes(t *testing.T) {
 		cmd    commands.Command
 		status commands.Status
 	}{
-		{"create existing", todoCmd(t, todo.Create, "t1", todo.Fields{Title: "x"}, nil), commands.StatusConflict},
-		{"stale version", todoCmd(t, todo.Update, "t1", todo.Fields{Title: "x"}, ver(0)), commands.StatusConflict},
-		{"update unknown", todoCmd(t, todo.Update, "nope", todo.Fields{Title: "x"}, nil), commands.StatusNotFound},
-		{"delete unknown", todoCmd(t, todo.Delete, "nope", struct{}{}, nil), commands.StatusNotFound},
+		{"create existing", todoCmd(t, todo.CreateTodo, "t1", todo.TodoData{Title: "x"}, nil), commands.StatusConflict},
+		{"stale version", todoCmd(t, todo.UpdateTodo, "t1", todo.TodoData{Title: "x"}, ver(0)), commands.StatusConflict},
+		{"update unknown", todoCmd(t, todo.UpdateTodo, "nope", todo.TodoData{Title: "x"}, nil), commands.StatusNotFound},
+		{"delete unknown", todoCmd(t, todo.DeleteTodo, "nope", struct{}{}, nil), commands.StatusNotFound},
 	}
 	for _, c := range checks {
 		res, err := d.Dispatch(ctx, c.cmd)
@@ -162,12 +162,12 @@ func TestDispatchTodoLifecycleOutcomes(t *testing.T) {
 		}
 	}
 	for name, cmd := range map[string]commands.Command{
-		"empty title":   todoCmd(t, todo.Update, "t1", todo.Fields{Title: " "}, nil),
-		"unknown field": {ID: "01JAAAAAAAAAAAAAAAAAAAAAAA", Type: todo.Update, AggregateType: todo.AggregateType, AggregateID: "t1", Payload: json.RawMessage(`{"title":"a","bogus":1}`)},
-		"reserved char": todoCmd(t, todo.Create, "a#b", todo.Fields{Title: "x"}, nil),
+		"empty title":   todoCmd(t, todo.UpdateTodo, "t1", todo.TodoData{Title: " "}, nil),
+		"unknown field": {ID: "01JAAAAAAAAAAAAAAAAAAAAAAA", Type: todo.UpdateTodo, AggregateType: todo.AggregateType, AggregateID: "t1", Payload: json.RawMessage(`{"title":"a","bogus":1}`)},
+		"reserved char": todoCmd(t, todo.CreateTodo, "a#b", todo.TodoData{Title: "x"}, nil),
 		"unknown type":  {ID: "01JAAAAAAAAAAAAAAAAAAAAAAB", Type: "Frobnicate", AggregateType: todo.AggregateType, AggregateID: "t1", Payload: json.RawMessage(`{}`)},
-		"long title":    todoCmd(t, todo.Update, "t1", todo.Fields{Title: strings.Repeat("x", 5000)}, nil),
-		"oversize item": mustCmd(t, order.Place, order.AggregateType, "o1", order.PlacedData{Customer: strings.Repeat("x", 450_000), Total: 1}),
+		"long title":    todoCmd(t, todo.UpdateTodo, "t1", todo.TodoData{Title: strings.Repeat("x", 5000)}, nil),
+		"oversize item": mustCmd(t, order.PlaceOrder, order.AggregateType, "o1", order.OrderPlacedData{Customer: strings.Repeat("x", 450_000), Total: 1}),
 	} {
 		res, err := d.Dispatch(ctx, cmd)
 		var inv *commands.InvalidError
@@ -175,11 +175,11 @@ func TestDispatchTodoLifecycleOutcomes(t *testing.T) {
 			t.Errorf("%s: %+v, %v; want an InvalidError", name, res, err)
 		}
 	}
-	upd := todoCmd(t, todo.Update, "t1", todo.Fields{Title: "write more tests", Completed: true}, ver(1))
+	upd := todoCmd(t, todo.UpdateTodo, "t1", todo.TodoData{Title: "write more tests", Completed: true}, ver(1))
 	if res, err := d.Dispatch(ctx, upd); err != nil || res.Status != commands.StatusAccepted || res.Version != 2 {
 		t.Fatalf("update: %+v, %v", res, err)
 	}
-	if evs := events(t, svc, todo.AggregateType, "t1"); len(evs) != 2 || evs[0].EventType != todo.Created || evs[1].EventType != todo.Updated ||
+	if evs := events(t, svc, todo.AggregateType, "t1"); len(evs) != 2 || evs[0].EventType != todo.TodoCreated || evs[1].EventType != todo.TodoUpdated ||
 		evs[1].Metadata.CausationID != upd.ID {
 		t.Fatalf("stored events %v", evs)
 	}
@@ -227,11 +227,11 @@ func TestBusCommandsDuplicatesAndPoison(t *testing.T) {
 	bad["malformed"] = raw("bad-json", `{"id":`)
 	unknown := todoCmd(t, "Frobnicate", id, struct{}{}, nil)
 	bad["unknown"], _ = unknown.ToMessage()
-	reserved := todoCmd(t, todo.Create, id, todo.Fields{Title: "x"}, nil)
+	reserved := todoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: "x"}, nil)
 	reserved.AggregateID = "a#b"
 	body, _ := json.Marshal(reserved)
 	bad["reserved"] = raw(reserved.ID, string(body))
-	big, _ := commands.NewJSON(order.Place, order.AggregateType, id, order.PlacedData{Customer: strings.Repeat("x", 450_000), Total: 5})
+	big, _ := commands.NewJSON(order.PlaceOrder, order.AggregateType, id, order.OrderPlacedData{Customer: strings.Repeat("x", 450_000), Total: 5})
 	bad["oversize"], _ = big.ToMessage()
 	for name, m := range bad {
 		topic := topic
@@ -242,7 +242,7 @@ func TestBusCommandsDuplicatesAndPoison(t *testing.T) {
 			t.Fatalf("publish %s: %v", name, err)
 		}
 	}
-	create := todoCmd(t, todo.Create, id, todo.Fields{Title: "once"}, nil)
+	create := todoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: "once"}, nil)
 	msg, _ := create.ToMessage()
 	msg2, _ := create.ToMessage()
 	if err := pub.Publish(topic, msg, msg2); err != nil {
@@ -250,7 +250,7 @@ func TestBusCommandsDuplicatesAndPoison(t *testing.T) {
 	}
 	waitCtx, waitCancel := context.WithTimeout(ctx, 60*time.Second)
 	defer waitCancel()
-	res, err := sender.SendAndWait(waitCtx, todoCmd(t, todo.Update, id, todo.Fields{Title: "after"}, ver(1)))
+	res, err := sender.SendAndWait(waitCtx, todoCmd(t, todo.UpdateTodo, id, todo.TodoData{Title: "after"}, ver(1)))
 	if err != nil || res.Status != commands.StatusAccepted || res.Version != 2 {
 		t.Fatalf("update after the poison and the duplicate: %+v, %v", res, err)
 	}

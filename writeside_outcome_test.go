@@ -119,7 +119,7 @@ func TestRedeliveredRefusalsAreAnsweredAsFirstAfterAKill(t *testing.T) {
 
 	poor, missing, odd := testenv.UniqueName(t, "poor"), testenv.UniqueName(t, "missing"), testenv.UniqueName(t, "odd")
 	for _, id := range []string{poor, odd} {
-		if res, err := svc.Dispatcher.Dispatch(ctx, accountCmd(t, bankaccount.CommandOpen, id, struct{}{})); err != nil || res.Status != commands.StatusAccepted {
+		if res, err := svc.Dispatcher.Dispatch(ctx, accountCmd(t, bankaccount.OpenAccount, id, struct{}{})); err != nil || res.Status != commands.StatusAccepted {
 			t.Fatalf("open %s: %+v, %v", id, res, err)
 		}
 	}
@@ -133,16 +133,16 @@ func TestRedeliveredRefusalsAreAnsweredAsFirstAfterAKill(t *testing.T) {
 		events int // the aggregate's events in the end
 	}{
 		{"rejected", commands.StatusRejected,
-			accountCmd(t, bankaccount.CommandTransact, poor, bankaccount.Transaction{Desc: "withdrawal", Amount: -overdraw}),
-			accountCmd(t, bankaccount.CommandTransact, poor, bankaccount.Transaction{Desc: "deposit", Amount: 500}),
+			accountCmd(t, bankaccount.RecordTransaction, poor, bankaccount.TransactionAcceptedData{Desc: "withdrawal", Amount: -overdraw}),
+			accountCmd(t, bankaccount.RecordTransaction, poor, bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: 500}),
 			eventstore.Ref{Type: bankaccount.AggregateType, ID: poor}, 2},
 		{"not found", commands.StatusNotFound,
-			accountCmd(t, bankaccount.CommandTransact, missing, bankaccount.Transaction{Desc: "deposit", Amount: 10}),
-			accountCmd(t, bankaccount.CommandOpen, missing, struct{}{}),
+			accountCmd(t, bankaccount.RecordTransaction, missing, bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: 10}),
+			accountCmd(t, bankaccount.OpenAccount, missing, struct{}{}),
 			eventstore.Ref{Type: bankaccount.AggregateType, ID: missing}, 1},
 		{"invalid", commands.StatusInvalid,
-			accountCmd(t, bankaccount.CommandTransact, odd, bankaccount.Transaction{Desc: "nothing", Amount: 0}),
-			accountCmd(t, bankaccount.CommandTransact, odd, bankaccount.Transaction{Desc: "deposit", Amount: 5}),
+			accountCmd(t, bankaccount.RecordTransaction, odd, bankaccount.TransactionAcceptedData{Desc: "nothing", Amount: 0}),
+			accountCmd(t, bankaccount.RecordTransaction, odd, bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: 5}),
 			eventstore.Ref{Type: bankaccount.AggregateType, ID: odd}, 2},
 	}
 	for _, c := range cases {
@@ -183,7 +183,7 @@ func TestRedeliveredRefusalsAreAnsweredAsFirstAfterAKill(t *testing.T) {
 			}
 		}
 		var refused *eventstore.RefusedCommandError
-		if _, err := svc.Domains.Store.CommandResult(ctx, c.ref, c.cmd.ID); !errors.As(err, &refused) || refused.Refusal.Status != string(c.want) {
+		if _, err := svc.Store.CommandResult(ctx, c.ref, c.cmd.ID); !errors.As(err, &refused) || refused.Refusal.Status != string(c.want) {
 			t.Errorf("%s: recorded answer %v, want %s", c.name, err, c.want)
 		}
 		t.Logf("%s: answered %s %d times", c.name, c.want, len(got))
@@ -214,11 +214,11 @@ func TestTwoProcessesDeliveringOneCommandAnswerOnce(t *testing.T) {
 	ids := make([]string, accounts)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("acct-%02d", i)
-		if res, err := svc.Dispatcher.Dispatch(ctx, accountCmd(t, bankaccount.CommandOpen, ids[i], struct{}{})); err != nil || res.Status != commands.StatusAccepted {
+		if res, err := svc.Dispatcher.Dispatch(ctx, accountCmd(t, bankaccount.OpenAccount, ids[i], struct{}{})); err != nil || res.Status != commands.StatusAccepted {
 			t.Fatalf("open %s: %+v, %v", ids[i], res, err)
 		}
 	}
-	warm := accountCmd(t, bankaccount.CommandRename, ids[0], bankaccount.AccountUpdate{OwnerFirst: "A", OwnerLast: "B"})
+	warm := accountCmd(t, bankaccount.RenameOwner, ids[0], bankaccount.OwnerRenamedData{OwnerFirst: "A", OwnerLast: "B"})
 	msg, _ := warm.ToMessage()
 	if err := pub.Publish(warm.Topic(topics), msg); err != nil {
 		t.Fatal(err)
@@ -231,7 +231,7 @@ func TestTwoProcessesDeliveringOneCommandAnswerOnce(t *testing.T) {
 	withdrawals := make([]commands.Command, accounts)
 	var wg sync.WaitGroup
 	for i, id := range ids {
-		withdrawals[i] = accountCmd(t, bankaccount.CommandTransact, id, bankaccount.Transaction{Desc: "withdrawal", Amount: -overdraw})
+		withdrawals[i] = accountCmd(t, bankaccount.RecordTransaction, id, bankaccount.TransactionAcceptedData{Desc: "withdrawal", Amount: -overdraw})
 		msg, _ := withdrawals[i].ToMessage()
 		if err := pub.Publish(withdrawals[i].Topic(topics), msg); err != nil {
 			t.Fatal(err)
@@ -240,7 +240,7 @@ func TestTwoProcessesDeliveringOneCommandAnswerOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
-			if res, err := svc.Dispatcher.Dispatch(ctx, accountCmd(t, bankaccount.CommandTransact, id, bankaccount.Transaction{Desc: "deposit", Amount: 100})); err != nil || res.Status != commands.StatusAccepted {
+			if res, err := svc.Dispatcher.Dispatch(ctx, accountCmd(t, bankaccount.RecordTransaction, id, bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: 100})); err != nil || res.Status != commands.StatusAccepted {
 				t.Errorf("deposit on %s: %+v, %v", id, res, err)
 			}
 		}()

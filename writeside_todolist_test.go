@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	"github.com/eventpipe/eventpipe/internal/httpapi"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 )
@@ -68,14 +68,14 @@ func listServer(t *testing.T, migrated bool) (base string, db *pgx.Conn) {
 	return "http://" + <-ready, conn
 }
 
-func getPage(t *testing.T, url string) (int, httpapi.TodoPage) {
+func getPage(t *testing.T, url string) (int, todoapi.Page) {
 	t.Helper()
 	res, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var page httpapi.TodoPage
+	var page todoapi.Page
 	if res.StatusCode == http.StatusOK {
 		if err := json.NewDecoder(res.Body).Decode(&page); err != nil {
 			t.Fatal(err)

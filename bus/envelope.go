@@ -52,15 +52,15 @@ func setOrigin(msg *message.Message, ref eventstore.Ref, seq int64, md eventstor
 
 // EventFromMessage decodes an event message. A payload that is not a valid
 // envelope, or whose event id differs from the message UUID, is a
-// permanent error wrapping the *eventstore.DecodeError.
+// *eventstore.DecodeError (permanent: see eventstore.IsPermanent).
 func EventFromMessage(msg *message.Message) (eventstore.Envelope, error) {
 	e, err := eventstore.Unmarshal(msg.Payload)
 	if err != nil {
-		return eventstore.Envelope{}, Permanent(fmt.Errorf("event message %s: %w", msg.UUID, err))
+		return eventstore.Envelope{}, fmt.Errorf("event message %s: %w", msg.UUID, err)
 	}
 	if e.EventID != msg.UUID {
-		return eventstore.Envelope{}, Permanent(fmt.Errorf("event message %s: %w: envelope event id %q differs",
-			msg.UUID, eventstore.ErrMalformedEnvelope, e.EventID))
+		return eventstore.Envelope{}, &eventstore.DecodeError{What: "event message " + msg.UUID, Field: "event_id",
+			Reason: fmt.Sprintf("%q differs from the message UUID", e.EventID)}
 	}
 	return e, nil
 }

@@ -17,7 +17,7 @@ import (
 func TestEventMessageRoundTrip(t *testing.T) {
 	e := eventstore.Envelope{
 		EventID: ulid.Make().String(), AggregateType: "account", AggregateID: "acc-1", Sequence: 7,
-		EventType: "TRANSACTION_ACCEPTED", SchemaVersion: 1, OccurredAt: time.Now().UTC().Truncate(time.Millisecond),
+		EventType: "TransactionAccepted", SchemaVersion: 1, OccurredAt: time.Now().UTC().Truncate(time.Millisecond),
 		Payload:  json.RawMessage(`{"amount":5}`),
 		Metadata: eventstore.Metadata{CorrelationID: "corr", CausationID: "cmd-1", Actor: "u_alice", IP: "127.0.0.1"},
 	}
@@ -50,7 +50,7 @@ func TestMalformedEventMessagesArePermanentErrors(t *testing.T) {
 		"id mismatch": message.NewMessage("other", good.Payload),
 	} {
 		_, err := bus.EventFromMessage(msg)
-		if !bus.IsPermanent(err) || !errors.Is(err, eventstore.ErrMalformedEnvelope) {
+		if !eventstore.IsPermanent(err) || !errors.Is(err, eventstore.ErrMalformed) {
 			t.Errorf("%s: error %v is not a permanent malformed-envelope error", name, err)
 		}
 	}

@@ -10,30 +10,9 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
-
-// PermanentError marks a failure that no retry can fix: malformed input,
-// an unknown type, a validation error, a panic. Handlers wrap such errors
-// with Permanent; the middleware sends the message to the poison topic at
-// once instead of retrying it.
-type PermanentError struct{ Err error }
-
-func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
-func (e *PermanentError) Unwrap() error { return e.Err }
-
-// Permanent wraps err as a PermanentError (nil stays nil).
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &PermanentError{Err: err}
-}
-
-// IsPermanent reports whether err is, or wraps, a PermanentError.
-func IsPermanent(err error) bool {
-	var p *PermanentError
-	return errors.As(err, &p)
-}
 
 // ReasonMetadataKey holds the reason a message was poisoned.
 const ReasonMetadataKey = middleware.ReasonForPoisonedKey
@@ -91,12 +70,13 @@ func (c MiddlewareConfig) Validate() error {
 // router.AddMiddleware: correlation-id propagation, the poison queue (only
 // permanent errors), retry with exponential backoff (only transient
 // errors), and a recoverer that turns a panic into a permanent error.
+// Which errors are permanent is decided by eventstore.IsPermanent alone.
 func Middlewares(cfg MiddlewareConfig) ([]message.HandlerMiddleware, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	poison, err := middleware.PoisonQueueWithFilter(cfg.PoisonPublisher, cfg.PoisonTopic, IsPermanent)
+	poison, err := middleware.PoisonQueueWithFilter(cfg.PoisonPublisher, cfg.PoisonTopic, eventstore.IsPermanent)
 	if err != nil {
 		return nil, fmt.Errorf("bus: poison queue: %w", err)
 	}
@@ -106,7 +86,7 @@ func Middlewares(cfg MiddlewareConfig) ([]message.HandlerMiddleware, error) {
 		MaxInterval:         cfg.MaxInterval,
 		Multiplier:          2,
 		RandomizationFactor: 0.3,
-		ShouldRetry:         func(p middleware.RetryParams) bool { return !IsPermanent(p.Err) },
+		ShouldRetry:         func(p middleware.RetryParams) bool { return !eventstore.IsPermanent(p.Err) },
 		OnRetryHook: func(n int, delay time.Duration) {
 			cfg.Logger.Debug("retrying message", "attempt", n, "delay", delay)
 		},
@@ -115,7 +95,7 @@ func Middlewares(cfg MiddlewareConfig) ([]message.HandlerMiddleware, error) {
 	logPoisoned := func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			out, err := h(msg)
-			if IsPermanent(err) {
+			if eventstore.IsPermanent(err) {
 				cfg.Logger.Warn("message poisoned", "message_id", msg.UUID, "poison_topic", cfg.PoisonTopic, "reason", err)
 			}
 			return out, err
@@ -130,14 +110,25 @@ func Middlewares(cfg MiddlewareConfig) ([]message.HandlerMiddleware, error) {
 	}, nil
 }
 
-// recoverPermanent turns a handler panic into a permanent error with the
-// stack, so the message is poisoned instead of crashing the process or
+// PanicError is a handler panic, recovered with its stack. It is
+// permanent: the message is poisoned instead of crashing the process or
 // blocking its partition.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v\n%s", e.Value, e.Stack) }
+
+// Permanent marks a panic as permanent for eventstore.IsPermanent.
+func (e *PanicError) Permanent() bool { return true }
+
+// recoverPermanent turns a handler panic into a *PanicError.
 func recoverPermanent(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) (out []*message.Message, err error) {
 		defer func() {
 			if r := recover(); r != nil {
-				err = Permanent(fmt.Errorf("handler panic: %v\n%s", r, debug.Stack()))
+				err = &PanicError{Value: r, Stack: debug.Stack()}
 			}
 		}()
 		return h(msg)

@@ -14,6 +14,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // runRouter runs handler on topic "in" behind bus.Middlewares over an
@@ -46,7 +47,7 @@ func TestPermanentErrorsArePoisonedWithTheReasonAndNotRetried(t *testing.T) {
 	var calls atomic.Int32
 	ps, poisoned := runRouter(t, func(*message.Message) error {
 		calls.Add(1)
-		return bus.Permanent(errors.New("unknown command type \"Nope\""))
+		return &eventstore.ValidationError{Field: "type", Reason: "unknown command type \"Nope\""}
 	})
 	msg := message.NewMessage("m1", []byte(`{}`))
 	middleware.SetCorrelationID("corr-1", msg)

@@ -6,7 +6,6 @@ package commands
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -44,9 +43,6 @@ const (
 	MetadataCommandType   = "command_type"
 	MetadataAggregateType = "aggregate_type"
 )
-
-// ErrMalformed is wrapped by decode errors of command messages.
-var ErrMalformed = errors.New("malformed command message")
 
 // New returns a command with a fresh ULID, the current time, and the
 // correlation id defaulting to the command id.
@@ -107,17 +103,17 @@ func (c Command) ToMessage() (*message.Message, error) {
 	return msg, nil
 }
 
-// FromMessage decodes and validates a command message. Errors wrap
-// ErrMalformed or are *eventstore.ValidationError.
+// FromMessage decodes and validates a command message. A message that
+// does not decode is a *eventstore.DecodeError; a command that fails
+// Validate is a *eventstore.ValidationError.
 func FromMessage(msg *message.Message) (Command, error) {
 	var c Command
-	dec := json.NewDecoder(strings.NewReader(string(msg.Payload)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return Command{}, fmt.Errorf("%w %s: %v", ErrMalformed, msg.UUID, err)
+	what := "command message " + msg.UUID
+	if err := eventstore.DecodeStrict(what, msg.Payload, &c); err != nil {
+		return Command{}, err
 	}
 	if c.ID != msg.UUID {
-		return Command{}, fmt.Errorf("%w %s: body id %q differs from the message id", ErrMalformed, msg.UUID, c.ID)
+		return Command{}, &eventstore.DecodeError{What: what, Field: "id", Reason: fmt.Sprintf("%q differs from the message id", c.ID)}
 	}
 	if c.CorrelationID == "" {
 		c.CorrelationID = middleware.MessageCorrelationID(msg)
@@ -126,6 +122,17 @@ func FromMessage(msg *message.Message) (Command, error) {
 		return Command{}, err
 	}
 	return c, nil
+}
+
+// DecodePayload decodes the command's payload strictly into v (unknown
+// fields and trailing data are refused). Its error is a
+// *eventstore.ValidationError on field "payload": the command is invalid.
+// Every domain decodes its command payloads with it.
+func (c Command) DecodePayload(v any) error {
+	if err := eventstore.DecodeStrict(c.Type+" payload", c.Payload, v); err != nil {
+		return &eventstore.ValidationError{Field: "payload", Reason: err.Error()}
+	}
+	return nil
 }
 
 // NewJSON is New with payload v encoded as JSON.

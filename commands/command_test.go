@@ -58,7 +58,7 @@ func TestBadCommandsFailWithTypedErrors(t *testing.T) {
 			}
 			var ve *eventstore.ValidationError
 			switch {
-			case tc.malformed && !errors.Is(err, commands.ErrMalformed):
+			case tc.malformed && !errors.Is(err, eventstore.ErrMalformed):
 				t.Fatalf("error %v does not wrap ErrMalformed", err)
 			case tc.validField != "" && (!errors.As(err, &ve) || ve.Field != tc.validField):
 				t.Fatalf("error %v is not a ValidationError on %s", err, tc.validField)

@@ -43,7 +43,7 @@ type Decide[S any] func(cur eventstore.State[S], cmd Command) ([]eventstore.NewE
 
 // Handler handles the commands of one type. Handle returns the command's
 // Result; an error means the command could not be handled now (a
-// permanent one, see bus.Permanent, means never).
+// permanent one, see eventstore.IsPermanent, means never).
 type Handler interface {
 	CommandType() string
 	AggregateType() string
@@ -141,12 +141,12 @@ func (h *facetHandler[S]) Handle(ctx context.Context, cmd Command) (Result, erro
 
 // refused turns err into the command's Result. A decision or a rule's
 // refusal is an answer; an answer recorded earlier for this command id is
-// repeated; bad input is StatusInvalid plus an *InvalidError; anything
-// else is returned for retry.
+// repeated; a permanent error (eventstore.IsPermanent: bad input) is
+// StatusInvalid plus an *InvalidError; anything else is returned for
+// retry.
 func (h *facetHandler[S]) refused(res Result, err error) (Result, error) {
 	var dec *Decision
 	var rej *eventstore.RuleRejection
-	var val *eventstore.ValidationError
 	var recorded *eventstore.RefusedCommandError
 	switch {
 	case errors.As(err, &recorded):
@@ -158,8 +158,7 @@ func (h *facetHandler[S]) refused(res Result, err error) (Result, error) {
 		res.Status, res.Reason = dec.Status, dec.Reason
 	case errors.As(err, &rej):
 		res.Status, res.Reason = StatusRejected, rej.Reason
-	case errors.As(err, &val) || errors.Is(err, eventstore.ErrItemTooLarge) || errors.Is(err, eventstore.ErrTooManyItems) ||
-		errors.Is(err, eventstore.ErrTransactionTooLarge):
+	case eventstore.IsPermanent(err):
 		res.Status, res.Reason = StatusInvalid, err.Error()
 		return res, &InvalidError{Err: err}
 	default:
@@ -169,11 +168,15 @@ func (h *facetHandler[S]) refused(res Result, err error) (Result, error) {
 }
 
 // InvalidError wraps an input error that no retry can fix; the dispatcher
-// poisons the message.
+// answers StatusInvalid and the message is poisoned.
 type InvalidError struct{ Err error }
 
 func (e *InvalidError) Error() string { return "invalid command: " + e.Err.Error() }
 func (e *InvalidError) Unwrap() error { return e.Err }
+
+// Permanent marks an invalid command as permanent for
+// eventstore.IsPermanent.
+func (e *InvalidError) Permanent() bool { return true }
 
 // sleep waits a jittered, growing pause before attempt+1 (10ms·2^n, at
 // most ~1s) or until ctx ends.

@@ -198,8 +198,9 @@ func (d *Dispatcher) record(ctx context.Context, cmd Command, res Result, cause 
 // HandleMessage is the Watermill handler for commands topics: it decodes
 // the command, dispatches it, and publishes the result keyed by command
 // id. Malformed messages, unknown types and invalid input publish a
-// StatusInvalid result (when the command id is known) and return a
-// permanent error, so the poison middleware parks them with the reason.
+// StatusInvalid result (when the command id is known) and return an
+// *InvalidError, which is permanent (eventstore.IsPermanent), so the
+// poison middleware parks them with the reason.
 // Transient failures return an error for retry and redelivery; the
 // recorded answer makes a redelivered command append nothing twice and
 // answer what it answered first.
@@ -208,7 +209,7 @@ func (d *Dispatcher) HandleMessage(msg *message.Message) error {
 	cmd, err := FromMessage(msg)
 	if err != nil {
 		d.publish(Result{CommandID: msg.UUID, Status: StatusInvalid, Reason: err.Error()}, "")
-		return bus.Permanent(err)
+		return &InvalidError{Err: err}
 	}
 	res, err := d.Dispatch(ctx, cmd)
 	var invalid *InvalidError
@@ -219,7 +220,7 @@ func (d *Dispatcher) HandleMessage(msg *message.Message) error {
 		return perr
 	}
 	if err != nil {
-		return bus.Permanent(err)
+		return err
 	}
 	d.cfg.Logger.Debug("command handled", "command_id", cmd.ID, "type", cmd.Type, "aggregate", cmd.AggregateID,
 		"status", res.Status, "version", res.Version, "duplicate", res.Duplicate)

@@ -8,6 +8,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Status is the outcome of a command.
@@ -62,11 +63,12 @@ func (r Result) ToMessage(correlationID string) (*message.Message, error) {
 // ResultFromMessage decodes a result message.
 func ResultFromMessage(msg *message.Message) (Result, error) {
 	var r Result
+	what := "result message " + msg.UUID
 	if err := json.Unmarshal(msg.Payload, &r); err != nil {
-		return Result{}, fmt.Errorf("%w %s: result: %v", ErrMalformed, msg.UUID, err)
+		return Result{}, &eventstore.DecodeError{What: what, Reason: err.Error()}
 	}
 	if r.CommandID == "" || r.Status == "" {
-		return Result{}, fmt.Errorf("%w %s: result without command id or status", ErrMalformed, msg.UUID)
+		return Result{}, &eventstore.DecodeError{What: what, Reason: "no command id or status"}
 	}
 	return r, nil
 }

@@ -65,7 +65,7 @@ func TestCodecRejectsMalformedInputWithTypedErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := eventstore.Unmarshal([]byte(tc.in))
 			var de *eventstore.DecodeError
-			if !errors.As(err, &de) || !errors.Is(err, eventstore.ErrMalformedEnvelope) {
+			if !errors.As(err, &de) || !errors.Is(err, eventstore.ErrMalformed) {
 				t.Fatalf("got %v, want *DecodeError", err)
 			}
 			if tc.field != "" && de.Field != tc.field {

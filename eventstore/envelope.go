@@ -65,7 +65,19 @@ type Envelope struct {
 // Aggregate returns the reference of the aggregate the event belongs to.
 func (e Envelope) Aggregate() Ref { return Ref{Type: e.AggregateType, ID: e.AggregateID} }
 
-// String identifies the event in logs: "type/id#seq EVENT_TYPE".
+// DecodePayload decodes the event's payload into v. Unlike command
+// payloads, events are decoded leniently: fields v does not have are
+// ignored, so a consumer built against an older payload type still reads
+// newer events (incompatible changes get a new schema version and an
+// upcaster). A payload that does not decode is a *DecodeError.
+func (e Envelope) DecodePayload(v any) error {
+	if err := json.Unmarshal(e.Payload, v); err != nil {
+		return &DecodeError{What: e.String() + " payload", Reason: err.Error()}
+	}
+	return nil
+}
+
+// String identifies the event in logs: "type/id#seq EventType".
 func (e Envelope) String() string {
 	return fmt.Sprintf("%s/%s#%d %s", e.AggregateType, e.AggregateID, e.Sequence, e.EventType)
 }

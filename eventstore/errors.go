@@ -28,8 +28,8 @@ var ErrTransactionTooLarge = errors.New("transaction too large")
 // command id was never recorded for the aggregate (or its record expired).
 var ErrCommandNotFound = errors.New("command not recorded")
 
-// ErrMalformedEnvelope is matched (errors.Is) by every *DecodeError.
-var ErrMalformedEnvelope = errors.New("malformed event envelope")
+// ErrMalformed is matched (errors.Is) by every *DecodeError.
+var ErrMalformed = errors.New("malformed")
 
 // ConcurrencyError says an append expected the aggregate at version
 // Expected but found it at Actual: someone else appended meanwhile (or the
@@ -104,19 +104,54 @@ func Rejectf(format string, args ...any) error {
 	return &RuleRejection{Reason: fmt.Sprintf(format, args...)}
 }
 
-// DecodeError says why bytes are not a valid Envelope. It matches
-// ErrMalformedEnvelope with errors.Is.
+// DecodeError says why bytes are not what they should be: an event
+// envelope, a stored item, a stream record, a command or result message,
+// an event's payload. Decoding the same bytes again fails the same way, so
+// it is permanent (see IsPermanent). It matches ErrMalformed with
+// errors.Is.
 type DecodeError struct {
-	Field  string // "" when the JSON itself is broken
+	What   string // what was decoded: "event envelope", "stream record 42 (sk \"EVENT#…\")", …
+	Field  string // "" when the bytes as a whole are broken
 	Reason string
 }
 
 func (e *DecodeError) Error() string {
-	if e.Field == "" {
-		return fmt.Sprintf("%v: %s", ErrMalformedEnvelope, e.Reason)
+	what := e.What
+	if what == "" {
+		what = "input"
 	}
-	return fmt.Sprintf("%v: %s %s", ErrMalformedEnvelope, e.Field, e.Reason)
+	if e.Field == "" {
+		return fmt.Sprintf("%v %s: %s", ErrMalformed, what, e.Reason)
+	}
+	return fmt.Sprintf("%v %s: %s %s", ErrMalformed, what, e.Field, e.Reason)
 }
 
-// Is makes errors.Is(err, ErrMalformedEnvelope) true.
-func (e *DecodeError) Is(target error) bool { return target == ErrMalformedEnvelope }
+// Is makes errors.Is(err, ErrMalformed) true.
+func (e *DecodeError) Is(target error) bool { return target == ErrMalformed }
+
+// IsPermanent reports whether retrying can never make err go away, so a
+// message that failed with it is answered or poisoned, never retried:
+// err is or wraps a *ValidationError, a *DecodeError, ErrItemTooLarge,
+// ErrTooManyItems, ErrTransactionTooLarge, or an error whose
+// Permanent() bool method returns true (how other packages mark their own
+// errors). Every other error is transient: the message is retried and
+// redelivered, in order, until it succeeds.
+//
+// This is the one place that decides retry against poison; the command
+// dispatcher answers "invalid" exactly for these errors.
+func IsPermanent(err error) bool {
+	if err == nil {
+		return false
+	}
+	var val *ValidationError
+	var dec *DecodeError
+	var marked interface{ Permanent() bool }
+	switch {
+	case errors.As(err, &val), errors.As(err, &dec),
+		errors.Is(err, ErrItemTooLarge), errors.Is(err, ErrTooManyItems), errors.Is(err, ErrTransactionTooLarge):
+		return true
+	case errors.As(err, &marked):
+		return marked.Permanent()
+	}
+	return false
+}

@@ -14,7 +14,7 @@ type FacetConfig[S any] struct {
 	// Store holds the events and the STATE item. Required.
 	Store Store
 	// AggregateType is the type of every aggregate of this facet, e.g.
-	// "BANK_ACCOUNT". Required.
+	// "bankaccount". Required.
 	AggregateType string
 	// Processor gives the initial state and one rule per event type.
 	// Required: Initial and at least one rule.

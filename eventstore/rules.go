@@ -19,8 +19,8 @@ type Rule[S any] func(state S, ev Envelope, out *Outbox) (S, error)
 func On[S, E any](fn func(state S, ev E, out *Outbox) (S, error)) Rule[S] {
 	return func(state S, env Envelope, out *Outbox) (S, error) {
 		var ev E
-		if err := json.Unmarshal(env.Payload, &ev); err != nil {
-			return state, &ValidationError{Field: "payload", Reason: fmt.Sprintf("%s does not decode: %v", env.EventType, err)}
+		if err := env.DecodePayload(&ev); err != nil {
+			return state, &ValidationError{Field: "payload", Reason: err.Error()}
 		}
 		return fn(state, ev, out)
 	}

@@ -130,12 +130,17 @@ func (s EventTypes) Check(t string) error {
 	if _, ok := s[t]; ok {
 		return nil
 	}
+	return &ValidationError{Field: "event_type", Reason: fmt.Sprintf("%q is not a known event type (known: %s)", t, strings.Join(s.Names(), ", "))}
+}
+
+// Names returns the types of the set, sorted.
+func (s EventTypes) Names() []string {
 	names := make([]string, 0, len(s))
 	for n := range s {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	return &ValidationError{Field: "event_type", Reason: fmt.Sprintf("%q is not a known event type (known: %s)", t, strings.Join(names, ", "))}
+	return names
 }
 
 // Schema is what a store knows about event payloads: which types exist

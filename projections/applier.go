@@ -18,9 +18,9 @@ import (
 // the Applier sends them in one round trip, in the transaction that also
 // moves the projection's positions. Statements run in queue order, so a
 // later one sees an earlier one's writes. Apply must not write any other
-// way; it returns an error (bus.Permanent for a bad event) only for what
-// it can tell without the database, and checks results with the
-// QueuedQuery callbacks.
+// way; it returns an error only for what it can tell without the
+// database (a permanent one, see eventstore.IsPermanent, for an event it
+// can never apply), and checks results with the QueuedQuery callbacks.
 type Projection interface {
 	// Name identifies the projection: its positions, its consumer group.
 	Name() string
@@ -233,4 +233,14 @@ func lockPositions(ctx context.Context, tx pgx.Tx, name string, refs []eventstor
 		return nil, fmt.Errorf("projections: %s: lock positions of %d aggregates: %w", name, len(refs), err)
 	}
 	return positions, nil
+}
+
+// HasPositions reports whether the projection has applied anything yet.
+func (a *Applier) HasPositions(ctx context.Context) (bool, error) {
+	var exists bool
+	err := a.cfg.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM projection_positions WHERE projection = $1)`, a.cfg.Projection.Name()).Scan(&exists)
+	if err != nil {
+		return false, fmt.Errorf("projections: %s: positions: %w", a.cfg.Projection.Name(), err)
+	}
+	return exists, nil
 }

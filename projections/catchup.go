@@ -118,13 +118,3 @@ func CatchUp(ctx context.Context, a *Applier, history HistoryPage, progress func
 	err := g.Wait()
 	return seen, err
 }
-
-// HasPositions reports whether the projection has applied anything yet.
-func (a *Applier) HasPositions(ctx context.Context) (bool, error) {
-	var exists bool
-	err := a.cfg.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM projection_positions WHERE projection = $1)`, a.cfg.Projection.Name()).Scan(&exists)
-	if err != nil {
-		return false, fmt.Errorf("projections: %s: positions: %w", a.cfg.Projection.Name(), err)
-	}
-	return exists, nil
-}

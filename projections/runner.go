@@ -141,7 +141,7 @@ func (r *Runner) ConsumerGroup() string {
 // <prefix>poison.projection.<name>.
 func (r *Runner) PoisonTopic() string { return r.cfg.Topics.Poison(r.groupName()) }
 
-func (r *Runner) groupName() string { return "projection." + r.cfg.Applier.cfg.Projection.Name() }
+func (r *Runner) groupName() string { return "projection." + r.cfg.Applier.Projection().Name() }
 
 // Run catches a new projection up from the store (when History is set)
 // and then consumes until ctx ends.
@@ -152,7 +152,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			return err
 		}
 		if !has {
-			name := r.cfg.Applier.cfg.Projection.Name()
+			name := r.cfg.Applier.Projection().Name()
 			r.cfg.Logger.InfoContext(ctx, "new projection: catching up from the event store", "projection", name)
 			n, err := CatchUp(ctx, r.cfg.Applier, r.cfg.History, nil)
 			if err != nil {
@@ -176,7 +176,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		metrics.NewPrometheusMetricsBuilder(r.cfg.Registerer, "eventpipe", "projection").AddPrometheusRouterMetrics(router)
 	}
 	var topics []string
-	for _, aggType := range r.cfg.Applier.cfg.Projection.AggregateTypes() {
+	for _, aggType := range r.cfg.Applier.Projection().AggregateTypes() {
 		topics = append(topics, r.cfg.Topics.Events(aggType))
 	}
 	if r.cfg.Registerer != nil && len(r.cfg.Brokers) > 0 {
@@ -197,7 +197,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			_ = sub.Close()
 		}
 	}()
-	for _, aggType := range r.cfg.Applier.cfg.Projection.AggregateTypes() {
+	for _, aggType := range r.cfg.Applier.Projection().AggregateTypes() {
 		topic := r.cfg.Topics.Events(aggType)
 		sub, err := r.cfg.NewSubscriber(group)
 		if err != nil {
@@ -275,7 +275,7 @@ func (r *Runner) applyBatch(ctx context.Context, batch []pending) {
 		}
 		return
 	}
-	r.cfg.Logger.WarnContext(ctx, "a batch failed; applying its events one by one", "projection", r.cfg.Applier.cfg.Projection.Name(), "events", len(batch), "err", err)
+	r.cfg.Logger.WarnContext(ctx, "a batch failed; applying its events one by one", "projection", r.cfg.Applier.Projection().Name(), "events", len(batch), "err", err)
 	for _, p := range batch {
 		out, err := r.cfg.Applier.Apply(ctx, []eventstore.Envelope{p.e})
 		r.observe(out, []eventstore.Envelope{p.e})

@@ -3,7 +3,6 @@ package relay
 import (
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -14,25 +13,6 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	store "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 )
-
-// ErrUndecodable is matched (errors.Is) by every *DecodeError.
-var ErrUndecodable = errors.New("relay: undecodable stream record")
-
-// DecodeError says why a stream record of an event or outbound item could
-// not be turned into a bus message. The relay sends such a record to its
-// poison topic and moves on.
-type DecodeError struct {
-	SequenceNumber string
-	SortKey        string
-	Reason         string
-}
-
-func (e *DecodeError) Error() string {
-	return fmt.Sprintf("%v %s (sk %q): %s", ErrUndecodable, e.SequenceNumber, e.SortKey, e.Reason)
-}
-
-// Is makes errors.Is(err, ErrUndecodable) true.
-func (e *DecodeError) Is(target error) bool { return target == ErrUndecodable }
 
 // Outgoing is a message bound for a topic.
 type Outgoing struct {
@@ -52,10 +32,12 @@ type Translator struct {
 }
 
 // Translate returns the message for rec, ok=false when the record is not
-// published, or a *DecodeError.
+// published, or a *eventstore.DecodeError naming the record (its stream
+// sequence number and sort key): the relay poisons such a record and
+// moves on.
 func (t Translator) Translate(rec st.Record) (out Outgoing, ok bool, err error) {
 	if rec.Dynamodb == nil {
-		return Outgoing{}, false, &DecodeError{Reason: "record has no dynamodb section"}
+		return Outgoing{}, false, &eventstore.DecodeError{What: "stream record", Reason: "record has no dynamodb section"}
 	}
 	seq := deref(rec.Dynamodb.SequenceNumber)
 	if rec.EventName == st.OperationTypeRemove {
@@ -66,7 +48,7 @@ func (t Translator) Translate(rec st.Record) (out Outgoing, ok bool, err error) 
 		sk = keyS(rec.Dynamodb.NewImage, store.AttrSK)
 	}
 	fail := func(reason string) (Outgoing, bool, error) {
-		return Outgoing{}, false, &DecodeError{SequenceNumber: seq, SortKey: sk, Reason: reason}
+		return Outgoing{}, false, &eventstore.DecodeError{What: fmt.Sprintf("stream record %s (sk %q)", seq, sk), Reason: reason}
 	}
 	isEvent := strings.HasPrefix(sk, store.SKEventPrefix)
 	isOutbound := strings.HasPrefix(sk, store.SKOutboundPrefix)

@@ -2,12 +2,14 @@ package relay_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	st "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/relay"
 )
 
@@ -56,8 +58,8 @@ func TestTranslateRoutesEventsAndSkipsTheRest(t *testing.T) {
 	bad := eventImage()
 	bad["payload"] = sAttr("{not json")
 	_, _, err = tr.Translate(record(st.OperationTypeInsert, bad))
-	var de *relay.DecodeError
-	if !errors.As(err, &de) || !errors.Is(err, relay.ErrUndecodable) || de.SortKey != "EVENT#000000000001" || de.SequenceNumber != "000000000000000000042" {
+	var de *eventstore.DecodeError
+	if !errors.As(err, &de) || !errors.Is(err, eventstore.ErrMalformed) || !strings.Contains(de.What, `"EVENT#000000000001"`) || !strings.Contains(de.What, "000000000000000000042") {
 		t.Fatalf("bad payload: %v, want a *DecodeError naming the record", err)
 	}
 	if msg := relay.PoisonMessage("shard-1", record(st.OperationTypeInsert, bad), err); msg.UUID != "rec-1" || msg.Metadata.Get(relay.MetadataPoisonReason) != err.Error() {
@@ -86,7 +88,7 @@ func FuzzTranslate(f *testing.F) {
 		rec := record(st.OperationTypeInsert, img)
 		out, ok, err := tr.Translate(rec)
 		if err != nil {
-			var de *relay.DecodeError
+			var de *eventstore.DecodeError
 			if !errors.As(err, &de) {
 				t.Fatalf("error %v (%T) is not a *DecodeError", err, err)
 			}

@@ -25,7 +25,7 @@ func eventsCommand() *cobra.Command {
 		Use:   "events [<aggregate-type> <aggregate-id>]",
 		Short: "Print the event log of an aggregate, or every event of a type (--type)",
 		Example: `  eventpipe events todo t1
-  eventpipe events --type Todo.Created --from 2026-11-01T00:00:00Z`,
+  eventpipe events --type TodoCreated --from 2026-11-01T00:00:00Z`,
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()

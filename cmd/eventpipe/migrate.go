@@ -5,10 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eventpipe/eventpipe/internal/dynamoclient"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
-	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
-	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
+	"github.com/eventpipe/eventpipe"
 )
 
 func migrateCommand() *cobra.Command {
@@ -18,24 +15,13 @@ func migrateCommand() *cobra.Command {
 		Short: "Create or check the storage: the DynamoDB events and lease tables and the Postgres read models (idempotent)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			ep := endpoints.FromEnv()
-			db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+			ep := eventpipe.EndpointsFromEnv()
+			m, err := eventpipe.Migrate(cmd.Context(), ep, schema)
 			if err != nil {
 				return err
 			}
-			if err := migrate.CreateEventsTable(ctx, db, ep.EventsTable); err != nil {
-				return err
-			}
-			if err := migrate.CreateLeasesTable(ctx, db, ep.LeasesTable); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "dynamodb tables %s and %s ready at %s\n", ep.EventsTable, ep.LeasesTable, ep.DynamoDB)
-			version, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: ep.Postgres, Schema: schema})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "postgres schema %s at version %d (read models, projection positions)\n", schema, version)
+			fmt.Fprintf(cmd.OutOrStdout(), "dynamodb tables %s and %s ready at %s\n", m.EventsTable, m.LeasesTable, ep.DynamoDB)
+			fmt.Fprintf(cmd.OutOrStdout(), "postgres schema %s at version %d (read models, projection positions)\n", m.PostgresSchema, m.PostgresVersion)
 			return nil
 		},
 	}

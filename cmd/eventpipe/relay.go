@@ -11,9 +11,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eventpipe/eventpipe"
-	"github.com/eventpipe/eventpipe/internal/dynamoclient"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
-	"github.com/eventpipe/eventpipe/relay"
 )
 
 func relayCommand() *cobra.Command {
@@ -38,13 +35,9 @@ acknowledged all of it. Records that cannot be decoded go to poison.relay.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			ep := endpoints.FromEnv()
-			db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
-			if err != nil {
-				return err
-			}
+			ep := eventpipe.EndpointsFromEnv()
 			if status {
-				return printRelayStatus(ctx, cmd, db, ep)
+				return printRelayStatus(ctx, cmd, ep)
 			}
 			reg := eventpipe.NewMetricsRegistry()
 			r, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{
@@ -81,12 +74,8 @@ acknowledged all of it. Records that cannot be decoded go to poison.relay.
 	return cmd
 }
 
-func printRelayStatus(ctx context.Context, cmd *cobra.Command, db relay.TableAPI, ep endpoints.Endpoints) error {
-	stream, err := relay.StreamARN(ctx, db, ep.EventsTable)
-	if err != nil {
-		return err
-	}
-	leases, err := relay.Status(ctx, &relay.Leases{Client: db, Table: ep.LeasesTable}, stream)
+func printRelayStatus(ctx context.Context, cmd *cobra.Command, ep eventpipe.Endpoints) error {
+	stream, leases, err := eventpipe.RelayStatus(ctx, ep)
 	if err != nil {
 		return err
 	}

@@ -1,26 +1,31 @@
 // Package bankaccount is an example bank-account ledger, as an
-// eventstore facet: accounts are created and renamed, transactions move
-// the balance, a transaction that would take the balance below the
-// overdraft limit is rejected ("insufficient funds"), and the transaction
-// that takes a balance from ≥ 0 to below 0 publishes an accountOverdrawn
-// outbound event.
+// eventstore facet: accounts are opened and their owner renamed,
+// transactions move the balance, a transaction that would take the
+// balance below the overdraft limit is rejected ("insufficient funds"),
+// and the transaction that takes a balance from ≥ 0 to below 0 publishes
+// an accountOverdrawn outbound event.
 package bankaccount
 
-// AggregateType is the facet's aggregate type.
-const AggregateType = "BANK_ACCOUNT"
+import "github.com/eventpipe/eventpipe/eventstore"
 
-// Event types (inbound) and outbound event names.
+// AggregateType of bank accounts.
+const AggregateType = "bankaccount"
+
+// Event types.
 const (
-	EventAccountCreation     = "ACCOUNT_CREATION"
-	EventAccountUpdate       = "ACCOUNT_UPDATE"
-	EventTransactionAccepted = "TRANSACTION_ACCEPTED"
-	OutboundAccountOverdrawn = "accountOverdrawn"
+	AccountOpened       = "AccountOpened"       // payload AccountOpenedData
+	OwnerRenamed        = "OwnerRenamed"        // payload OwnerRenamedData
+	TransactionAccepted = "TransactionAccepted" // payload TransactionAcceptedData
 )
+
+// OutboundAccountOverdrawn is published (payload AccountOverdrawnData) by
+// the transaction that takes a balance from ≥ 0 to below 0.
+const OutboundAccountOverdrawn = "accountOverdrawn"
 
 // DefaultMinimumBalance is the overdraft every new account gets.
 const DefaultMinimumBalance = -1000
 
-// Account is the facet's state.
+// Account is the state of one account.
 type Account struct {
 	ID             string `json:"id"`
 	OwnerFirst     string `json:"ownerFirst"`
@@ -29,29 +34,45 @@ type Account struct {
 	MinimumBalance int64  `json:"minimumBalance"`
 }
 
-// AccountCreation opens the account.
-type AccountCreation struct {
+// AccountOpenedData is the payload of AccountOpened.
+type AccountOpenedData struct {
 	ID string `json:"id"`
 }
 
-// AccountUpdate renames the owner.
-type AccountUpdate struct {
+// OwnerRenamedData is the payload of OwnerRenamed and RenameOwner.
+type OwnerRenamedData struct {
 	OwnerFirst string `json:"ownerFirst"`
 	OwnerLast  string `json:"ownerLast"`
 }
 
-// Transaction moves the balance by Amount (negative: a debit).
-type Transaction struct {
+// TransactionAcceptedData is the payload of TransactionAccepted and
+// RecordTransaction: the balance moves by Amount (negative: a debit).
+type TransactionAcceptedData struct {
 	Desc   string `json:"desc"`
 	Amount int64  `json:"amount"`
 }
 
-// AccountOverdrawn is published when a transaction takes the balance
-// from ≥ 0 to below 0.
-type AccountOverdrawn struct {
+// AccountOverdrawnData is the payload of the accountOverdrawn outbound
+// event.
+type AccountOverdrawnData struct {
 	AccountID string `json:"accountId"`
 }
 
 // Initial is the state of an account before its first event: balance 0
 // and the default overdraft.
 func Initial() Account { return Account{MinimumBalance: DefaultMinimumBalance} }
+
+// Opened is the event that opens account id.
+func Opened(id string) eventstore.NewEvent {
+	return eventstore.Event(AccountOpened, AccountOpenedData{ID: id})
+}
+
+// Renamed is the event that sets the owner's name.
+func Renamed(first, last string) eventstore.NewEvent {
+	return eventstore.Event(OwnerRenamed, OwnerRenamedData{OwnerFirst: first, OwnerLast: last})
+}
+
+// Transacted is the event of a transaction of amount.
+func Transacted(desc string, amount int64) eventstore.NewEvent {
+	return eventstore.Event(TransactionAccepted, TransactionAcceptedData{Desc: desc, Amount: amount})
+}

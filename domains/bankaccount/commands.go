@@ -1,71 +1,64 @@
 package bankaccount
 
 import (
-	"encoding/json"
-	"strings"
-
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
 )
 
-// Command types of the ledger.
+// Command types.
 const (
-	CommandOpen     = "OpenAccount"       // payload {}
-	CommandRename   = "RenameOwner"       // payload AccountUpdate
-	CommandTransact = "RecordTransaction" // payload Transaction; refused past the overdraft
+	OpenAccount       = "OpenAccount"       // payload {}
+	RenameOwner       = "RenameOwner"       // payload OwnerRenamedData
+	RecordTransaction = "RecordTransaction" // payload TransactionAcceptedData; rejected past the overdraft
 )
 
-func decode(cmd commands.Command, v any) error {
-	dec := json.NewDecoder(strings.NewReader(string(cmd.Payload)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return &eventstore.ValidationError{Field: "payload", Reason: cmd.Type + ": " + err.Error()}
-	}
-	return nil
+// Domain describes the ledger's write model: its events and its
+// commands, each deciding against the account's STATE.
+func Domain() commands.Domain {
+	return commands.FacetDomain(AggregateType, Processor(), map[string]commands.Decide[Account]{
+		OpenAccount: decideOpen, RenameOwner: decideRename, RecordTransaction: decideTransact,
+	})
+}
+
+// NewFacet returns the ledger facet on store (reads of an account's
+// STATE, appends that the rules check). upcasters may be nil.
+func NewFacet(store eventstore.Store, upcasters *eventstore.Upcasters) (*eventstore.Facet[Account], error) {
+	return eventstore.NewFacet(eventstore.FacetConfig[Account]{Store: store, AggregateType: AggregateType, Processor: Processor(), Upcasters: upcasters})
 }
 
 func decideOpen(cur eventstore.State[Account], cmd commands.Command) ([]eventstore.NewEvent, error) {
-	if err := decode(cmd, &struct{}{}); err != nil {
+	if err := cmd.DecodePayload(&struct{}{}); err != nil {
 		return nil, err
 	}
 	if cur.Item.ID != "" {
 		return nil, commands.Conflict("account %s already exists", cmd.AggregateID)
 	}
-	return []eventstore.NewEvent{Create(cmd.AggregateID)}, nil
+	return []eventstore.NewEvent{Opened(cmd.AggregateID)}, nil
 }
 
 func decideRename(cur eventstore.State[Account], cmd commands.Command) ([]eventstore.NewEvent, error) {
-	var u AccountUpdate
-	if err := decode(cmd, &u); err != nil {
+	var d OwnerRenamedData
+	if err := cmd.DecodePayload(&d); err != nil {
 		return nil, err
 	}
 	if cur.Item.ID == "" {
 		return nil, commands.NotFound("account %s does not exist", cmd.AggregateID)
 	}
-	return []eventstore.NewEvent{Rename(u.OwnerFirst, u.OwnerLast)}, nil
+	return []eventstore.NewEvent{Renamed(d.OwnerFirst, d.OwnerLast)}, nil
 }
 
 // decideTransact records the transaction; the ledger's rule refuses it
 // (a rejected result) when it would pass the overdraft limit.
 func decideTransact(cur eventstore.State[Account], cmd commands.Command) ([]eventstore.NewEvent, error) {
-	var tx Transaction
-	if err := decode(cmd, &tx); err != nil {
+	var d TransactionAcceptedData
+	if err := cmd.DecodePayload(&d); err != nil {
 		return nil, err
 	}
-	if tx.Amount == 0 {
+	if d.Amount == 0 {
 		return nil, &eventstore.ValidationError{Field: "amount", Reason: "is 0"}
 	}
 	if cur.Item.ID == "" {
 		return nil, commands.NotFound("account %s does not exist", cmd.AggregateID)
 	}
-	return []eventstore.NewEvent{Transact(tx.Desc, tx.Amount)}, nil
-}
-
-// Domain describes the ledger's write model: its events and its commands
-// (OpenAccount, RenameOwner, RecordTransaction), each deciding against the
-// account's STATE.
-func Domain() commands.Domain {
-	return commands.FacetDomain(AggregateType, Processor(), map[string]commands.Decide[Account]{
-		CommandOpen: decideOpen, CommandRename: decideRename, CommandTransact: decideTransact,
-	})
+	return []eventstore.NewEvent{Transacted(d.Desc, d.Amount)}, nil
 }

@@ -19,7 +19,7 @@ import (
 	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
 
-func newLedger(t *testing.T) (*bankaccount.Ledger, *store.Store, *ddb.Client, string) {
+func newLedger(t *testing.T) (*eventstore.Facet[bankaccount.Account], *store.Store, *ddb.Client, string) {
 	t.Helper()
 	ctx := context.Background()
 	client := testenv.DynamoDB(t)
@@ -34,7 +34,7 @@ func newLedger(t *testing.T) (*bankaccount.Ledger, *store.Store, *ddb.Client, st
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := bankaccount.NewLedger(s, nil)
+	l, err := bankaccount.NewFacet(s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func partition(t *testing.T, client *ddb.Client, table, id string) []map[string]
 	out, err := client.Query(context.Background(), &ddb.QueryInput{
 		TableName: aws.String(table), ConsistentRead: aws.Bool(true),
 		KeyConditionExpression:    aws.String("pk = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "AGGREGATE#BANK_ACCOUNT#" + id}},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "AGGREGATE#" + bankaccount.AggregateType + "#" + id}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -74,15 +74,15 @@ func TestLedgerWalkThroughOfSeed003(t *testing.T) {
 		return eventstore.Change{Events: []eventstore.NewEvent{e}}
 	}
 
-	if _, err := ledger.Append(ctx, id, one(bankaccount.Create(id))); err != nil {
+	if _, err := ledger.Append(ctx, id, one(bankaccount.Opened(id))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ledger.Append(ctx, id, one(bankaccount.Rename("John", "Brown"))); err != nil {
+	if _, err := ledger.Append(ctx, id, one(bankaccount.Renamed("John", "Brown"))); err != nil {
 		t.Fatal(err)
 	}
 	// Two transactions in a single append.
 	res, err := ledger.Append(ctx, id, eventstore.Change{Events: []eventstore.NewEvent{
-		bankaccount.Transact("Transaction A", 200), bankaccount.Transact("Transaction B", -300),
+		bankaccount.Transacted("Transaction A", 200), bankaccount.Transacted("Transaction B", -300),
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -97,11 +97,11 @@ func TestLedgerWalkThroughOfSeed003(t *testing.T) {
 
 	// Another separate transaction, then appendTo against the state just
 	// returned, without reading it again.
-	resC, err := ledger.Append(ctx, id, one(bankaccount.Transact("Transaction C", 50)))
+	resC, err := ledger.Append(ctx, id, one(bankaccount.Transacted("Transaction C", 50)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	resD, err := ledger.AppendTo(ctx, resC.State, one(bankaccount.Transact("Transaction D", 25)))
+	resD, err := ledger.AppendTo(ctx, resC.State, one(bankaccount.Transacted("Transaction D", 25)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestLedgerWalkThroughOfSeed003(t *testing.T) {
 	}
 	t.Logf("Verified balance: %s", balanceJSON(verified.State.Item))
 
-	final, err := ledger.Recalculate(ctx, id, one(bankaccount.Transact("Transaction E", 25)))
+	final, err := ledger.Recalculate(ctx, id, one(bankaccount.Transacted("Transaction E", 25)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestLedgerWalkThroughOfSeed003(t *testing.T) {
 
 	// Past the overdraft: rejected, nothing stored.
 	before := render(partition(t, client, table, id))
-	_, err = ledger.Append(ctx, id, one(bankaccount.Transact("Transaction F", -1001)))
+	_, err = ledger.Append(ctx, id, one(bankaccount.Transacted("Transaction F", -1001)))
 	var rej *eventstore.RuleRejection
 	if !errors.As(err, &rej) || rej.Reason != "insufficient funds" {
 		t.Fatalf("transaction past the overdraft: %v", err)
@@ -179,10 +179,10 @@ func TestLedgerRedeliveredCommandReturnsOriginalResult(t *testing.T) {
 	ctx := context.Background()
 	ledger, _, client, table := newLedger(t)
 	id := "acc-dup"
-	if _, err := ledger.Append(ctx, id, eventstore.Change{Events: []eventstore.NewEvent{bankaccount.Create(id)}}); err != nil {
+	if _, err := ledger.Append(ctx, id, eventstore.Change{Events: []eventstore.NewEvent{bankaccount.Opened(id)}}); err != nil {
 		t.Fatal(err)
 	}
-	withdraw := eventstore.Change{CommandID: "cmd-withdraw-600", Events: []eventstore.NewEvent{bankaccount.Transact("W", -600)}}
+	withdraw := eventstore.Change{CommandID: "cmd-withdraw-600", Events: []eventstore.NewEvent{bankaccount.Transacted("W", -600)}}
 	first, err := ledger.Append(ctx, id, withdraw)
 	if err != nil {
 		t.Fatal(err)

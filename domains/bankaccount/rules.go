@@ -7,14 +7,14 @@ func Processor() eventstore.Processor[Account] {
 	return eventstore.Processor[Account]{
 		Initial: Initial,
 		Rules: map[string]eventstore.Rule[Account]{
-			EventAccountCreation:     eventstore.On(applyCreation),
-			EventAccountUpdate:       eventstore.On(applyUpdate),
-			EventTransactionAccepted: eventstore.On(applyTransaction),
+			AccountOpened:       eventstore.On(applyOpened),
+			OwnerRenamed:        eventstore.On(applyRenamed),
+			TransactionAccepted: eventstore.On(applyTransaction),
 		},
 	}
 }
 
-func applyCreation(a Account, ev AccountCreation, _ *eventstore.Outbox) (Account, error) {
+func applyOpened(a Account, ev AccountOpenedData, _ *eventstore.Outbox) (Account, error) {
 	if a.ID != "" {
 		return a, eventstore.Rejectf("account %s already exists", a.ID)
 	}
@@ -22,18 +22,18 @@ func applyCreation(a Account, ev AccountCreation, _ *eventstore.Outbox) (Account
 	return a, nil
 }
 
-func applyUpdate(a Account, ev AccountUpdate, _ *eventstore.Outbox) (Account, error) {
+func applyRenamed(a Account, ev OwnerRenamedData, _ *eventstore.Outbox) (Account, error) {
 	a.OwnerFirst, a.OwnerLast = ev.OwnerFirst, ev.OwnerLast
 	return a, nil
 }
 
-func applyTransaction(a Account, ev Transaction, out *eventstore.Outbox) (Account, error) {
+func applyTransaction(a Account, ev TransactionAcceptedData, out *eventstore.Outbox) (Account, error) {
 	next := a.Balance + ev.Amount
 	if next < a.MinimumBalance {
 		return a, eventstore.Reject("insufficient funds")
 	}
 	if a.Balance >= 0 && next < 0 {
-		out.Publish(OutboundAccountOverdrawn, AccountOverdrawn{AccountID: a.ID})
+		out.Publish(OutboundAccountOverdrawn, AccountOverdrawnData{AccountID: a.ID})
 	}
 	a.Balance = next
 	return a, nil

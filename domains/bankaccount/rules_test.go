@@ -26,8 +26,8 @@ func envelopes(t *testing.T, evs ...eventstore.NewEvent) []eventstore.Envelope {
 func TestRulesPublishOverdrawnOnceAndRejectPastTheOverdraft(t *testing.T) {
 	p := bankaccount.Processor()
 	st, out, err := p.Apply(p.Initial(), envelopes(t,
-		bankaccount.Create("1"), bankaccount.Rename("John", "Brown"),
-		bankaccount.Transact("A", 200), bankaccount.Transact("B", -300), bankaccount.Transact("C", -100),
+		bankaccount.Opened("1"), bankaccount.Renamed("John", "Brown"),
+		bankaccount.Transacted("A", 200), bankaccount.Transacted("B", -300), bankaccount.Transacted("C", -100),
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -39,15 +39,15 @@ func TestRulesPublishOverdrawnOnceAndRejectPastTheOverdraft(t *testing.T) {
 	if len(out) != 1 || out[0].Name != "accountOverdrawn" || out[0].Seq != 4 || string(out[0].Payload) != `{"accountId":"1"}` {
 		t.Fatalf("outbound %+v, want one accountOverdrawn from sequence 4", out)
 	}
-	_, _, err = p.Apply(st, envelopes(t, bankaccount.Transact("D", -801)))
+	_, _, err = p.Apply(st, envelopes(t, bankaccount.Transacted("D", -801)))
 	var rej *eventstore.RuleRejection
-	if !errors.As(err, &rej) || rej.Reason != "insufficient funds" || rej.EventType != bankaccount.EventTransactionAccepted {
+	if !errors.As(err, &rej) || rej.Reason != "insufficient funds" || rej.EventType != bankaccount.TransactionAccepted {
 		t.Fatalf("past the overdraft: %v", err)
 	}
-	if _, _, err := p.Apply(st, envelopes(t, bankaccount.Transact("D", -800))); err != nil {
+	if _, _, err := p.Apply(st, envelopes(t, bankaccount.Transacted("D", -800))); err != nil {
 		t.Fatalf("exactly at the overdraft limit: %v", err)
 	}
-	_, _, err = p.Apply(st, envelopes(t, bankaccount.Create("2")))
+	_, _, err = p.Apply(st, envelopes(t, bankaccount.Opened("2")))
 	if !errors.As(err, &rej) {
 		t.Fatalf("second creation: %v", err)
 	}

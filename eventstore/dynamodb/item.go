@@ -118,7 +118,7 @@ func EnvelopeFromItem(it map[string]types.AttributeValue) (eventstore.Envelope, 
 		e.OccurredAt, err = time.Parse(time.RFC3339Nano, occurred)
 	}
 	if err != nil {
-		return eventstore.Envelope{}, &eventstore.DecodeError{Reason: "event item: " + err.Error()}
+		return eventstore.Envelope{}, &eventstore.DecodeError{What: "event item", Reason: err.Error()}
 	}
 	e.SchemaVersion = int(version)
 	e.OccurredAt = e.OccurredAt.UTC()
@@ -132,9 +132,9 @@ func EnvelopeFromItem(it map[string]types.AttributeValue) (eventstore.Envelope, 
 	if err := e.Validate(); err != nil {
 		var ve *eventstore.ValidationError
 		if errors.As(err, &ve) {
-			return eventstore.Envelope{}, &eventstore.DecodeError{Field: ve.Field, Reason: ve.Reason}
+			return eventstore.Envelope{}, &eventstore.DecodeError{What: "event item", Field: ve.Field, Reason: ve.Reason}
 		}
-		return eventstore.Envelope{}, &eventstore.DecodeError{Reason: err.Error()}
+		return eventstore.Envelope{}, &eventstore.DecodeError{What: "event item", Reason: err.Error()}
 	}
 	return e, nil
 }
@@ -193,7 +193,7 @@ func OutboundFromItem(it map[string]types.AttributeValue) (eventstore.OutboundRe
 		err = errors.New("payload is not JSON")
 	}
 	if err != nil {
-		return eventstore.OutboundRecord{}, &eventstore.DecodeError{Reason: "outbound item: " + err.Error()}
+		return eventstore.OutboundRecord{}, &eventstore.DecodeError{What: "outbound item", Reason: err.Error()}
 	}
 	o.Index = int(idx)
 	o.OccurredAt = o.OccurredAt.UTC()

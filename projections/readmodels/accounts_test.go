@@ -64,17 +64,17 @@ func newWorld(t testing.TB) *world {
 	return &world{store: s, db: db, table: table, ddb: ddb, schema: schema}
 }
 
-// openAccount appends ACCOUNT_CREATION and n transactions; it returns the
+// openAccount appends AccountOpened and n transactions; it returns the
 // stored events and the balance they add up to.
 func (w *world) openAccount(t *testing.T, id string, n int) ([]eventstore.Envelope, int64) {
 	t.Helper()
 	ref := eventstore.Ref{Type: bankaccount.AggregateType, ID: id}
-	ch := eventstore.Change{Events: []eventstore.NewEvent{eventstore.Event(bankaccount.EventAccountCreation, bankaccount.AccountCreation{ID: id})}}
+	ch := eventstore.Change{Events: []eventstore.NewEvent{eventstore.Event(bankaccount.AccountOpened, bankaccount.AccountOpenedData{ID: id})}}
 	var balance int64
 	for i := range n {
 		amount := int64(rand.IntN(200) - 80)
 		balance += amount
-		ch.Events = append(ch.Events, eventstore.Event(bankaccount.EventTransactionAccepted, bankaccount.Transaction{Desc: fmt.Sprint(i), Amount: amount}))
+		ch.Events = append(ch.Events, eventstore.Event(bankaccount.TransactionAccepted, bankaccount.TransactionAcceptedData{Desc: fmt.Sprint(i), Amount: amount}))
 	}
 	req, err := eventstore.Prepare(ref, 0, ch, eventstore.Schema{})
 	if err != nil {

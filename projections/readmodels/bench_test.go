@@ -29,7 +29,7 @@ import (
 )
 
 // synthetic generates a bank's history without storing it: accounts
-// ACCOUNT_CREATION events first, then TRANSACTION_ACCEPTED events round
+// AccountOpened events first, then TransactionAccepted events round
 // robin over the accounts, events in all. Event k is computed, never
 // kept, so a history of any length costs no memory.
 type synthetic struct {
@@ -49,13 +49,13 @@ func (s synthetic) event(k int) eventstore.Envelope {
 		OccurredAt:    s.start.Add(time.Duration(k) * time.Microsecond).UTC(),
 	}
 	if k < s.accounts {
-		e.AggregateID, e.Sequence, e.EventType = fmt.Sprintf("acc-%07d", k), 1, bankaccount.EventAccountCreation
-		e.Payload, _ = json.Marshal(bankaccount.AccountCreation{ID: e.AggregateID})
+		e.AggregateID, e.Sequence, e.EventType = fmt.Sprintf("acc-%07d", k), 1, bankaccount.AccountOpened
+		e.Payload, _ = json.Marshal(bankaccount.AccountOpenedData{ID: e.AggregateID})
 		return e
 	}
 	j := k - s.accounts
-	e.AggregateID, e.Sequence, e.EventType = fmt.Sprintf("acc-%07d", j%s.accounts), int64(2+j/s.accounts), bankaccount.EventTransactionAccepted
-	e.Payload, _ = json.Marshal(bankaccount.Transaction{Desc: "bench", Amount: int64(j%100 - 40)})
+	e.AggregateID, e.Sequence, e.EventType = fmt.Sprintf("acc-%07d", j%s.accounts), int64(2+j/s.accounts), bankaccount.TransactionAccepted
+	e.Payload, _ = json.Marshal(bankaccount.TransactionAcceptedData{Desc: "bench", Amount: int64(j%100 - 40)})
 	return e
 }
 
@@ -72,9 +72,9 @@ func (s synthetic) all() []eventstore.Envelope {
 func (s synthetic) history(_ context.Context, eventType, cursor string) ([]eventstore.Envelope, string, error) {
 	lo, hi := 0, 0
 	switch eventType {
-	case bankaccount.EventAccountCreation:
+	case bankaccount.AccountOpened:
 		lo, hi = 0, s.accounts
-	case bankaccount.EventTransactionAccepted:
+	case bankaccount.TransactionAccepted:
 		lo, hi = s.accounts, s.events
 	}
 	if cursor != "" {
@@ -98,9 +98,9 @@ func (s synthetic) history(_ context.Context, eventType, cursor string) ([]event
 
 func (s synthetic) count(_ context.Context, eventType string) (int, error) {
 	switch eventType {
-	case bankaccount.EventAccountCreation:
+	case bankaccount.AccountOpened:
 		return s.accounts, nil
-	case bankaccount.EventTransactionAccepted:
+	case bankaccount.TransactionAccepted:
 		return s.events - s.accounts, nil
 	}
 	return 0, nil
@@ -113,11 +113,11 @@ func rawUpsert(ctx context.Context, db *pgxpool.Pool, events []eventstore.Envelo
 	var b pgx.Batch
 	for _, e := range events {
 		switch e.EventType {
-		case bankaccount.EventAccountCreation:
+		case bankaccount.AccountOpened:
 			b.Queue(`INSERT INTO accounts (account_id, version, apply_count, opened_at, updated_at) VALUES ($1, $2, 1, $3, $3)
 				ON CONFLICT (account_id) DO NOTHING`, e.AggregateID, e.Sequence, e.OccurredAt)
-		case bankaccount.EventTransactionAccepted:
-			var t bankaccount.Transaction
+		case bankaccount.TransactionAccepted:
+			var t bankaccount.TransactionAcceptedData
 			if err := json.Unmarshal(e.Payload, &t); err != nil {
 				return err
 			}

@@ -41,11 +41,11 @@ func (w *world) apply(t *testing.T, p projections.Projection, events []eventstor
 func TestOrderSummaryFollowsTheLifecycleIncludingARefund(t *testing.T) {
 	w := newWorld(t)
 	evs := w.appendEvents(t, eventstore.Ref{Type: order.AggregateType, ID: "o-1"},
-		eventstore.Event(order.Placed, order.PlacedData{Customer: "ada", Total: 120}),
-		eventstore.Event(order.Paid, order.PaymentData{Amount: 120}),
-		eventstore.Event(order.Shipped, order.ShippedData{TrackingNumber: "TRK-9"}),
-		eventstore.Event(order.Delivered, struct{}{}),
-		eventstore.Event(order.Refunded, order.RefundData{Amount: 20, Reason: "dented"}),
+		eventstore.Event(order.OrderPlaced, order.OrderPlacedData{Customer: "ada", Total: 120}),
+		eventstore.Event(order.PaymentProcessed, order.PaymentProcessedData{Amount: 120}),
+		eventstore.Event(order.OrderShipped, order.OrderShippedData{TrackingNumber: "TRK-9"}),
+		eventstore.Event(order.OrderDelivered, struct{}{}),
+		eventstore.Event(order.OrderRefunded, order.OrderRefundedData{Amount: 20, Reason: "dented"}),
 	)
 	w.apply(t, readmodels.Orders{}, append(evs, evs...))
 	var status, tracking string
@@ -68,12 +68,12 @@ func TestTodosListPagesLiveTodosInIDOrder(t *testing.T) {
 	var all []eventstore.Envelope
 	for i := range 25 {
 		ref := eventstore.Ref{Type: todo.AggregateType, ID: fmt.Sprintf("t-%02d", i)}
-		evs := []eventstore.NewEvent{eventstore.Event(todo.Created, todo.Fields{Title: fmt.Sprint("task ", i)})}
+		evs := []eventstore.NewEvent{eventstore.Event(todo.TodoCreated, todo.TodoData{Title: fmt.Sprint("task ", i)})}
 		switch i {
 		case 3:
-			evs = append(evs, eventstore.Event(todo.Updated, todo.Fields{Title: "done", Completed: true}))
+			evs = append(evs, eventstore.Event(todo.TodoUpdated, todo.TodoData{Title: "done", Completed: true}))
 		case 4, 17:
-			evs = append(evs, eventstore.Event(todo.Deleted, struct{}{}))
+			evs = append(evs, eventstore.Event(todo.TodoDeleted, struct{}{}))
 		}
 		all = append(all, w.appendEvents(t, ref, evs...)...)
 	}

@@ -23,7 +23,7 @@ import (
 func (w *world) appendTransaction(ctx context.Context, t *testing.T, id string, version int64, amount int64) eventstore.Envelope {
 	ref := eventstore.Ref{Type: bankaccount.AggregateType, ID: id}
 	req, err := eventstore.Prepare(ref, version, eventstore.Change{Events: []eventstore.NewEvent{
-		eventstore.Event(bankaccount.EventTransactionAccepted, bankaccount.Transaction{Desc: "live", Amount: amount}),
+		eventstore.Event(bankaccount.TransactionAccepted, bankaccount.TransactionAcceptedData{Desc: "live", Amount: amount}),
 	}}, eventstore.Schema{})
 	if err != nil {
 		t.Error(err)

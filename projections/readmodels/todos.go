@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
 )
@@ -25,33 +24,31 @@ func (Todos) AggregateTypes() []string { return []string{todo.AggregateType} }
 func (Todos) Tables() []string { return []string{"todos"} }
 
 // EventTypes implements projections.EventTyper.
-func (Todos) EventTypes() []string {
-	return []string{todo.Created, todo.Updated, todo.Deleted}
-}
+func (Todos) EventTypes() []string { return todo.Domain().EventTypes.Names() }
 
 // Apply implements projections.Projection.
 func (Todos) Apply(_ context.Context, b *pgx.Batch, e eventstore.Envelope) error {
 	switch e.EventType {
-	case todo.Created:
-		var f todo.Fields
-		if err := decode(e, &f); err != nil {
+	case todo.TodoCreated:
+		var f todo.TodoData
+		if err := e.DecodePayload(&f); err != nil {
 			return err
 		}
 		b.Queue(`INSERT INTO todos (todo_id, title, completed, version, apply_count, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, 1, $5, $5)`, e.AggregateID, f.Title, f.Completed, e.Sequence, e.OccurredAt)
 		return nil
-	case todo.Updated:
-		var f todo.Fields
-		if err := decode(e, &f); err != nil {
+	case todo.TodoUpdated:
+		var f todo.TodoData
+		if err := e.DecodePayload(&f); err != nil {
 			return err
 		}
 		touch(b, "todos", "todo_id", e, `title = $4, completed = $5, updated_at = $3`, f.Title, f.Completed)
 		return nil
-	case todo.Deleted:
+	case todo.TodoDeleted:
 		touch(b, "todos", "todo_id", e, `deleted = $4, updated_at = $3`, true)
 		return nil
 	default:
-		return bus.Permanent(fmt.Errorf("todos: unknown event type %q", e.EventType))
+		return unknownEvent(e)
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package httpapi is eventpipe's HTTP front door: a server with JSON
 // errors, a request size limit, health and Prometheus endpoints and
-// graceful shutdown, onto which `eventpipe serve` mounts the resource
-// handlers (the todo API).
+// graceful shutdown, onto which resources mount their handlers (the
+// write side mounts every resource of its catalogue, for example the todo
+// API of domains/todo/todoapi).
 package httpapi
 
 import (
@@ -9,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,6 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Config configures a Server.
@@ -143,15 +147,19 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // DecodeJSON decodes a request body into v, writing the error response
 // (413 for a body over the limit, 400 otherwise) and returning false on
 // failure.
+// Unknown fields are refused (eventstore.DecodeStrict).
 func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			WriteError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
-			return false
-		}
+	body, err := io.ReadAll(r.Body)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		WriteError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
+		return false
+	case err != nil:
+		WriteError(w, http.StatusBadRequest, "unreadable_body", err.Error())
+		return false
+	}
+	if err := eventstore.DecodeStrict("request body", body, v); err != nil {
 		WriteError(w, http.StatusBadRequest, "malformed_json", err.Error())
 		return false
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventpipe/eventpipe/internal/httpapi"
+	"github.com/eventpipe/eventpipe/httpapi"
 )
 
 func TestServerLimitsBodiesAnswersJSONAndShutsDownGracefully(t *testing.T) {

@@ -1,0 +1,39 @@
+package todo
+
+import "github.com/eventpipe/eventpipe/eventstore"
+
+// Processor returns the todo rules. They are pure: no I/O.
+func Processor() eventstore.Processor[Todo] {
+	return eventstore.Processor[Todo]{
+		Initial: func() Todo { return Todo{} },
+		Rules: map[string]eventstore.Rule[Todo]{
+			TodoCreated: eventstore.On(applyCreated),
+			TodoUpdated: eventstore.On(applyUpdated),
+			TodoDeleted: eventstore.On(applyDeleted),
+		},
+	}
+}
+
+func applyCreated(s Todo, d TodoData, _ *eventstore.Outbox) (Todo, error) {
+	if s.Exists || s.Deleted {
+		return s, eventstore.Reject("todo already exists")
+	}
+	s.Title, s.Completed, s.Exists = d.Title, d.Completed, true
+	return s, nil
+}
+
+func applyUpdated(s Todo, d TodoData, _ *eventstore.Outbox) (Todo, error) {
+	if !s.Exists {
+		return s, eventstore.Reject("todo does not exist")
+	}
+	s.Title, s.Completed = d.Title, d.Completed
+	return s, nil
+}
+
+func applyDeleted(s Todo, _ struct{}, _ *eventstore.Outbox) (Todo, error) {
+	if !s.Exists {
+		return s, eventstore.Reject("todo does not exist")
+	}
+	s.Exists, s.Deleted = false, true
+	return s, nil
+}

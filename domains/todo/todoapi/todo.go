@@ -1,0 +1,235 @@
+// Package todoapi serves the todo domain over HTTP, as the reference
+// design's todo API does: create, read, update and delete with the
+// aggregate's version as ETag and If-Match for optimistic concurrency,
+// and a list read from the todos read model.
+package todoapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/httpapi"
+)
+
+// Dispatcher runs a command in-process and returns its result
+// (*commands.Dispatcher does).
+type Dispatcher interface {
+	Dispatch(ctx context.Context, cmd commands.Command) (commands.Result, error)
+}
+
+// Reader reads a todo's current state (its STATE item, strongly
+// consistent); the todo facet does.
+type Reader interface {
+	Get(ctx context.Context, id string) (eventstore.State[todo.Todo], error)
+}
+
+// Config is what the todo API needs.
+type Config struct {
+	// Commands dispatches the todo commands. Required.
+	Commands Dispatcher
+	// States reads a todo's current state. Required.
+	States Reader
+	// List reads pages of the todos read model for GET /todo. Required.
+	List Lister
+	// Logger logs failed reads of the read model (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Validate reports the first missing field.
+func (c Config) Validate() error {
+	switch {
+	case c.Commands == nil:
+		return errors.New("todoapi: Config.Commands is nil")
+	case c.States == nil:
+		return errors.New("todoapi: Config.States is nil")
+	case c.List == nil:
+		return errors.New("todoapi: Config.List is nil")
+	}
+	return nil
+}
+
+// View is the JSON body of a todo.
+type View struct {
+	ID        string `json:"id"`
+	Title     string `json:"title"`
+	Completed bool   `json:"completed"`
+	Version   int64  `json:"version"`
+}
+
+type todoRequest struct {
+	ID        string `json:"id,omitempty"`
+	Title     string `json:"title"`
+	Completed bool   `json:"completed"`
+}
+
+// Mount mounts the todo API on srv:
+//
+//	POST   /todo        create: 201 + ETag "<version>"; 409 if the id exists
+//	GET    /todo/{id}   200 + ETag; 404 if unknown or deleted
+//	POST   /todo/{id}   update with If-Match: 200 + new ETag; 409 on a stale
+//	PUT    /todo/{id}   version, 404 if unknown, 428 without If-Match
+//	DELETE /todo/{id}   with If-Match: 204 (appends TodoDeleted)
+//	GET    /todo        the todos read model, paged (see List)
+//
+// Writes go through the same command handlers as the bus, with the
+// If-Match version as the command's expected version.
+func Mount(srv *httpapi.Server, cfg Config) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	h := &todoAPI{d: cfg.Commands, r: cfg.States, list: cfg.List, logger: cfg.Logger}
+	srv.Mux.HandleFunc("POST /todo", h.create)
+	srv.Mux.HandleFunc("GET /todo", h.listPage)
+	srv.Mux.HandleFunc("GET /todo/{id}", h.get)
+	srv.Mux.HandleFunc("POST /todo/{id}", h.update)
+	srv.Mux.HandleFunc("PUT /todo/{id}", h.update)
+	srv.Mux.HandleFunc("DELETE /todo/{id}", h.remove)
+	return nil
+}
+
+type todoAPI struct {
+	d      Dispatcher
+	r      Reader
+	list   Lister
+	logger *slog.Logger
+}
+
+func (h *todoAPI) create(w http.ResponseWriter, r *http.Request) {
+	var req todoRequest
+	if !httpapi.DecodeJSON(w, r, &req) {
+		return
+	}
+	if req.ID == "" {
+		req.ID = ulid.Make().String()
+	}
+	zero := int64(0)
+	res, ok := h.run(w, r, todo.CreateTodo, req.ID, &zero, todo.TodoData{Title: req.Title, Completed: req.Completed})
+	if !ok {
+		return
+	}
+	w.Header().Set("Location", "/todo/"+req.ID)
+	writeTodo(w, http.StatusCreated, View{ID: req.ID, Title: req.Title, Completed: req.Completed, Version: res.Version})
+}
+
+func (h *todoAPI) get(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	st, err := h.r.Get(r.Context(), id)
+	var ve *eventstore.ValidationError
+	switch {
+	case errors.Is(err, eventstore.ErrAggregateNotFound) || (err == nil && !st.Item.Exists):
+		httpapi.WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("todo %s does not exist", id))
+	case errors.As(err, &ve):
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid", ve.Error())
+	case err != nil:
+		httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+	default:
+		writeTodo(w, http.StatusOK, View{ID: id, Title: st.Item.Title, Completed: st.Item.Completed, Version: st.Seq})
+	}
+}
+
+func (h *todoAPI) update(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	version, ok := ifMatch(w, r)
+	if !ok {
+		return
+	}
+	var req todoRequest
+	if !httpapi.DecodeJSON(w, r, &req) {
+		return
+	}
+	if req.ID != "" && req.ID != id {
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid", "body id differs from the URL")
+		return
+	}
+	res, ok := h.run(w, r, todo.UpdateTodo, id, &version, todo.TodoData{Title: req.Title, Completed: req.Completed})
+	if !ok {
+		return
+	}
+	writeTodo(w, http.StatusOK, View{ID: id, Title: req.Title, Completed: req.Completed, Version: res.Version})
+}
+
+func (h *todoAPI) remove(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	version, ok := ifMatch(w, r)
+	if !ok {
+		return
+	}
+	res, ok := h.run(w, r, todo.DeleteTodo, id, &version, struct{}{})
+	if !ok {
+		return
+	}
+	w.Header().Set("ETag", etag(res.Version))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// run dispatches one todo command and writes the error response when it
+// did not succeed.
+func (h *todoAPI) run(w http.ResponseWriter, r *http.Request, typ, id string, expected *int64, payload any) (commands.Result, bool) {
+	cmd, err := commands.NewJSON(typ, todo.AggregateType, id, payload)
+	if err != nil {
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid", err.Error())
+		return commands.Result{}, false
+	}
+	cmd.ExpectedVersion = expected
+	cmd.IP = clientIP(r)
+	res, err := h.d.Dispatch(r.Context(), cmd)
+	var invalid *commands.InvalidError
+	switch {
+	case errors.As(err, &invalid):
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid", invalid.Err.Error())
+	case err != nil:
+		httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+	case res.Status == commands.StatusAccepted:
+		return res, true
+	case res.Status == commands.StatusConflict:
+		httpapi.WriteError(w, http.StatusConflict, "conflict", res.Reason)
+	case res.Status == commands.StatusNotFound:
+		httpapi.WriteError(w, http.StatusNotFound, "not_found", res.Reason)
+	default:
+		httpapi.WriteError(w, http.StatusUnprocessableEntity, string(res.Status), res.Reason)
+	}
+	return res, false
+}
+
+// ifMatch parses If-Match: "<version>"; missing is 428, malformed 400.
+func ifMatch(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	raw := strings.TrimSpace(r.Header.Get("If-Match"))
+	if raw == "" {
+		httpapi.WriteError(w, http.StatusPreconditionRequired, "if_match_required", "If-Match with the todo's ETag is required")
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(raw, "W/"), `"`), 10, 64)
+	if err != nil || v < 0 {
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid_if_match", fmt.Sprintf("If-Match %q is not an ETag of this API", raw))
+		return 0, false
+	}
+	return v, true
+}
+
+func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
+
+func writeTodo(w http.ResponseWriter, status int, v View) {
+	w.Header().Set("ETag", etag(v.Version))
+	httpapi.WriteJSON(w, status, v)
+}
+
+func clientIP(r *http.Request) string {
+	host := r.RemoteAddr
+	if i := strings.LastIndexByte(host, ':'); i > 0 {
+		host = host[:i]
+	}
+	return strings.Trim(host, "[]")
+}
