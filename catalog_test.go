@@ -3,6 +3,7 @@ package eventpipe_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -236,5 +237,24 @@ func TestCatalogRefusesDuplicatesAndKnowsTheBuiltins(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "twice") && !strings.Contains(err.Error(), "already") && name != "invalid domain" {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestCatalogNewCommandAddressesTheDomainAndRefusesUnknownTypes: a command
+// built from the catalogue goes to the aggregate type whose domain takes
+// it; an unknown type or an unusable id is refused before anything is
+// sent.
+func TestCatalogNewCommandAddressesTheDomainAndRefusesUnknownTypes(t *testing.T) {
+	c := eventpipe.Builtin()
+	cmd, err := c.NewCommand("RecordTransaction", "acc-1", json.RawMessage(`{"desc":"coffee","amount":-3}`))
+	if err != nil || cmd.AggregateType != "bankaccount" || cmd.AggregateID != "acc-1" || cmd.ID == "" {
+		t.Fatalf("NewCommand: %+v, %v", cmd, err)
+	}
+	if _, err := c.NewCommand("Frobnicate", "acc-1", json.RawMessage(`{}`)); !errors.Is(err, commands.ErrUnknownCommand) {
+		t.Errorf("unknown type: %v, want ErrUnknownCommand", err)
+	}
+	var ve *eventstore.ValidationError
+	if _, err := c.NewCommand("OpenAccount", "a#b", json.RawMessage(`{}`)); !errors.As(err, &ve) || ve.Field != "aggregate_id" {
+		t.Errorf("reserved character in the id: %v, want a ValidationError on aggregate_id", err)
 	}
 }

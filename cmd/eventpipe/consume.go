@@ -10,7 +10,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eventpipe/eventpipe"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
 )
 
 func consumeCommand() *cobra.Command {
@@ -38,7 +37,7 @@ then follows the live topics. Run 'eventpipe migrate' once before.`,
 			ctx := cmd.Context()
 			reg := eventpipe.NewMetricsRegistry()
 			consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{
-				Catalog: catalog, Endpoints: endpoints.FromEnv(), ReadModels: args, Registerer: reg, Logger: slog.Default(),
+				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), ReadModels: args, Registerer: reg, Logger: slog.Default(),
 			})
 			if err != nil {
 				return fmt.Errorf("consume: %w", err)

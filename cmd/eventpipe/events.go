@@ -11,7 +11,6 @@ import (
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
 )
 
 func eventsCommand() *cobra.Command {
@@ -29,7 +28,7 @@ func eventsCommand() *cobra.Command {
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := eventpipe.OpenStore(ctx, endpoints.FromEnv(), catalog, slog.Default())
+			store, err := eventpipe.OpenStore(ctx, eventpipe.EndpointsFromEnv(), catalog, slog.Default())
 			if err != nil {
 				return err
 			}

@@ -13,7 +13,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/eventpipe/eventpipe"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/projections"
 )
 
@@ -40,7 +39,7 @@ a plain line every --progress-interval otherwise.`,
 			ctx := cmd.Context()
 			progress := newReplayProgress(cmd.ErrOrStderr(), args[0], interval)
 			res, err := eventpipe.Replay(ctx, eventpipe.ReplayConfig{
-				Catalog: catalog, Endpoints: endpoints.FromEnv(), ReadModel: args[0], Schema: schema, Progress: progress.update,
+				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), ReadModel: args[0], Schema: schema, Progress: progress.update,
 			})
 			progress.finish()
 			if errors.Is(err, eventpipe.ErrReplayRunning) {

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/spf13/cobra"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
-	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
 )
 
 func sendCommand() *cobra.Command {
@@ -30,22 +28,16 @@ func sendCommand() *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			ep := endpoints.FromEnv()
-			aggregateType, ok := catalog.AggregateTypeOf(args[0])
-			if !ok {
-				return fmt.Errorf("%w %q (known: %v)", commands.ErrUnknownCommand, args[0], catalog.CommandTypes())
+			ep := eventpipe.EndpointsFromEnv()
+			c, err := catalog.NewCommand(args[0], id, json.RawMessage(data))
+			if err != nil {
+				return err
 			}
-			c := commands.New(args[0], aggregateType, id, json.RawMessage(data))
 			c.Actor = actor
 			if cmd.Flags().Changed("expected-version") {
 				c.ExpectedVersion = &expected
 			}
-			if err := c.Validate(); err != nil {
-				return err
-			}
-			sender, err := kafka.NewSender(kafka.SenderConfig{
-				Brokers: ep.KafkaBrokers, Topics: bus.Topics{Prefix: ep.TopicPrefix}, Logger: watermill.NopLogger{},
-			})
+			sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Endpoints: ep})
 			if err != nil {
 				return err
 			}

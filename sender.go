@@ -1,0 +1,56 @@
+package eventpipe
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/commands"
+)
+
+// NewCommand returns a command of commandType for the aggregate id with
+// payload (a JSON object), addressed to the aggregate type whose domain
+// takes commandType, with a fresh command id. An unknown command type
+// wraps commands.ErrUnknownCommand; a command that fails Validate returns
+// its *eventstore.ValidationError.
+func (c *Catalog) NewCommand(commandType, aggregateID string, payload json.RawMessage) (commands.Command, error) {
+	aggregateType, ok := c.AggregateTypeOf(commandType)
+	if !ok {
+		return commands.Command{}, fmt.Errorf("%w %q (known: %v)", commands.ErrUnknownCommand, commandType, c.CommandTypes())
+	}
+	cmd := commands.New(commandType, aggregateType, aggregateID, payload)
+	if err := cmd.Validate(); err != nil {
+		return commands.Command{}, err
+	}
+	return cmd, nil
+}
+
+// SenderConfig configures NewSender.
+type SenderConfig struct {
+	// Endpoints give the Kafka brokers and the topic prefix (default
+	// EndpointsFromEnv()).
+	Endpoints Endpoints
+	// Logger receives the Kafka client's logs (default: none).
+	Logger *slog.Logger
+}
+
+// NewSender returns a command sender on the Kafka brokers of
+// cfg.Endpoints: Send publishes a command onto its commands topic,
+// SendAndWait also waits for its answer on the replies topic. Build the
+// commands with Catalog.NewCommand. Close it when done.
+func NewSender(cfg SenderConfig) (*kafka.Sender, error) {
+	if len(cfg.Endpoints.KafkaBrokers) == 0 {
+		cfg.Endpoints = EndpointsFromEnv()
+	}
+	var logger watermill.LoggerAdapter = watermill.NopLogger{}
+	if cfg.Logger != nil {
+		logger = watermill.NewSlogLogger(cfg.Logger)
+	}
+	return kafka.NewSender(kafka.SenderConfig{
+		Brokers: cfg.Endpoints.KafkaBrokers, Topics: bus.Topics{Prefix: cfg.Endpoints.TopicPrefix}, Logger: logger,
+	})
+}
