@@ -43,9 +43,18 @@ type reply struct {
 
 func call(t *testing.T, method, url, ifMatch, body string) reply {
 	t.Helper()
+	return callWith(t, method, url, ifMatch, body, "")
+}
+
+// callWith is call with a Content-Type header when contentType is set.
+func callWith(t *testing.T, method, url, ifMatch, body, contentType string) reply {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	if ifMatch != "" {
 		req.Header.Set("If-Match", ifMatch)

@@ -89,13 +89,13 @@ func getPage(t *testing.T, url string) (int, todoapi.Page) {
 // and answers 503 when the read model's tables are missing.
 func TestTodoListReadsTheReadModelInPages(t *testing.T) {
 	base, db := listServer(t, true)
-	if _, err := db.Exec(context.Background(), `INSERT INTO todos (todo_id, title, completed, deleted, version, created_at, updated_at) VALUES
-		('a', 'one', false, false, 1, now(), now()), ('b', 'two', true, false, 2, now(), now()),
-		('c', 'gone', false, true, 3, now(), now()), ('d', 'three', false, false, 1, now(), now())`); err != nil {
+	if _, err := db.Exec(context.Background(), `INSERT INTO todos (todo_id, title, message, completed, deleted, version, created_at, updated_at) VALUES
+		('a', 'one', '', false, false, 1, now(), now()), ('b', 'two', 'Make coffee', true, false, 2, now(), now()),
+		('c', 'gone', '', false, true, 3, now(), now()), ('d', 'three', '', false, false, 1, now(), now())`); err != nil {
 		t.Fatal(err)
 	}
 	status, first := getPage(t, base+"/todo?limit=2")
-	if status != 200 || len(first.Items) != 2 || first.Items[0].ID != "a" || first.Items[1].ID != "b" || !first.Items[1].Completed || first.Next != "b" {
+	if status != 200 || len(first.Items) != 2 || first.Items[0].ID != "a" || first.Items[1].ID != "b" || !first.Items[1].Completed || first.Items[1].Message != "Make coffee" || first.Next != "b" {
 		t.Fatalf("first page: %d %+v", status, first)
 	}
 	status, second := getPage(t, base+"/todo?limit=2&after="+first.Next)

@@ -39,6 +39,9 @@ func decodeData(cmd commands.Command) (TodoData, error) {
 	if len(d.Title) > MaxTitleLength {
 		return d, &eventstore.ValidationError{Field: "title", Reason: "is too long"}
 	}
+	if len(d.Message) > MaxMessageLength {
+		return d, &eventstore.ValidationError{Field: "message", Reason: "is too long"}
+	}
 	return d, nil
 }
 

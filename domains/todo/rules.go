@@ -18,7 +18,7 @@ func applyCreated(s Todo, d TodoData, _ *eventstore.Outbox) (Todo, error) {
 	if s.Exists || s.Deleted {
 		return s, eventstore.Reject("todo already exists")
 	}
-	s.Title, s.Completed, s.Exists = d.Title, d.Completed, true
+	s.Title, s.Message, s.Completed, s.Exists = d.Title, d.Message, d.Completed, true
 	return s, nil
 }
 
@@ -26,7 +26,7 @@ func applyUpdated(s Todo, d TodoData, _ *eventstore.Outbox) (Todo, error) {
 	if !s.Exists {
 		return s, eventstore.Reject("todo does not exist")
 	}
-	s.Title, s.Completed = d.Title, d.Completed
+	s.Title, s.Message, s.Completed = d.Title, d.Message, d.Completed
 	return s, nil
 }
 

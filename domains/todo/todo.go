@@ -13,12 +13,16 @@ const (
 	TodoDeleted = "TodoDeleted" // payload {}
 )
 
-// MaxTitleLength bounds a title, in bytes.
-const MaxTitleLength = 1000
+// Bounds of a todo's text fields, in bytes.
+const (
+	MaxTitleLength   = 1000
+	MaxMessageLength = 10000
+)
 
 // Todo is the state of one todo.
 type Todo struct {
 	Title     string `json:"title"`
+	Message   string `json:"message"`
 	Completed bool   `json:"completed"`
 	Exists    bool   `json:"exists"`  // created and not deleted
 	Deleted   bool   `json:"deleted"` // deleted (ids are not reused)
@@ -28,5 +32,6 @@ type Todo struct {
 // CreateTodo and UpdateTodo commands: a todo's fields.
 type TodoData struct {
 	Title     string `json:"title"`
+	Message   string `json:"message"`
 	Completed bool   `json:"completed"`
 }

@@ -34,15 +34,15 @@ func (Todos) Apply(_ context.Context, b *pgx.Batch, e eventstore.Envelope) error
 		if err := e.DecodePayload(&f); err != nil {
 			return err
 		}
-		b.Queue(`INSERT INTO todos (todo_id, title, completed, version, apply_count, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, 1, $5, $5)`, e.AggregateID, f.Title, f.Completed, e.Sequence, e.OccurredAt)
+		b.Queue(`INSERT INTO todos (todo_id, title, message, completed, version, apply_count, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, 1, $6, $6)`, e.AggregateID, f.Title, f.Message, f.Completed, e.Sequence, e.OccurredAt)
 		return nil
 	case todo.TodoUpdated:
 		var f todo.TodoData
 		if err := e.DecodePayload(&f); err != nil {
 			return err
 		}
-		touch(b, "todos", "todo_id", e, `title = $4, completed = $5, updated_at = $3`, f.Title, f.Completed)
+		touch(b, "todos", "todo_id", e, `title = $4, message = $5, completed = $6, updated_at = $3`, f.Title, f.Message, f.Completed)
 		return nil
 	case todo.TodoDeleted:
 		touch(b, "todos", "todo_id", e, `deleted = $4, updated_at = $3`, true)
@@ -56,6 +56,7 @@ func (Todos) Apply(_ context.Context, b *pgx.Batch, e eventstore.Envelope) error
 type Todo struct {
 	ID        string `json:"id"`
 	Title     string `json:"title"`
+	Message   string `json:"message"`
 	Completed bool   `json:"completed"`
 	Version   int64  `json:"version"`
 }
@@ -68,14 +69,14 @@ func ListTodos(ctx context.Context, db interface {
 	if limit <= 0 || limit > 1000 {
 		return nil, fmt.Errorf("todos: limit %d is outside 1–1000", limit)
 	}
-	rows, err := db.Query(ctx, `SELECT todo_id, title, completed, version FROM todos
+	rows, err := db.Query(ctx, `SELECT todo_id, title, message, completed, version FROM todos
 		WHERE NOT deleted AND todo_id > $1 ORDER BY todo_id LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("todos: list: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Todo, error) {
 		var t Todo
-		return t, r.Scan(&t.ID, &t.Title, &t.Completed, &t.Version)
+		return t, r.Scan(&t.ID, &t.Title, &t.Message, &t.Completed, &t.Version)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("todos: list: %w", err)

@@ -62,14 +62,26 @@ func (c Config) Validate() error {
 type View struct {
 	ID        string `json:"id"`
 	Title     string `json:"title"`
+	Message   string `json:"message"`
 	Completed bool   `json:"completed"`
 	Version   int64  `json:"version"`
 }
 
+// todoRequest is the body of a create or an update, as the reference
+// design writes it ({"id", "title", "message"}) plus "completed".
 type todoRequest struct {
 	ID        string `json:"id,omitempty"`
 	Title     string `json:"title"`
+	Message   string `json:"message"`
 	Completed bool   `json:"completed"`
+}
+
+func (r todoRequest) data() todo.TodoData {
+	return todo.TodoData{Title: r.Title, Message: r.Message, Completed: r.Completed}
+}
+
+func (r todoRequest) view(id string, version int64) View {
+	return View{ID: id, Title: r.Title, Message: r.Message, Completed: r.Completed, Version: version}
 }
 
 // Mount mounts the todo API on srv:
@@ -81,8 +93,12 @@ type todoRequest struct {
 //	DELETE /todo/{id}   with If-Match: 204 (appends TodoDeleted)
 //	GET    /todo        the todos read model, paged (see List)
 //
-// Writes go through the same command handlers as the bus, with the
-// If-Match version as the command's expected version.
+// Bodies of a create and an update are {"id", "title", "message"} as the
+// reference design writes them, plus an optional "completed"; unknown
+// fields are refused. The ETag is the todo's version: 1 after its
+// creation (the reference numbers the creating event 0), one more with
+// every change. Writes go through the same command handlers as the bus,
+// with the If-Match version as the command's expected version.
 func Mount(srv *httpapi.Server, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -116,12 +132,12 @@ func (h *todoAPI) create(w http.ResponseWriter, r *http.Request) {
 		req.ID = ulid.Make().String()
 	}
 	zero := int64(0)
-	res, ok := h.run(w, r, todo.CreateTodo, req.ID, &zero, todo.TodoData{Title: req.Title, Completed: req.Completed})
+	res, ok := h.run(w, r, todo.CreateTodo, req.ID, &zero, req.data())
 	if !ok {
 		return
 	}
 	w.Header().Set("Location", "/todo/"+req.ID)
-	writeTodo(w, http.StatusCreated, View{ID: req.ID, Title: req.Title, Completed: req.Completed, Version: res.Version})
+	writeTodo(w, http.StatusCreated, req.view(req.ID, res.Version))
 }
 
 func (h *todoAPI) get(w http.ResponseWriter, r *http.Request) {
@@ -136,7 +152,7 @@ func (h *todoAPI) get(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	default:
-		writeTodo(w, http.StatusOK, View{ID: id, Title: st.Item.Title, Completed: st.Item.Completed, Version: st.Seq})
+		writeTodo(w, http.StatusOK, View{ID: id, Title: st.Item.Title, Message: st.Item.Message, Completed: st.Item.Completed, Version: st.Seq})
 	}
 }
 
@@ -154,11 +170,11 @@ func (h *todoAPI) update(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, http.StatusBadRequest, "invalid", "body id differs from the URL")
 		return
 	}
-	res, ok := h.run(w, r, todo.UpdateTodo, id, &version, todo.TodoData{Title: req.Title, Completed: req.Completed})
+	res, ok := h.run(w, r, todo.UpdateTodo, id, &version, req.data())
 	if !ok {
 		return
 	}
-	writeTodo(w, http.StatusOK, View{ID: id, Title: req.Title, Completed: req.Completed, Version: res.Version})
+	writeTodo(w, http.StatusOK, req.view(id, res.Version))
 }
 
 func (h *todoAPI) remove(w http.ResponseWriter, r *http.Request) {
