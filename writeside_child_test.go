@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -91,11 +92,14 @@ func startServeChild(t *testing.T, ep endpoints.Endpoints, group string, env ...
 
 // TestKillingServeLosesNoCommandAndAppliesNoneTwice publishes a stream of
 // todo commands while `serve`'s command handlers run in a child process
-// that is killed with SIGKILL at random moments and restarted. In the end
-// every command was applied exactly once: each todo holds one event per
-// command sent for it, caused by exactly those command ids.
+// that is killed with SIGKILL and restarted. Each kill waits until the
+// running child has applied commands of its own, then lands at a random
+// moment while commands are still being published and applied (the test
+// records, at every kill, how many were sent and how many applied). In
+// the end every command was applied exactly once: each todo holds one
+// event per command sent for it, caused by exactly those command ids.
 func TestKillingServeLosesNoCommandAndAppliesNoneTwice(t *testing.T) {
-	const todos, updatesPerTodo, kills = 20, 14, 4
+	const todos, kills = 20, 4
 	ep := testEndpoints(t)
 	group := testenv.UniqueName(t, "g")
 	topics := bus.Topics{Prefix: ep.TopicPrefix}
@@ -104,49 +108,100 @@ func TestKillingServeLosesNoCommandAndAppliesNoneTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.Close()
+	svc := newService(t, ep, group+"-reader")
+	todoID := func(i int) string { return fmt.Sprintf("todo-%02d", i) }
+	// applied counts the commands applied so far (the todos' versions).
+	applied := func() int64 {
+		var n int64
+		for i := range todos {
+			v, err := svc.Store.Version(context.Background(), eventstore.Ref{Type: todo.AggregateType, ID: todoID(i)})
+			if err == nil {
+				n += v
+			}
+		}
+		return n
+	}
 
 	child := startServeChild(t, ep, group)
-	sent := map[string]map[string]bool{} // todo id -> command ids
-	publishDone := make(chan struct{})
-	go func() {
+	sent := map[string]map[string]bool{} // todo id -> command ids; read after publishDone
+	var sentCount atomic.Int64
+	stop, publishDone := make(chan struct{}), make(chan struct{})
+	go func() { // rounds of commands (a create, then updates) until stop, at most ~3 rounds ahead
 		defer close(publishDone)
-		for round := 0; round <= updatesPerTodo; round++ {
+		for round := 0; ; round++ {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if sentCount.Load()-applied() < 3*todos {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 			for i := range todos {
-				id := fmt.Sprintf("todo-%02d", i)
 				typ := todo.UpdateTodo
 				if round == 0 {
 					typ = todo.CreateTodo
 				}
-				cmd := todoCmd(t, typ, id, todo.TodoData{Title: fmt.Sprintf("round %d", round)}, nil)
-				msg, _ := cmd.ToMessage()
+				// Not todoCmd: t.Fatal must not run on this goroutine.
+				cmd, err := commands.NewJSON(typ, todo.AggregateType, todoID(i), todo.TodoData{Title: fmt.Sprintf("round %d", round)})
+				if err != nil {
+					t.Errorf("command: %v", err)
+					return
+				}
+				msg, err := cmd.ToMessage()
+				if err != nil {
+					t.Errorf("command message: %v", err)
+					return
+				}
 				if err := pub.Publish(cmd.Topic(topics), msg); err != nil {
 					t.Errorf("publish: %v", err)
 					return
 				}
-				if sent[id] == nil {
-					sent[id] = map[string]bool{}
+				if sent[todoID(i)] == nil {
+					sent[todoID(i)] = map[string]bool{}
 				}
-				sent[id][cmd.ID] = true
+				sent[todoID(i)][cmd.ID] = true
+				sentCount.Add(1)
 			}
-			time.Sleep(40 * time.Millisecond)
 		}
 	}()
+	type atKill struct{ sent, applied int64 }
+	var killed []atKill
 	for k := 0; k < kills; k++ {
-		time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
+		// Wait until this child applies commands, then kill it mid-stream.
+		before := applied()
+		for deadline := time.Now().Add(90 * time.Second); applied() == before; {
+			if time.Now().After(deadline) {
+				t.Fatalf("kill %d: the serve child applied nothing in 90 s", k+1)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond)
 		_ = child.Process.Signal(syscall.SIGKILL)
 		_, _ = child.Process.Wait()
+		killed = append(killed, atKill{sent: sentCount.Load(), applied: applied()})
 		child = startServeChild(t, ep, group)
 	}
+	close(stop)
 	<-publishDone
+	t.Logf("at each kill, commands sent / applied: %+v; %d sent in all", killed, sentCount.Load())
+	for k, at := range killed {
+		if at.applied == 0 || at.applied >= at.sent {
+			t.Errorf("kill %d landed with %d of %d commands applied: not while work was in flight", k+1, at.applied, at.sent)
+		}
+	}
 
-	svc := newService(t, ep, group+"-reader")
 	deadline := time.Now().Add(120 * time.Second)
 	for i := range todos {
-		id := fmt.Sprintf("todo-%02d", i)
+		id := todoID(i)
+		want := len(sent[id])
 		var evs []eventstore.Envelope
 		for {
 			evs = events(t, svc, todo.AggregateType, id)
-			if len(evs) >= updatesPerTodo+1 || time.Now().After(deadline) {
+			if len(evs) >= want || time.Now().After(deadline) {
 				break
 			}
 			time.Sleep(250 * time.Millisecond)
@@ -155,8 +210,8 @@ func TestKillingServeLosesNoCommandAndAppliesNoneTwice(t *testing.T) {
 		for _, e := range evs {
 			causes[e.Metadata.CausationID]++
 		}
-		if len(evs) != updatesPerTodo+1 || len(causes) != len(evs) {
-			t.Errorf("%s: %d events from %d distinct commands, want %d", id, len(evs), len(causes), updatesPerTodo+1)
+		if len(evs) != want || len(causes) != len(evs) {
+			t.Errorf("%s: %d events from %d distinct commands, want %d", id, len(evs), len(causes), want)
 		}
 		for c := range sent[id] {
 			if causes[c] != 1 {
@@ -164,5 +219,4 @@ func TestKillingServeLosesNoCommandAndAppliesNoneTwice(t *testing.T) {
 			}
 		}
 	}
-	_ = commands.StatusAccepted
 }
