@@ -105,12 +105,18 @@ func (c Command) ToMessage() (*message.Message, error) {
 
 // FromMessage decodes and validates a command message. A message that
 // does not decode is a *eventstore.DecodeError; a command that fails
-// Validate is a *eventstore.ValidationError.
+// Validate is a *eventstore.ValidationError. A message without a UUID (a
+// record from a plain Kafka producer, without Watermill's UUID header)
+// takes the command id as its UUID; one with a UUID must carry the same
+// id in its body.
 func FromMessage(msg *message.Message) (Command, error) {
 	var c Command
 	what := "command message " + msg.UUID
 	if err := eventstore.DecodeStrict(what, msg.Payload, &c); err != nil {
 		return Command{}, err
+	}
+	if msg.UUID == "" {
+		msg.UUID = c.ID
 	}
 	if c.ID != msg.UUID {
 		return Command{}, &eventstore.DecodeError{What: what, Field: "id", Reason: fmt.Sprintf("%q differs from the message id", c.ID)}
