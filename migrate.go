@@ -3,26 +3,53 @@ package eventpipe
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
+	"github.com/eventpipe/eventpipe/projections"
 )
+
+// MigrateConfig configures Migrate.
+type MigrateConfig struct {
+	// Catalog holds the read models whose own migrations (see
+	// projections.Migrator) are applied too (default Builtin()).
+	Catalog *Catalog
+	// Endpoints give DynamoDB, the table names and Postgres (default
+	// EndpointsFromEnv()).
+	Endpoints Endpoints
+	// Schema is the Postgres schema of the read models (default
+	// "public").
+	Schema string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
 
 // Migrated says what Migrate made ready.
 type Migrated struct {
 	EventsTable, LeasesTable string // DynamoDB tables at Endpoints.DynamoDB
-	PostgresSchema           string // "" for the search path's first schema
-	PostgresVersion          int32  // the read-model schema's migration version
+	PostgresSchema           string
+	PostgresVersion          int32 // eventpipe's own read-model migrations
+	// ReadModelVersions are the versions of the read models that bring
+	// their own migrations, by name.
+	ReadModelVersions map[string]int32
 }
 
-// Migrate creates or checks the storage of ep, idempotently: the DynamoDB
-// events table (with its stream, index and TTL) and lease table, and the
-// Postgres read-model tables and projection positions in schema (""
-// for the connection's default). A table of another shape, or a database
-// migrated by a newer eventpipe, is an error and left unchanged.
-func Migrate(ctx context.Context, ep Endpoints, schema string) (Migrated, error) {
-	out := Migrated{EventsTable: ep.EventsTable, LeasesTable: ep.LeasesTable, PostgresSchema: schema}
+// Migrate creates or checks the storage, idempotently: the DynamoDB
+// events table (with its stream, index and TTL) and lease table, and in
+// Postgres the projection positions, the built-in read models' tables and
+// the tables of every read model of the catalogue that brings its own
+// migrations. A table of another shape, or a database migrated by a newer
+// eventpipe (or a newer version of a read model), is an error and left
+// unchanged.
+func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
+	processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger)
+	if cfg.Schema == "" {
+		cfg.Schema = "public"
+	}
+	ep := cfg.Endpoints
+	out := Migrated{EventsTable: ep.EventsTable, LeasesTable: ep.LeasesTable, PostgresSchema: cfg.Schema}
 	db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
 	if err != nil {
 		return out, err
@@ -33,10 +60,35 @@ func Migrate(ctx context.Context, ep Endpoints, schema string) (Migrated, error)
 	if err := migrate.CreateLeasesTable(ctx, db, ep.LeasesTable); err != nil {
 		return out, err
 	}
-	version, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: ep.Postgres, Schema: schema})
-	if err != nil {
-		return out, fmt.Errorf("migrate postgres: %w", err)
+	var models []projections.Projection
+	for _, name := range cfg.Catalog.ReadModelNames() {
+		p, _ := cfg.Catalog.ReadModel(name)
+		models = append(models, p)
 	}
-	out.PostgresVersion = version
-	return out, nil
+	out.PostgresVersion, out.ReadModelVersions, err = migratePostgres(ctx, ep.Postgres, cfg.Schema, cfg.Logger, models...)
+	return out, err
+}
+
+// migratePostgres applies eventpipe's own migrations to schema, then the
+// migrations of every model that brings its own, each set with its own
+// version table. Replay calls it for the shadow schema too.
+func migratePostgres(ctx context.Context, url, schema string, logger *slog.Logger, models ...projections.Projection) (int32, map[string]int32, error) {
+	version, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: url, Schema: schema, Logger: logger})
+	if err != nil {
+		return 0, nil, err
+	}
+	versions := map[string]int32{}
+	for _, p := range models {
+		m, ok := p.(projections.Migrator)
+		if !ok {
+			continue
+		}
+		v, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: url, Schema: schema, Migrations: m.Migrations(),
+			VersionTable: pgmigrate.VersionTable + "_" + p.Name(), Logger: logger})
+		if err != nil {
+			return version, versions, fmt.Errorf("read model %s: %w", p.Name(), err)
+		}
+		versions[p.Name()] = v
+	}
+	return version, versions, nil
 }

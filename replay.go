@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 	"github.com/eventpipe/eventpipe/projections"
 )
 
@@ -47,7 +46,8 @@ var ErrReplayRunning = projections.ErrReplayRunning
 
 // Replay rebuilds one read model from the event store into shadow tables
 // and swaps them in atomically (see projections.Replay). It first brings
-// the live schema to the newest migration, like the shadow tables that
+// the live schema to the newest migration (eventpipe's own and, for a
+// projections.Migrator, the read model's), like the shadow tables that
 // will replace its tables.
 func Replay(ctx context.Context, cfg ReplayConfig) (projections.ReplayResult, error) {
 	cfg.setDefaults()
@@ -57,7 +57,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (projections.ReplayResult, er
 	}
 	ep := cfg.Endpoints
 	migrate := func(ctx context.Context, schema string) error {
-		_, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: ep.Postgres, Schema: schema})
+		_, _, err := migratePostgres(ctx, ep.Postgres, schema, cfg.Logger, p)
 		return err
 	}
 	if err := migrate(ctx, cfg.Schema); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"log/slog"
 	"strings"
 	"time"
@@ -14,6 +15,17 @@ import (
 
 	"github.com/eventpipe/eventpipe/eventstore"
 )
+
+// Migrator is a projection that brings its own Postgres tables, as
+// numbered tern SQL migrations (001_create.sql, …; each with a
+// "---- create above / drop below ----" line). eventpipe.Migrate applies
+// them into the live schema and a replay into its shadow schema, each set
+// tracked in its own version table (eventpipe_schema_version_<name>).
+// The built-in read models need none: their tables are eventpipe's own
+// migrations.
+type Migrator interface {
+	Migrations() fs.FS
+}
 
 // Rebuildable is a projection a replay can rebuild: it names its event
 // types (to read its history from the store) and the tables it owns (to

@@ -16,7 +16,7 @@ func migrateCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ep := eventpipe.EndpointsFromEnv()
-			m, err := eventpipe.Migrate(cmd.Context(), ep, schema)
+			m, err := eventpipe.Migrate(cmd.Context(), eventpipe.MigrateConfig{Catalog: catalog, Endpoints: ep, Schema: schema})
 			if err != nil {
 				return err
 			}

@@ -20,17 +20,24 @@ import (
 //go:embed sql/*.sql
 var files embed.FS
 
-// VersionTable is where tern records the applied migration number, in the
-// target schema.
+// VersionTable is where tern records the applied migration number of
+// eventpipe's own migrations, in the target schema.
 const VersionTable = "eventpipe_schema_version"
 
-// Config says where to migrate.
+// Config says where to migrate, and what.
 type Config struct {
 	// URL is the pgx connection URL. Required.
 	URL string
 	// Schema is the Postgres schema the tables live in (default
 	// "public"). It must exist.
 	Schema string
+	// Migrations are the numbered tern SQL files to apply (default:
+	// eventpipe's own, Migrations()). A read model of a user's module
+	// brings its own set, with its own VersionTable.
+	Migrations fs.FS
+	// VersionTable records how far Migrations were applied (default
+	// VersionTable). Each set of migrations needs its own.
+	VersionTable string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -38,6 +45,12 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.Schema == "" {
 		c.Schema = "public"
+	}
+	if c.Migrations == nil {
+		c.Migrations = Migrations()
+	}
+	if c.VersionTable == "" {
+		c.VersionTable = VersionTable
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -82,11 +95,11 @@ func Migrate(ctx context.Context, cfg Config) (int32, error) {
 	if !exists {
 		return 0, fmt.Errorf("migrate postgres: schema %q does not exist", cfg.Schema)
 	}
-	m, err := migrate.NewMigrator(ctx, conn, pgx.Identifier{cfg.Schema, VersionTable}.Sanitize())
+	m, err := migrate.NewMigrator(ctx, conn, pgx.Identifier{cfg.Schema, cfg.VersionTable}.Sanitize())
 	if err != nil {
 		return 0, fmt.Errorf("migrate postgres: %w", err)
 	}
-	if err := m.LoadMigrations(Migrations()); err != nil {
+	if err := m.LoadMigrations(cfg.Migrations); err != nil {
 		return 0, fmt.Errorf("migrate postgres: load migrations: %w", err)
 	}
 	current, err := m.GetCurrentVersion(ctx)
@@ -95,10 +108,10 @@ func Migrate(ctx context.Context, cfg Config) (int32, error) {
 	}
 	known := int32(len(m.Migrations))
 	if current > known {
-		return current, fmt.Errorf("migrate postgres: %w: schema %s is at version %d, this binary knows %d", ErrNewerSchema, cfg.Schema, current, known)
+		return current, fmt.Errorf("migrate postgres: %w: %s in schema %s is at version %d, this binary knows %d", ErrNewerSchema, cfg.VersionTable, cfg.Schema, current, known)
 	}
 	m.OnStart = func(seq int32, name, _, _ string) {
-		cfg.Logger.InfoContext(ctx, "applying postgres migration", "schema", cfg.Schema, "version", seq, "name", name)
+		cfg.Logger.InfoContext(ctx, "applying postgres migration", "schema", cfg.Schema, "set", cfg.VersionTable, "version", seq, "name", name)
 	}
 	if err := m.Migrate(ctx); err != nil {
 		return 0, fmt.Errorf("migrate postgres: %w", err)

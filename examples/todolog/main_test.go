@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+)
+
+// TestTodoLogRunsAsALibraryUsersReadModel builds this example as its own
+// program and runs it as a user would, against the real stack: `migrate`
+// creates eventpipe's tables and the example's own; `send` publishes todo
+// commands through the bus (the test runs the command handlers and the
+// relay in-process); `consume` first catches up on the history written
+// before it started, then follows the live events while it is killed with
+// SIGKILL mid-stream and restarted; in the end todo_log holds every event
+// exactly once, and `replay` rebuilds the same table from the store.
+func TestTodoLogRunsAsALibraryUsersReadModel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "todolog")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ddb := testenv.DynamoDB(t)
+	testenv.KafkaBrokers(t)
+	admin := testenv.Postgres(t)
+	ep := testenv.Endpoints()
+	ep.EventsTable = testenv.UniqueName(t, "events")
+	ep.LeasesTable = testenv.UniqueName(t, "leases")
+	ep.TopicPrefix = testenv.UniqueName(t, "ns") + "."
+	t.Cleanup(func() { testenv.DeleteTable(t, ddb, ep.EventsTable); testenv.DeleteTable(t, ddb, ep.LeasesTable) })
+	schema := strings.ToLower(strings.ReplaceAll(testenv.UniqueName(t, "todolog"), "-", "_"))
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		_, _ = admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema + "_replay_todo_log"}.Sanitize()+" CASCADE")
+	})
+	sep := "?"
+	if strings.Contains(ep.Postgres, "?") {
+		sep = "&"
+	}
+	ep.Postgres += sep + "search_path=" + schema
+	env := append(os.Environ(),
+		"EVENTPIPE_DYNAMODB_ENDPOINT="+ep.DynamoDB, "EVENTPIPE_KAFKA_BROKERS="+strings.Join(ep.KafkaBrokers, ","),
+		"EVENTPIPE_POSTGRES_URL="+ep.Postgres, "EVENTPIPE_EVENTS_TABLE="+ep.EventsTable,
+		"EVENTPIPE_LEASES_TABLE="+ep.LeasesTable, "EVENTPIPE_TOPIC_PREFIX="+ep.TopicPrefix)
+	program := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(bin, append(args, "-schema", schema)...)
+		cmd.Env = env
+		return cmd
+	}
+	runProgram := func(args ...string) {
+		t.Helper()
+		if out, err := program(args...).CombinedOutput(); err != nil {
+			t.Fatalf("todolog %v: %v\n%s", args, err, out)
+		}
+	}
+
+	runProgram("migrate")
+	ws, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "cmds")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	relay, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: ep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
+	done := make(chan error, 2)
+	go func() { done <- ws.RunCommandHandlers(ctx) }()
+	go func() { done <- relay.Run(ctx) }()
+	defer func() { cancel(); <-done; <-done }()
+
+	db, err := pgx.Connect(ctx, ep.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	rows := func() int64 {
+		var n int64
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM todo_log`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitRows := func(want int64, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for rows() < want && time.Now().Before(deadline) {
+			time.Sleep(200 * time.Millisecond)
+		}
+		if got := rows(); got != want {
+			t.Fatalf("todo_log has %d rows, want %d", got, want)
+		}
+	}
+	startConsumer := func() *exec.Cmd {
+		cmd := program("consume")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+		return cmd
+	}
+
+	// History first: ten todos exist before the read model ever ran.
+	runProgram("send", "-n", "10", "-id", "hist")
+	consumer := startConsumer()
+	waitRows(10, 60*time.Second)
+
+	// Live: batches of commands flow, one after another, until the
+	// consumer was killed mid-stream three times.
+	const history, perBatch, updates = 10, 5, 4
+	stopSending, sendDone := make(chan struct{}), make(chan error, 1)
+	batches := 0
+	go func() {
+		for b := 0; ; b++ {
+			select {
+			case <-stopSending:
+				batches = b
+				sendDone <- nil
+				return
+			default:
+			}
+			out, err := program("send", "-n", fmt.Sprint(perBatch), "-id", fmt.Sprintf("live%d", b), "-updates", fmt.Sprint(updates)).CombinedOutput()
+			if err != nil {
+				batches = b
+				sendDone <- fmt.Errorf("%w\n%s", err, out)
+				return
+			}
+		}
+	}()
+	var atKill []int64
+	for k := 0; k < 3; k++ {
+		before := rows()
+		for deadline := time.Now().Add(60 * time.Second); rows() == before; {
+			if time.Now().After(deadline) {
+				t.Fatalf("kill %d: the consumer applied nothing in 60 s", k+1)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+		_ = consumer.Process.Signal(syscall.SIGKILL)
+		_, _ = consumer.Process.Wait()
+		atKill = append(atKill, rows())
+		consumer = startConsumer()
+	}
+	close(stopSending)
+	if err := <-sendDone; err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	total := int64(history + batches*perBatch*(updates+1))
+	waitRows(total, 120*time.Second)
+	t.Logf("rows at each kill: %v; %d in the end", atKill, total)
+	for k, n := range atKill {
+		if n >= total {
+			t.Errorf("kill %d landed after every event was applied (%d rows)", k+1, n)
+		}
+	}
+
+	// Exactly once: every stored event is one row, and nothing else is.
+	store, err := eventpipe.OpenStore(ctx, ep, eventpipe.Builtin(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range todoIDs(history, batches, perBatch) {
+		evs, err := store.Load(ctx, eventstore.Ref{Type: todo.AggregateType, ID: id}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n, maxSeq int64
+		if err := db.QueryRow(ctx, `SELECT count(*), coalesce(max(seq), 0) FROM todo_log WHERE todo_id = $1`, id).Scan(&n, &maxSeq); err != nil {
+			t.Fatal(err)
+		}
+		if n != int64(len(evs)) || maxSeq != int64(len(evs)) {
+			t.Errorf("%s: %d rows up to seq %d, want %d", id, n, maxSeq, len(evs))
+		}
+	}
+
+	// Replay rebuilds the same table from the store.
+	_ = consumer.Process.Signal(syscall.SIGKILL)
+	_, _ = consumer.Process.Wait()
+	digest := func() string {
+		var d string
+		if err := db.QueryRow(ctx, `SELECT md5(string_agg(todo_id || '/' || seq || '/' || event_type || '/' || title, ',' ORDER BY todo_id, seq)) FROM todo_log`).Scan(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	before := digest()
+	if _, err := db.Exec(ctx, `UPDATE todo_log SET title = 'tampered' WHERE seq = 1`); err != nil {
+		t.Fatal(err)
+	}
+	runProgram("replay")
+	if after := digest(); after != before || rows() != total {
+		t.Fatalf("after replay: %d rows, digest %s; want %d rows, digest %s", rows(), after, total, before)
+	}
+}
+
+func todoIDs(history, batches, perBatch int) []string {
+	var ids []string
+	for i := range history {
+		ids = append(ids, fmt.Sprintf("hist-%03d", i))
+	}
+	for b := range batches {
+		for i := range perBatch {
+			ids = append(ids, fmt.Sprintf("live%d-%03d", b, i))
+		}
+	}
+	return ids
+}
