@@ -57,7 +57,10 @@ func (Orders) Apply(_ context.Context, b *pgx.Batch, e eventstore.Envelope) erro
 		if err := e.DecodePayload(&d); err != nil {
 			return err
 		}
-		touch(b, "orders", "order_id", e, `status = $4, refunded = refunded + $5, refunded_at = $3`, order.StatusRefunded, d.Amount)
+		// Like the domain: the status becomes refunded once all that was
+		// paid is paid back; a partial refund keeps it.
+		touch(b, "orders", "order_id", e, `status = CASE WHEN refunded + $5 >= paid THEN $4 ELSE status END,
+			refunded = refunded + $5, refunded_at = $3`, order.StatusRefunded, d.Amount)
 		return nil
 	default:
 		return unknownEvent(e)
