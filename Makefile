@@ -1,5 +1,5 @@
 # eventpipe — the two commands that matter on a fresh machine:
-#   make demo   bring the local stack up and show what runs where
+#   make demo   bring the local stack up, run the pipeline and narrate a burst of commands
 #   make test   bring the stack up (installing what is missing) and run every test
 GO          ?= go
 BIN         := bin/eventpipe

@@ -286,3 +286,42 @@ func (m *LagMonitor) Last() []PartitionLag {
 	defer m.mu.Unlock()
 	return slices.Clone(m.last)
 }
+
+// TopicMessages counts the records each topic holds now (newest minus
+// oldest offset, summed over its partitions), for example how many
+// messages wait on a poison topic. A topic that does not exist counts 0.
+func TopicMessages(ctx context.Context, brokers []string, topics []string) (map[string]int64, error) {
+	admin, err := newLagAdmin(brokers)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	out := make(map[string]int64, len(topics))
+	for _, topic := range topics {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		out[topic] = 0
+		if err := admin.client.RefreshMetadata(topic); errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("kafka: metadata of topic %s: %w", topic, err)
+		}
+		ps, err := admin.client.Partitions(topic)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: partitions of topic %s: %w", topic, err)
+		}
+		for _, p := range ps {
+			newest, err := admin.client.GetOffset(topic, p, sarama.OffsetNewest)
+			if err != nil {
+				return nil, fmt.Errorf("kafka: newest offset of %s/%d: %w", topic, p, err)
+			}
+			oldest, err := admin.client.GetOffset(topic, p, sarama.OffsetOldest)
+			if err != nil {
+				return nil, fmt.Errorf("kafka: oldest offset of %s/%d: %w", topic, p, err)
+			}
+			out[topic] += max(newest-oldest, 0)
+		}
+	}
+	return out, nil
+}

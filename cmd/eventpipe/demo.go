@@ -2,15 +2,26 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/internal/demo"
 )
 
 func demoCommand() *cobra.Command {
-	return &cobra.Command{
+	var cfg demo.Config
+	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Bring the stack up and show what runs where",
-		Args:  cobra.NoArgs,
+		Short: "Bring the stack up, run the pipeline and narrate a burst of commands through it",
+		Long: `demo brings the local stack up, creates the tables, starts 'serve', 'relay' and
+'consume --all' as child processes, sends bank-account, order and todo commands
+(some refused by the rules), and shows what was accepted and appended, the
+consumers' lag falling to zero, and what each read model then holds, checked
+against what the commands imply. Then it stays up with URLs to try until Ctrl-C;
+--once exits after the story.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := newStack(cmd)
 			if err != nil {
@@ -21,14 +32,22 @@ func demoCommand() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintln(out)
-			fmt.Fprintln(out, "What runs where:")
 			if err := printStatus(cmd, s); err != nil {
 				return err
 			}
-			fmt.Fprintln(out)
-			fmt.Fprintln(out, "Point your shell at it with:  eval \"$(bin/eventpipe stack env)\"")
-			fmt.Fprintln(out, "Stop it with:                 make stack-down")
-			return nil
+			cfg.Endpoints = eventpipe.EndpointsFromEnv()
+			cfg.Out = out
+			if cfg.LogDir == "" {
+				cfg.LogDir = filepath.Join(s.Dir(), "logs")
+			}
+			return demo.Run(cmd.Context(), cfg)
 		},
 	}
+	f := cmd.Flags()
+	f.BoolVar(&cfg.Once, "once", false, "exit after the story instead of waiting for Ctrl-C")
+	f.StringVar(&cfg.Schema, "postgres-schema", "public", "Postgres schema of the read models (EVENTPIPE_POSTGRES_URL must select it)")
+	f.StringVar(&cfg.RelayMetricsAddr, "relay-metrics-addr", "127.0.0.1:9464", "where the relay serves /metrics")
+	f.StringVar(&cfg.ConsumeMetricsAddr, "consume-metrics-addr", "127.0.0.1:9465", "where the consumers serve /metrics")
+	f.StringVar(&cfg.LogDir, "log-dir", "", "where the children's logs go (default: the stack's log folder)")
+	return cmd
 }

@@ -1,0 +1,197 @@
+// Package demo runs the pipeline for a newcomer and narrates it: it
+// starts `serve`, `relay` and `consume --all` as child processes of the
+// eventpipe binary, sends a burst of realistic commands (bank accounts,
+// orders, todos over HTTP), and shows what was accepted and rejected,
+// what was appended, what the relay published, how the consumers' lag
+// falls to zero and what each read model then holds, checked against
+// what the commands imply. `eventpipe demo` runs it.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/eventpipe/eventpipe"
+)
+
+// Config configures Run.
+type Config struct {
+	// Binary is the eventpipe binary the children run (default: this
+	// process's executable).
+	Binary string
+	// Endpoints give every address (default eventpipe.EndpointsFromEnv());
+	// the children get them through the environment.
+	Endpoints eventpipe.Endpoints
+	// Schema is the Postgres schema of the read models (default "public");
+	// Endpoints.Postgres must select it (search_path) when it is not the
+	// default one.
+	Schema string
+	// RelayMetricsAddr and ConsumeMetricsAddr are where the relay and the
+	// consumers serve /metrics (defaults 127.0.0.1:9464 and :9465).
+	RelayMetricsAddr, ConsumeMetricsAddr string
+	// LogDir receives the children's logs (default: a temporary folder).
+	LogDir string
+	// RunID makes this run's aggregate ids unique (default: from the
+	// clock), so the demo can run again on the same tables.
+	RunID string
+	// Once returns after the story; otherwise Run waits for ctx to end,
+	// with the pipeline up to try.
+	Once bool
+	// Out receives the story (default os.Stdout).
+	Out io.Writer
+	// Timeout bounds the wait for the read models (default 90s).
+	Timeout time.Duration
+}
+
+func (c *Config) setDefaults() error {
+	if c.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("demo: find the eventpipe binary: %w", err)
+		}
+		c.Binary = exe
+	}
+	if c.Endpoints.DynamoDB == "" {
+		c.Endpoints = eventpipe.EndpointsFromEnv()
+	}
+	if c.Schema == "" {
+		c.Schema = "public"
+	}
+	if c.RelayMetricsAddr == "" {
+		c.RelayMetricsAddr = "127.0.0.1:9464"
+	}
+	if c.ConsumeMetricsAddr == "" {
+		c.ConsumeMetricsAddr = "127.0.0.1:9465"
+	}
+	if c.LogDir == "" {
+		dir, err := os.MkdirTemp("", "eventpipe-demo-")
+		if err != nil {
+			return fmt.Errorf("demo: log folder: %w", err)
+		}
+		c.LogDir = dir
+	}
+	if c.RunID == "" {
+		c.RunID = time.Now().UTC().Format("150405")
+	}
+	if c.Out == nil {
+		c.Out = os.Stdout
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 90 * time.Second
+	}
+	return nil
+}
+
+// Validate reports the first unusable field.
+func (c Config) Validate() error {
+	for name, addr := range map[string]string{"RelayMetricsAddr": c.RelayMetricsAddr, "ConsumeMetricsAddr": c.ConsumeMetricsAddr, "Endpoints.HTTPAddr": c.Endpoints.HTTPAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("demo: %s %q: %w", name, addr, err)
+		}
+	}
+	if strings.ContainsAny(c.RunID, "#\x00 ") {
+		return fmt.Errorf("demo: RunID %q has a reserved character", c.RunID)
+	}
+	return nil
+}
+
+// Run tells the story. It returns an error when a step fails or the read
+// models do not come to what the commands imply within Timeout.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.setDefaults(); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	n := &narrator{out: cfg.Out}
+	n.chapter("Storage")
+	m, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Endpoints: cfg.Endpoints, Schema: cfg.Schema, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	n.line("DynamoDB tables %s and %s ready at %s; Postgres read models at version %d in schema %s",
+		m.EventsTable, m.LeasesTable, cfg.Endpoints.DynamoDB, m.PostgresVersion, m.PostgresSchema)
+
+	n.chapter("The pipeline")
+	procs := &children{binary: cfg.Binary, logDir: cfg.LogDir}
+	defer procs.stop(n)
+	for _, c := range []struct {
+		name   string
+		args   []string
+		health string
+	}{
+		{"serve", []string{"serve"}, "http://" + cfg.Endpoints.HTTPAddr + "/healthz"},
+		{"relay", []string{"relay", "--metrics-addr", cfg.RelayMetricsAddr}, "http://" + cfg.RelayMetricsAddr + "/healthz"},
+		{"consume", []string{"consume", "--all", "--metrics-addr", cfg.ConsumeMetricsAddr}, "http://" + cfg.ConsumeMetricsAddr + "/healthz"},
+	} {
+		p, err := procs.start(ctx, c.name, c.args, c.health)
+		if err != nil {
+			return err
+		}
+		n.line("%-8s pid %-7d eventpipe %s   (log %s)", c.name, p.cmd.Process.Pid, strings.Join(c.args, " "), p.logPath)
+	}
+
+	sc, err := newScenario(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer sc.close()
+	if err := sc.accountsChapter(ctx, n); err != nil {
+		return err
+	}
+	if err := sc.ordersChapter(ctx, n); err != nil {
+		return err
+	}
+	if err := sc.todosChapter(ctx, n); err != nil {
+		return err
+	}
+	if err := sc.appended(ctx, n); err != nil {
+		return err
+	}
+	if err := sc.readModels(ctx, n); err != nil {
+		return err
+	}
+
+	if cfg.Once {
+		n.chapter("Done")
+		n.line("every read model shows what the commands imply")
+		return nil
+	}
+	n.chapter("Try it")
+	n.line("HTTP API   curl -i http://%s/todo", cfg.Endpoints.HTTPAddr)
+	n.line("           curl -i -X POST http://%s/todo -d '{\"id\":\"t1\",\"title\":\"TODO\",\"message\":\"Make coffee\"}'", cfg.Endpoints.HTTPAddr)
+	n.line("metrics    http://%s/metrics (serve)  http://%s/metrics (relay)  http://%s/metrics (consume)",
+		cfg.Endpoints.HTTPAddr, cfg.RelayMetricsAddr, cfg.ConsumeMetricsAddr)
+	n.line("commands   bin/eventpipe send CreateTodo --aggregate-id t2 --data '{\"title\":\"hi\"}' --wait")
+	n.line("logs       %s", filepath.Join(cfg.LogDir, "*.log"))
+	n.line("Ctrl-C stops serve, relay and consume (the stack keeps running; make stack-down stops it).")
+	<-ctx.Done()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// narrator prints the story.
+type narrator struct {
+	out      io.Writer
+	chapters int
+}
+
+func (n *narrator) chapter(title string) {
+	n.chapters++
+	fmt.Fprintf(n.out, "\n%d. %s\n", n.chapters, title)
+}
+
+func (n *narrator) line(format string, args ...any) {
+	fmt.Fprintf(n.out, "   "+format+"\n", args...)
+}
