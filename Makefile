@@ -1,6 +1,7 @@
 # eventpipe — the two commands that matter on a fresh machine:
 #   make demo   bring the local stack up, run the pipeline and narrate a burst of commands
 #   make test   bring the stack up (installing what is missing) and run every test
+SHELL       := /bin/bash
 GO          ?= go
 BIN         := bin/eventpipe
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -26,9 +27,12 @@ stack-status: build
 test: stack-up
 	$(GO) test -race -count=1 -timeout 25m $(TESTFLAGS) ./...
 
-# Benchmarks report ratios against raw baselines measured in the same run.
+# Benchmarks report ratios against raw baselines measured in the same run;
+# docs/benchmarks.md gets their figures (the full output stays in
+# .bench.out).
 bench: stack-up
-	$(GO) test -run '^$$' -bench . $(BENCHFLAGS) -timeout 60m ./...
+	set -o pipefail; $(GO) test -run '^$$' -bench . $(BENCHFLAGS) -timeout 60m ./... 2>&1 | tee .bench.out
+	$(BIN) bench-report --in .bench.out --out docs/benchmarks.md
 
 demo: build
 	$(BIN) demo
