@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
 	store "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/testenv"
@@ -187,9 +189,14 @@ func appendConcurrently(t *testing.T, e *env, aggregates, perAggregate, perAppen
 // shard after the lease timeout.
 func TestKilledRelaysLoseNothing(t *testing.T) {
 	const aggregates, perAggregate, perAppend, writers, batch, minKills = 40, 100, 2, 8, 100, 10
+	const total = aggregates * perAggregate
 	e := newEnv(t)
 	procs := []*relayChild{startRelayChild(t, e, "proc-a", batch), startRelayChild(t, e, "proc-b", batch)}
-	var kills, takeovers int
+	var kills atomic.Int64
+	var appended atomic.Int64
+	takeovers := 0
+	type atKill struct{ appended, published int64 }
+	var killed []atKill
 	stopKilling := make(chan struct{})
 	killerDone := make(chan struct{})
 	holder := func() *relayChild {
@@ -202,12 +209,19 @@ func TestKilledRelaysLoseNothing(t *testing.T) {
 		}
 		return nil
 	}
+	published := func() int64 {
+		n, err := kafka.TopicMessages(context.Background(), e.ep.KafkaBrokers, []string{e.topics.Events("tick")})
+		if err != nil {
+			t.Errorf("count published: %v", err)
+		}
+		return n[e.topics.Events("tick")]
+	}
 	go func() {
 		defer close(killerDone)
 		for {
 			select {
 			case <-stopKilling:
-				if kills >= minKills {
+				if kills.Load() >= minKills {
 					return
 				}
 			case <-time.After(time.Duration(700+rand.IntN(1300)) * time.Millisecond):
@@ -219,7 +233,8 @@ func TestKilledRelaysLoseNothing(t *testing.T) {
 			}
 			wasHolder := victim == holder()
 			victim.kill()
-			kills++
+			killed = append(killed, atKill{appended: appended.Load(), published: published()})
+			kills.Add(1)
 			if wasHolder {
 				// Keep the holder down past the lease timeout: the
 				// survivor must take its shard over.
@@ -231,17 +246,34 @@ func TestKilledRelaysLoseNothing(t *testing.T) {
 			victim.start()
 		}
 	}()
-	want := appendConcurrently(t, e, aggregates, perAggregate, perAppend, writers, nil)
+	// The writers pace themselves until the kills are done, so that the
+	// kills land while events are being appended and relayed.
+	want := appendConcurrently(t, e, aggregates, perAggregate, perAppend, writers, func() {
+		appended.Add(perAppend)
+		if kills.Load() < minKills {
+			time.Sleep(150 * time.Millisecond)
+		}
+	})
 	close(stopKilling)
 	<-killerDone
 	got := readEvents(t, e.ep.KafkaBrokers, e.topics.Events("tick"), 3*time.Minute, complete(want))
 	dups := coverage(t, got, want)
-	t.Logf("%d kills, %d takeovers, %d events, %d records on Kafka, %d duplicates (bound %d)", kills, takeovers, aggregates*perAggregate, len(got), dups, kills*batch)
-	if dups > kills*batch {
-		t.Errorf("%d duplicates after %d kills, more than one batch (%d) per kill", dups, kills, batch)
+	t.Logf("%d kills, %d takeovers, %d events, %d records on Kafka, %d duplicates (bound %d); appended / published at each kill: %+v",
+		kills.Load(), takeovers, total, len(got), dups, kills.Load()*batch, killed)
+	if dups > int(kills.Load())*batch {
+		t.Errorf("%d duplicates after %d kills, more than one batch (%d) per kill", dups, kills.Load(), batch)
 	}
 	if takeovers == 0 {
 		t.Errorf("the survivor never took over a killed holder's shard")
+	}
+	inFlight := 0
+	for _, k := range killed {
+		if k.appended < total && k.published < total {
+			inFlight++
+		}
+	}
+	if inFlight*2 <= len(killed) {
+		t.Errorf("only %d of %d kills landed while events were still being appended and relayed: %+v", inFlight, len(killed), killed)
 	}
 }
 
