@@ -7,9 +7,12 @@
 package benchreport
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,7 +46,11 @@ type Report struct {
 // result is an error.
 func Parse(r io.Reader) (Report, error) {
 	rep := Report{Machine: map[string]string{}}
-	br := benchfmt.NewReader(r, "bench output")
+	stitched, err := stitch(r)
+	if err != nil {
+		return rep, err
+	}
+	br := benchfmt.NewReader(stitched, "bench output")
 	for br.Scan() {
 		res, ok := br.Result().(*benchfmt.Result)
 		if !ok {
@@ -51,7 +58,7 @@ func Parse(r io.Reader) (Report, error) {
 		}
 		for _, k := range []string{"goos", "goarch", "cpu"} {
 			if v := res.GetConfig(k); v != "" {
-				rep.Machine[k] = v
+				rep.Machine[k] = strings.TrimSpace(v)
 			}
 		}
 		vals := make([]Value, 0, len(res.Values))
@@ -74,6 +81,42 @@ func Parse(r io.Reader) (Report, error) {
 		return rep, errors.New("benchreport: no benchmark results in the input")
 	}
 	return rep, nil
+}
+
+var (
+	// nameThenLog is a benchmark's name followed, on the same line, by a
+	// log line that the benchmark printed before its figures.
+	nameThenLog = regexp.MustCompile(`^(Benchmark\S+)\s+(\S.*)?$`)
+	// figures is a result line without its name: iterations, then
+	// value-unit pairs.
+	figures = regexp.MustCompile(`^\s+\d+\s+[-+0-9.eE]+\s+\S+`)
+)
+
+// stitch puts back together a result that log lines split: `go test`
+// prints a benchmark's name, then whatever the benchmark logs, then its
+// figures on a line of their own.
+func stitch(r io.Reader) (io.Reader, error) {
+	var out bytes.Buffer
+	pending := ""
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if m := nameThenLog.FindStringSubmatch(line); m != nil && !figures.MatchString(" "+m[2]) {
+			pending = m[1]
+			continue
+		}
+		if pending != "" && figures.MatchString(line) {
+			line = pending + line
+			pending = ""
+		}
+		out.WriteString(line)
+		out.WriteByte('\n')
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("benchreport: read: %w", err)
+	}
+	return &out, nil
 }
 
 // IsRatio reports whether a unit is a ratio against a same-run baseline

@@ -19,6 +19,11 @@ PASS
 ok  	github.com/eventpipe/eventpipe/eventstore/dynamodb	12.3s
 pkg: github.com/eventpipe/eventpipe/projections/readmodels
 BenchmarkApplier-2   	     1	  1500 ns/op	  9500 applier_events/s	   0.95 applier/raw
+pkg: github.com/eventpipe/eventpipe
+BenchmarkCommandsThroughBus-2   	2026/11/23 12:27:24 INFO created events table table=events-x
+2026/11/23 12:27:25 INFO Subscribing to Kafka topic topic=commands.todo
+     300	        23.84 commands/s	        19.82 direct_commands/s	         1.203 ratio
+PASS
 `
 
 func TestParseSkipsLogLinesAndMarkdownPutsRatiosFirst(t *testing.T) {
@@ -26,7 +31,7 @@ func TestParseSkipsLogLinesAndMarkdownPutsRatiosFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Results) != 2 || rep.Machine["cpu"] != "AMD EPYC" || rep.Results[1].Package != "github.com/eventpipe/eventpipe/projections/readmodels" {
+	if len(rep.Results) != 3 || rep.Machine["cpu"] != "AMD EPYC" || rep.Results[1].Package != "github.com/eventpipe/eventpipe/projections/readmodels" {
 		t.Fatalf("parsed %+v", rep)
 	}
 	var md strings.Builder
@@ -37,6 +42,7 @@ func TestParseSkipsLogLinesAndMarkdownPutsRatiosFirst(t *testing.T) {
 		"- machine: linux/amd64, AMD EPYC",
 		"| Append/concurrency=8-2 | **0.812 throughput_ratio** | 812 appends/s<br>1000 raw_appends/s<br>12.50 p50_ms |",
 		"| Applier-2 | **0.950 applier/raw** | 1500 ns/op<br>9500 applier_events/s |",
+		"| CommandsThroughBus-2 | **1.20 ratio** | 23.84 commands/s<br>19.82 direct_commands/s |",
 	} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
