@@ -4,7 +4,7 @@
 // rebuild it, and sends todo commands.
 //
 //	todolog migrate            create the tables (eventpipe's and todo_log)
-//	todolog consume            run the todo_log read model until Ctrl-C
+//	todolog consume            run the todo_log read model until Ctrl-C (-metrics-addr serves /metrics)
 //	todolog replay             rebuild todo_log from the event store
 //	todolog send -n 10 -id t   create todos t-000… (then update them with -updates)
 //
@@ -44,6 +44,7 @@ func run(args []string) error {
 	n := fl.Int("n", 10, "send: how many todos")
 	updates := fl.Int("updates", 0, "send: updates per todo after its creation")
 	prefix := fl.String("id", "todo", "send: todo id prefix")
+	metricsAddr := fl.String("metrics-addr", "", "consume: serve /metrics here (empty: off)")
 	if err := fl.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -64,11 +65,19 @@ func run(args []string) error {
 		fmt.Printf("todo_log at version %d in schema %s\n", m.ReadModelVersions["todo_log"], m.PostgresSchema)
 		return nil
 	case "consume":
-		c, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: catalog, Endpoints: ep, ReadModels: []string{"todo_log"}})
+		reg := eventpipe.NewMetricsRegistry()
+		c, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: catalog, Endpoints: ep, ReadModels: []string{"todo_log"}, Registerer: reg})
 		if err != nil {
 			return err
 		}
 		defer c.Close()
+		if *metricsAddr != "" {
+			go func() {
+				if err := eventpipe.ServeMetrics(ctx, *metricsAddr, reg); err != nil {
+					slog.Error("metrics server", "err", err)
+				}
+			}()
+		}
 		if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			return err
 		}

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,8 +112,9 @@ func TestTodoLogRunsAsALibraryUsersReadModel(t *testing.T) {
 			t.Fatalf("todo_log has %d rows, want %d", got, want)
 		}
 	}
+	metricsAddr := "127.0.0.1:" + fmt.Sprint(testenv.FreePort(t))
 	startConsumer := func() *exec.Cmd {
-		cmd := program("consume")
+		cmd := program("consume", "-metrics-addr", metricsAddr)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -172,6 +175,17 @@ func TestTodoLogRunsAsALibraryUsersReadModel(t *testing.T) {
 		if n >= total {
 			t.Errorf("kill %d landed after every event was applied (%d rows)", k+1, n)
 		}
+	}
+
+	// Its metrics are served like the built-in read models'.
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `eventpipe_projection_last_event_age_seconds{projection="todo_log"}`) {
+		t.Errorf("the consumer's /metrics lacks the todo_log projection's metrics:\n%.2000s", body)
 	}
 
 	// Exactly once: every stored event is one row, and nothing else is.
