@@ -1,0 +1,467 @@
+package esserver
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// checkName applies Elasticsearch's index/alias name rules and returns why
+// the name is invalid ("" when valid).
+func checkName(name string) string {
+	if name == "" {
+		return "must not be empty"
+	}
+	if strings.ContainsAny(name, "\\/*?\"<>| ,") {
+		return `must not contain the following characters [ , ", *, \, <, |, ,, >, /, ?]`
+	}
+	if strings.Contains(name, "#") {
+		return "must not contain '#'"
+	}
+	if strings.Contains(name, ":") {
+		return "must not contain ':'"
+	}
+	if strings.HasPrefix(name, "_") || strings.HasPrefix(name, "-") || strings.HasPrefix(name, "+") {
+		return "must not start with '_', '-', or '+'"
+	}
+	if name == "." || name == ".." {
+		return "must not be '.' or '..'"
+	}
+	if len(name) > 255 {
+		return "index name is too long, (" + itoa(int64(len(name))) + " > 255)"
+	}
+	if strings.ToLower(name) != name {
+		return "must be lowercase"
+	}
+	return ""
+}
+
+func validateIndexName(name string) *esError {
+	if why := checkName(name); why != "" {
+		return invalidIndexName(name, why)
+	}
+	return nil
+}
+
+func newUUID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)[:22]
+}
+
+// createIndexReq is a parsed create-index body.
+type createIndexReq struct {
+	settings map[string]string
+	mappings *mappings
+	aliases  map[string]aliasMeta
+}
+
+func parseCreateIndex(body []byte) (*createIndexReq, *esError) {
+	req := &createIndexReq{settings: map[string]string{}, mappings: newMappings()}
+	if !jsonBody(body) {
+		return req, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := decodeJSON(body, &obj); err != nil {
+		return nil, xContentParseError(err)
+	}
+	for k, v := range obj {
+		switch k {
+		case "settings":
+			flat, err := flattenSettings(v)
+			if err != nil {
+				return nil, err
+			}
+			req.settings = flat
+		case "mappings":
+			m, err := parseMappings(v)
+			if err != nil {
+				return nil, err
+			}
+			req.mappings = m
+		case "aliases":
+			var al map[string]map[string]json.RawMessage
+			if err := json.Unmarshal(v, &al); err != nil {
+				return nil, xContentParseError(err)
+			}
+			req.aliases = map[string]aliasMeta{}
+			for name, p := range al {
+				var meta aliasMeta
+				for pk, pv := range p {
+					switch pk {
+					case "is_write_index":
+						var b bool
+						_ = json.Unmarshal(pv, &b)
+						meta.IsWriteIndex = &b
+					case "is_hidden":
+						var b bool
+						_ = json.Unmarshal(pv, &b)
+						meta.IsHidden = &b
+					case "routing", "index_routing", "search_routing":
+					case "filter":
+						return nil, illegalArgument("[eventpipe] alias filters are not supported by this server")
+					default:
+						return nil, illegalArgument("Unsupported field [%s]", pk)
+					}
+				}
+				req.aliases[name] = meta
+			}
+		default:
+			return nil, parsingError("unknown key [%s] for create index", k)
+		}
+	}
+	return req, nil
+}
+
+// createIndex creates an index durably-ordered in the log and returns the
+// log position of its creation.
+func (s *Server) createIndex(name string, req *createIndexReq) (*index, int64, *esError) {
+	if err := validateIndexName(name); err != nil {
+		return nil, 0, err
+	}
+	st, serr := parseSettings(req.settings, 1)
+	if serr != nil {
+		return nil, 0, serr
+	}
+	s.cpMu.RLock()
+	defer s.cpMu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ix := s.indices[name]; ix != nil {
+		return ix, 0, newErr(http.StatusBadRequest, "resource_already_exists_exception", "index [%s/%s] already exists", name, ix.uuid).
+			with("index_uuid", ix.uuid).with("index", name)
+	}
+	if _, ok := s.aliases[name]; ok {
+		return nil, 0, invalidIndexName(name, "already exists as alias")
+	}
+	for al := range req.aliases {
+		if err := validateAliasName(al); err != nil {
+			return nil, 0, err
+		}
+		if al == name || s.indices[al] != nil {
+			return nil, 0, newErr(http.StatusBadRequest, "invalid_alias_name_exception",
+				"Invalid alias name [%s]: an index or data stream exists with the same name as the alias", al)
+		}
+	}
+	ix := newIndex(name, newUUID(), time.Now().UnixMilli(), st, req.mappings)
+	if _, err := s.openEngine(ix); err != nil {
+		return nil, 0, internalError(err)
+	}
+	ix.lastRefresh.Store(time.Now().UnixNano())
+	pos, werr := s.wal.append(encodeMeta(recCreateIndex, metaRecord{
+		Name: name, UUID: ix.uuid, Created: ix.created, Settings: st.raw, Mappings: req.mappings.marshal(),
+	}))
+	if werr == nil && len(req.aliases) > 0 {
+		aliases := cloneAliases(s.aliases)
+		for al, meta := range req.aliases {
+			if aliases[al] == nil {
+				aliases[al] = map[string]aliasMeta{}
+			}
+			aliases[al][name] = meta
+		}
+		pos, werr = s.wal.append(encodeMeta(recAliases, metaRecord{Aliases: aliases}))
+		if werr == nil {
+			s.aliases = aliases
+		}
+	}
+	if werr != nil {
+		_ = ix.closeEngine()
+		_ = os.RemoveAll(ix.dir)
+		return nil, 0, internalError(werr)
+	}
+	s.indices[name] = ix
+	s.log.Info("index created", "index", name, "uuid", ix.uuid)
+	return ix, pos, nil
+}
+
+func (s *Server) handleCreateIndex(rc *reqCtx, p []string) (int, any) {
+	name := p[0]
+	if err := validateIndexName(name); err != nil {
+		return errResp(err)
+	}
+	req, err := parseCreateIndex(rc.body)
+	if err != nil {
+		return errResp(err)
+	}
+	_, pos, err := s.createIndex(name, req)
+	if err != nil {
+		return errResp(err)
+	}
+	if werr := s.wal.waitDurable(pos); werr != nil {
+		return errResp(internalError(werr))
+	}
+	return http.StatusOK, map[string]any{"acknowledged": true, "shards_acknowledged": true, "index": name}
+}
+
+func (s *Server) handleDeleteIndex(rc *reqCtx, p []string) (int, any) {
+	expr := p[0]
+	s.cpMu.RLock()
+	s.mu.Lock()
+	var targets []*index
+	for _, part := range strings.Split(expr, ",") {
+		if isWildcard(part) || part == "_all" {
+			s.mu.Unlock()
+			s.cpMu.RUnlock()
+			return errResp(illegalArgument("Wildcard expressions or all indices are not allowed"))
+		}
+		ix := s.indices[part]
+		if ix == nil {
+			_, isAlias := s.aliases[part]
+			s.mu.Unlock()
+			s.cpMu.RUnlock()
+			if isAlias {
+				return errResp(illegalArgument("The provided expression [%s] matches an alias, specify the corresponding concrete indices instead.", part))
+			}
+			if rc.q.Get("ignore_unavailable") == "true" {
+				return http.StatusOK, map[string]any{"acknowledged": true}
+			}
+			return errResp(indexNotFound(part))
+		}
+		targets = append(targets, ix)
+	}
+	var pos int64
+	for _, ix := range targets {
+		var werr error
+		pos, werr = s.wal.append(encodeMeta(recDeleteIndex, metaRecord{Name: ix.name}))
+		if werr != nil {
+			s.mu.Unlock()
+			s.cpMu.RUnlock()
+			return errResp(internalError(werr))
+		}
+		ix.mu.Lock()
+		ix.removed = true
+		ix.mu.Unlock()
+		delete(s.indices, ix.name)
+		s.dropAliasesOf(ix.name)
+	}
+	s.mu.Unlock()
+	s.cpMu.RUnlock()
+	if werr := s.wal.waitDurable(pos); werr != nil {
+		return errResp(internalError(werr))
+	}
+	for _, ix := range targets {
+		if err := ix.closeEngine(); err != nil {
+			s.log.Warn("close search index", "index", ix.name, "error", err)
+		}
+		if err := removeAllRetry(ix.dir); err != nil {
+			s.log.Warn("remove search index files", "index", ix.name, "error", err)
+		}
+		s.log.Info("index deleted", "index", ix.name)
+	}
+	return http.StatusOK, map[string]any{"acknowledged": true}
+}
+
+func removeAllRetry(dir string) error {
+	var err error
+	for range 3 {
+		if err = os.RemoveAll(dir); err == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return err
+}
+
+func (s *Server) handleIndexExists(rc *reqCtx, p []string) (int, any) {
+	if _, err := s.resolveSearch(p[0], rc.q); err != nil {
+		return http.StatusNotFound, nil
+	}
+	if !isWildcard(p[0]) {
+		return http.StatusOK, nil
+	}
+	idx, _ := s.resolveSearch(p[0], rc.q)
+	if len(idx) == 0 {
+		return http.StatusNotFound, nil
+	}
+	return http.StatusOK, nil
+}
+
+func (s *Server) aliasesOf(name string) map[string]any {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := map[string]any{}
+	for a, m := range s.aliases {
+		if meta, ok := m[name]; ok {
+			out[a] = meta.render()
+		}
+	}
+	return out
+}
+
+func (s *Server) handleGetIndex(rc *reqCtx, p []string) (int, any) {
+	expr := p[0]
+	if strings.HasPrefix(expr, "_") && expr != "_all" {
+		return errResp(invalidIndexName(expr, "must not start with '_', '-', or '+'"))
+	}
+	indices, err := s.resolveSearch(expr, rc.q)
+	if err != nil {
+		return errResp(err)
+	}
+	out := map[string]any{}
+	for _, ix := range indices {
+		out[ix.name] = map[string]any{
+			"aliases":  s.aliasesOf(ix.name),
+			"mappings": ix.currentMapping().render(),
+			"settings": ix.currentSettings().render(ix),
+		}
+	}
+	return http.StatusOK, out
+}
+
+func (s *Server) handleGetMapping(rc *reqCtx, p []string) (int, any) {
+	indices, err := s.resolveSearch(p[0], rc.q)
+	if err != nil {
+		return errResp(err)
+	}
+	out := map[string]any{}
+	for _, ix := range indices {
+		out[ix.name] = map[string]any{"mappings": ix.currentMapping().render()}
+	}
+	return http.StatusOK, out
+}
+
+func (s *Server) handlePutMapping(rc *reqCtx, p []string) (int, any) {
+	upd, err := parseMappings(rc.body)
+	if err != nil {
+		return errResp(err)
+	}
+	indices, err := s.resolveSearch(p[0], rc.q)
+	if err != nil {
+		return errResp(err)
+	}
+	// Validate against every target first, then apply: all or nothing.
+	merged := make([]*mappings, len(indices))
+	for i, ix := range indices {
+		m, merr := ix.currentMapping().merge(upd)
+		if merr != nil {
+			return errResp(merr)
+		}
+		merged[i] = m
+	}
+	s.cpMu.RLock()
+	var pos int64
+	for i, ix := range indices {
+		ix.mu.Lock()
+		m, merr := ix.mapping.merge(upd)
+		if merr != nil {
+			ix.mu.Unlock()
+			s.cpMu.RUnlock()
+			return errResp(merr)
+		}
+		merged[i] = m
+		var werr error
+		pos, werr = s.wal.append(encodeMeta(recMapping, metaRecord{Name: ix.name, Mappings: m.marshal()}))
+		if werr != nil {
+			ix.mu.Unlock()
+			s.cpMu.RUnlock()
+			return errResp(internalError(werr))
+		}
+		ix.mapping = m
+		ix.mu.Unlock()
+	}
+	s.cpMu.RUnlock()
+	if werr := s.wal.waitDurable(pos); werr != nil {
+		return errResp(internalError(werr))
+	}
+	return http.StatusOK, map[string]any{"acknowledged": true}
+}
+
+func (s *Server) handleGetSettings(rc *reqCtx, p []string) (int, any) {
+	indices, err := s.resolveSearch(p[0], rc.q)
+	if err != nil {
+		return errResp(err)
+	}
+	out := map[string]any{}
+	for _, ix := range indices {
+		out[ix.name] = map[string]any{"settings": ix.currentSettings().render(ix)}
+	}
+	return http.StatusOK, out
+}
+
+func (s *Server) handlePutSettings(rc *reqCtx, p []string) (int, any) {
+	flat, err := flattenSettings(rc.body)
+	if err != nil {
+		return errResp(err)
+	}
+	if _, ok := flat["index.settings"]; ok {
+		return errResp(illegalArgument("unknown setting [index.settings]"))
+	}
+	// {"settings": {...}} wrappers are flattened to index.settings.*;
+	// accept them as Elasticsearch does.
+	for k, v := range flat {
+		if strings.HasPrefix(k, "index.settings.") {
+			delete(flat, k)
+			nk := strings.TrimPrefix(k, "index.settings.")
+			if !strings.HasPrefix(nk, "index.") {
+				nk = "index." + nk
+			}
+			flat[nk] = v
+		}
+	}
+	for k := range flat {
+		if staticSettings[k] {
+			return errResp(illegalArgument("Can't update non dynamic settings [[%s]] for open indices", k))
+		}
+	}
+	indices, err := s.resolveSearch(p[0], rc.q)
+	if err != nil {
+		return errResp(err)
+	}
+	s.cpMu.RLock()
+	var pos int64
+	for _, ix := range indices {
+		ix.mu.Lock()
+		next := map[string]string{}
+		for k, v := range ix.settings.raw {
+			next[k] = v
+		}
+		for k, v := range flat {
+			if v == "" {
+				delete(next, k)
+			} else {
+				next[k] = v
+			}
+		}
+		st, perr := parseSettings(next, 1)
+		if perr != nil {
+			ix.mu.Unlock()
+			s.cpMu.RUnlock()
+			return errResp(perr)
+		}
+		var werr error
+		pos, werr = s.wal.append(encodeMeta(recSettings, metaRecord{Name: ix.name, Settings: st.raw}))
+		if werr != nil {
+			ix.mu.Unlock()
+			s.cpMu.RUnlock()
+			return errResp(internalError(werr))
+		}
+		ix.settings = st
+		ix.mu.Unlock()
+	}
+	s.cpMu.RUnlock()
+	if werr := s.wal.waitDurable(pos); werr != nil {
+		return errResp(internalError(werr))
+	}
+	return http.StatusOK, map[string]any{"acknowledged": true}
+}
+
+func (s *Server) handleRefresh(rc *reqCtx, p []string) (int, any) {
+	indices, err := s.resolveSearch(p[0], rc.q)
+	if err != nil {
+		return errResp(err)
+	}
+	total, ok := 0, 0
+	for _, ix := range indices {
+		rep := ix.currentSettings().Replicas
+		total += 1 + rep
+		if rerr := s.refresh(ix); rerr != nil {
+			return errResp(internalError(rerr))
+		}
+		ok++
+	}
+	return http.StatusOK, map[string]any{"_shards": map[string]any{"total": total, "successful": ok, "failed": 0}}
+}

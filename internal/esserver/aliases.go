@@ -1,0 +1,609 @@
+package esserver
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"path"
+	"sort"
+	"strings"
+)
+
+// aliasMeta is the per-index configuration of an alias.
+type aliasMeta struct {
+	IsWriteIndex *bool `json:"is_write_index,omitempty"`
+	IsHidden     *bool `json:"is_hidden,omitempty"`
+}
+
+func (a aliasMeta) render() map[string]any {
+	out := map[string]any{}
+	if a.IsWriteIndex != nil {
+		out["is_write_index"] = *a.IsWriteIndex
+	}
+	if a.IsHidden != nil {
+		out["is_hidden"] = *a.IsHidden
+	}
+	return out
+}
+
+func cloneAliases(in map[string]map[string]aliasMeta) map[string]map[string]aliasMeta {
+	out := make(map[string]map[string]aliasMeta, len(in))
+	for a, m := range in {
+		c := make(map[string]aliasMeta, len(m))
+		for k, v := range m {
+			c[k] = v
+		}
+		out[a] = c
+	}
+	return out
+}
+
+// dropAliasesOf removes an index from every alias. s.mu is held.
+func (s *Server) dropAliasesOf(name string) {
+	for a, m := range s.aliases {
+		delete(m, name)
+		if len(m) == 0 {
+			delete(s.aliases, a)
+		}
+	}
+}
+
+func isWildcard(s string) bool { return strings.ContainsAny(s, "*?") }
+
+func wildMatch(pattern, name string) bool {
+	ok, _ := path.Match(pattern, name)
+	return ok
+}
+
+// resolveSearch expands a multi-target expression (comma list, wildcards,
+// aliases, _all) into concrete indices.
+func (s *Server) resolveSearch(expr string, q url.Values) ([]*index, *esError) {
+	ignoreUnavailable := q.Get("ignore_unavailable") == "true"
+	allowNoIndices := q.Get("allow_no_indices") != "false"
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	set := map[string]*index{}
+	addAll := func() {
+		for name, ix := range s.indices {
+			if !strings.HasPrefix(name, ".") {
+				set[name] = ix
+			}
+		}
+	}
+	if expr == "" || expr == "_all" {
+		addAll()
+	} else {
+		sawWildcard := false
+		for _, part := range strings.Split(expr, ",") {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			if strings.HasPrefix(part, "-") && sawWildcard {
+				pat := part[1:]
+				for name := range set {
+					if wildMatch(pat, name) {
+						delete(set, name)
+					}
+				}
+				for a, m := range s.aliases {
+					if wildMatch(pat, a) {
+						for name := range m {
+							delete(set, name)
+						}
+					}
+				}
+				continue
+			}
+			if part == "_all" || part == "*" {
+				sawWildcard = true
+				addAll()
+				continue
+			}
+			if isWildcard(part) {
+				sawWildcard = true
+				matched := false
+				for name, ix := range s.indices {
+					if wildMatch(part, name) && (!strings.HasPrefix(name, ".") || strings.HasPrefix(part, ".")) {
+						set[name] = ix
+						matched = true
+					}
+				}
+				for a, m := range s.aliases {
+					if wildMatch(part, a) {
+						for name := range m {
+							if ix := s.indices[name]; ix != nil {
+								set[name] = ix
+								matched = true
+							}
+						}
+					}
+				}
+				if !matched && !allowNoIndices {
+					return nil, indexNotFound(part)
+				}
+				continue
+			}
+			if ix := s.indices[part]; ix != nil {
+				set[part] = ix
+				continue
+			}
+			if m, ok := s.aliases[part]; ok {
+				for name := range m {
+					if ix := s.indices[name]; ix != nil {
+						set[name] = ix
+					}
+				}
+				continue
+			}
+			if !ignoreUnavailable {
+				return nil, indexNotFound(part)
+			}
+		}
+	}
+	out := make([]*index, 0, len(set))
+	for _, ix := range set {
+		out = append(out, ix)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, nil
+}
+
+// writeIndexOf resolves an alias to its write index. s.mu is held.
+func (s *Server) writeIndexOf(alias string, m map[string]aliasMeta) (*index, *esError) {
+	var write, only string
+	for name, meta := range m {
+		if meta.IsWriteIndex != nil && *meta.IsWriteIndex {
+			write = name
+		}
+		only = name
+	}
+	if write == "" && len(m) == 1 {
+		if meta := m[only]; meta.IsWriteIndex == nil {
+			write = only
+		}
+	}
+	if write == "" {
+		return nil, illegalArgument("no write index is defined for alias [%s]. The write index may be explicitly disabled using is_write_index=false or the alias points to multiple indices without one being designated as a write index", alias)
+	}
+	return s.indices[write], nil
+}
+
+// lookupWrite finds the index a write to name goes to; nil without error
+// means the name is free (candidate for auto-creation).
+func (s *Server) lookupWrite(name string) (*index, *esError) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if ix := s.indices[name]; ix != nil {
+		return ix, nil
+	}
+	if m, ok := s.aliases[name]; ok {
+		return s.writeIndexOf(name, m)
+	}
+	return nil, nil
+}
+
+// resolveSingle resolves a name for single-document reads.
+func (s *Server) resolveSingle(name string) (*index, *esError) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if ix := s.indices[name]; ix != nil {
+		return ix, nil
+	}
+	if m, ok := s.aliases[name]; ok {
+		if len(m) == 1 {
+			for n := range m {
+				if ix := s.indices[n]; ix != nil {
+					return ix, nil
+				}
+			}
+		}
+		names := make([]string, 0, len(m))
+		for n := range m {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return nil, illegalArgument("alias [%s] has more than one index associated with it [%s], can't execute a single index op", name, strings.Join(names, ", "))
+	}
+	return nil, indexNotFound(name)
+}
+
+type aliasAction struct {
+	kind       string // add, remove, remove_index
+	indices    []string
+	aliases    []string
+	isWrite    *bool
+	isHidden   *bool
+	mustExist  *bool
+	hasIndices bool
+}
+
+func stringsOf(raw json.RawMessage) ([]string, bool) {
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return []string{one}, true
+	}
+	var many []string
+	if json.Unmarshal(raw, &many) == nil {
+		return many, true
+	}
+	return nil, false
+}
+
+func parseAliasActions(body []byte) ([]aliasAction, *esError) {
+	var req map[string]json.RawMessage
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, xContentParseError(err)
+	}
+	var items []map[string]json.RawMessage
+	for k, v := range req {
+		if k != "actions" {
+			return nil, newErr(http.StatusBadRequest, "x_content_parse_exception", "[1:2] [aliases] unknown field [%s]", k)
+		}
+		if err := json.Unmarshal(v, &items); err != nil {
+			return nil, newErr(http.StatusBadRequest, "x_content_parse_exception", "[aliases] failed to parse field [actions]")
+		}
+	}
+	if len(items) == 0 {
+		return nil, validationError("Must specify at least one alias action")
+	}
+	var out []aliasAction
+	for _, it := range items {
+		if len(it) != 1 {
+			return nil, newErr(http.StatusBadRequest, "x_content_parse_exception", "[alias_action] expected exactly one action")
+		}
+		for kind, raw := range it {
+			switch kind {
+			case "add", "remove", "remove_index":
+			default:
+				return nil, illegalArgument("[alias_action] unknown field [%s]", kind)
+			}
+			var p map[string]json.RawMessage
+			if err := json.Unmarshal(raw, &p); err != nil {
+				return nil, newErr(http.StatusBadRequest, "x_content_parse_exception", "[alias_action] failed to parse [%s]", kind)
+			}
+			a := aliasAction{kind: kind}
+			for k, v := range p {
+				switch k {
+				case "index", "indices":
+					l, ok := stringsOf(v)
+					if !ok {
+						return nil, illegalArgument("[%s] failed to parse [%s]", kind, k)
+					}
+					a.indices = append(a.indices, l...)
+					a.hasIndices = true
+				case "alias", "aliases":
+					l, ok := stringsOf(v)
+					if !ok {
+						return nil, illegalArgument("[%s] failed to parse [%s]", kind, k)
+					}
+					a.aliases = append(a.aliases, l...)
+				case "is_write_index", "is_hidden", "must_exist":
+					var b bool
+					if json.Unmarshal(v, &b) != nil {
+						return nil, illegalArgument("[%s] failed to parse [%s]", kind, k)
+					}
+					switch k {
+					case "is_write_index":
+						a.isWrite = &b
+					case "is_hidden":
+						a.isHidden = &b
+					default:
+						a.mustExist = &b
+					}
+				case "routing", "index_routing", "search_routing":
+				case "filter":
+					return nil, illegalArgument("[eventpipe] alias filters are not supported by this server")
+				default:
+					return nil, illegalArgument("[%s] unknown field [%s]", kind, k)
+				}
+			}
+			if !a.hasIndices || len(a.indices) == 0 {
+				return nil, validationError("One of [index] or [indices] is required")
+			}
+			if kind != "remove_index" && len(a.aliases) == 0 {
+				return nil, validationError("One of [alias] or [aliases] is required")
+			}
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// validateAliasName applies the index/alias name rules to an alias.
+func validateAliasName(name string) *esError {
+	if e := checkName(name); e != "" {
+		return newErr(http.StatusBadRequest, "invalid_alias_name_exception", "Invalid alias name [%s]: %s", name, e)
+	}
+	return nil
+}
+
+// applyAliasActions applies actions atomically: either every action
+// succeeds and one log record is written, or nothing changes.
+func (s *Server) applyAliasActions(actions []aliasAction) (int64, *esError) {
+	s.cpMu.RLock()
+	defer s.cpMu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	aliases := cloneAliases(s.aliases)
+	live := map[string]bool{}
+	for n := range s.indices {
+		live[n] = true
+	}
+	var removed []string
+	expand := func(pats []string) ([]string, *esError) {
+		var out []string
+		for _, p := range pats {
+			if isWildcard(p) {
+				for n := range live {
+					if wildMatch(p, n) {
+						out = append(out, n)
+					}
+				}
+				continue
+			}
+			if !live[p] {
+				if _, isAlias := aliases[p]; isAlias {
+					return nil, illegalArgument("The provided expression [%s] matches an alias, specify the corresponding concrete indices instead.", p)
+				}
+				return nil, indexNotFound(p)
+			}
+			out = append(out, p)
+		}
+		sort.Strings(out)
+		if len(out) == 0 {
+			return nil, indexNotFound(strings.Join(pats, ","))
+		}
+		return out, nil
+	}
+	for _, a := range actions {
+		idxs, err := expand(a.indices)
+		if err != nil {
+			return 0, err
+		}
+		switch a.kind {
+		case "add":
+			for _, al := range a.aliases {
+				if err := validateAliasName(al); err != nil {
+					return 0, err
+				}
+				if live[al] {
+					return 0, newErr(http.StatusBadRequest, "invalid_alias_name_exception",
+						"Invalid alias name [%s]: an index or data stream exists with the same name as the alias", al)
+				}
+				for _, n := range idxs {
+					if aliases[al] == nil {
+						aliases[al] = map[string]aliasMeta{}
+					}
+					aliases[al][n] = aliasMeta{IsWriteIndex: a.isWrite, IsHidden: a.isHidden}
+				}
+			}
+		case "remove":
+			for _, al := range a.aliases {
+				found := false
+				for name, m := range aliases {
+					if !(name == al || isWildcard(al) && wildMatch(al, name)) {
+						continue
+					}
+					for _, n := range idxs {
+						if _, ok := m[n]; ok {
+							delete(m, n)
+							found = true
+						}
+					}
+					if len(m) == 0 {
+						delete(aliases, name)
+					}
+				}
+				if !found && (a.mustExist == nil || *a.mustExist) {
+					return 0, newErr(http.StatusNotFound, "aliases_not_found_exception", "aliases [%s] missing", al).
+						with("resource.type", "aliases").with("resource.id", al)
+				}
+			}
+		case "remove_index":
+			for _, n := range idxs {
+				delete(live, n)
+				removed = append(removed, n)
+				for name, m := range aliases {
+					delete(m, n)
+					if len(m) == 0 {
+						delete(aliases, name)
+					}
+				}
+			}
+		}
+	}
+	// Each alias may have at most one write index.
+	for name, m := range aliases {
+		w := 0
+		for _, meta := range m {
+			if meta.IsWriteIndex != nil && *meta.IsWriteIndex {
+				w++
+			}
+		}
+		if w > 1 {
+			return 0, illegalArgument("alias [%s] has more than one write index", name)
+		}
+	}
+	pos, werr := s.wal.append(encodeMeta(recAliases, metaRecord{Aliases: aliases, RemoveIndices: removed}))
+	if werr != nil {
+		return 0, internalError(werr)
+	}
+	s.aliases = aliases
+	var gone []*index
+	for _, n := range removed {
+		ix := s.indices[n]
+		ix.mu.Lock()
+		ix.removed = true
+		ix.mu.Unlock()
+		delete(s.indices, n)
+		gone = append(gone, ix)
+	}
+	if len(gone) > 0 {
+		go s.dropEngines(pos, gone)
+	}
+	return pos, nil
+}
+
+// dropEngines deletes the search indices of removed indices once their
+// removal is durable.
+func (s *Server) dropEngines(pos int64, gone []*index) {
+	if err := s.wal.waitDurable(pos); err != nil {
+		s.log.Error("index removal not durable; keeping its files", "error", err)
+		return
+	}
+	for _, ix := range gone {
+		if err := ix.closeEngine(); err != nil {
+			s.log.Warn("close search index", "index", ix.name, "error", err)
+		}
+		if err := removeAllRetry(ix.dir); err != nil {
+			s.log.Warn("remove search index files", "index", ix.name, "error", err)
+		}
+	}
+}
+
+func (s *Server) handleUpdateAliases(rc *reqCtx, _ []string) (int, any) {
+	actions, err := parseAliasActions(rc.body)
+	if err != nil {
+		return errResp(err)
+	}
+	pos, err := s.applyAliasActions(actions)
+	if err != nil {
+		return errResp(err)
+	}
+	if werr := s.wal.waitDurable(pos); werr != nil {
+		return errResp(internalError(werr))
+	}
+	return http.StatusOK, map[string]any{"acknowledged": true}
+}
+
+func (s *Server) handlePutAlias(rc *reqCtx, p []string) (int, any) {
+	a := aliasAction{kind: "add", indices: strings.Split(p[0], ","), aliases: strings.Split(p[1], ","), hasIndices: true}
+	if jsonBody(rc.body) {
+		var body map[string]json.RawMessage
+		if err := decodeJSON(rc.body, &body); err != nil {
+			return errResp(xContentParseError(err))
+		}
+		for k, v := range body {
+			switch k {
+			case "is_write_index":
+				var b bool
+				_ = json.Unmarshal(v, &b)
+				a.isWrite = &b
+			case "is_hidden":
+				var b bool
+				_ = json.Unmarshal(v, &b)
+				a.isHidden = &b
+			case "routing", "index_routing", "search_routing":
+			case "filter":
+				return errResp(illegalArgument("[eventpipe] alias filters are not supported by this server"))
+			default:
+				return errResp(illegalArgument("[alias] unknown field [%s]", k))
+			}
+		}
+	}
+	pos, err := s.applyAliasActions([]aliasAction{a})
+	if err != nil {
+		return errResp(err)
+	}
+	if werr := s.wal.waitDurable(pos); werr != nil {
+		return errResp(internalError(werr))
+	}
+	return http.StatusOK, map[string]any{"acknowledged": true}
+}
+
+func (s *Server) handleDeleteAlias(rc *reqCtx, p []string) (int, any) {
+	a := aliasAction{kind: "remove", indices: strings.Split(p[0], ","), aliases: strings.Split(p[1], ","), hasIndices: true}
+	pos, err := s.applyAliasActions([]aliasAction{a})
+	if err != nil {
+		return errResp(err)
+	}
+	if werr := s.wal.waitDurable(pos); werr != nil {
+		return errResp(internalError(werr))
+	}
+	return http.StatusOK, map[string]any{"acknowledged": true}
+}
+
+// handleGetAliases serves GET/HEAD /_alias, /_alias/{name},
+// /{index}/_alias and /{index}/_alias/{name}; p = [indexExpr, aliasExpr].
+func (s *Server) handleGetAliases(rc *reqCtx, p []string) (int, any) {
+	indexExpr, aliasExpr := p[0], p[1]
+	var indices []*index
+	if indexExpr != "" {
+		var err *esError
+		indices, err = s.resolveSearch(indexExpr, rc.q)
+		if err != nil {
+			return errResp(err)
+		}
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	inScope := map[string]bool{}
+	if indexExpr == "" {
+		for n := range s.indices {
+			inScope[n] = true
+		}
+	} else {
+		for _, ix := range indices {
+			inScope[ix.name] = true
+		}
+	}
+	var pats []string
+	if aliasExpr != "" && aliasExpr != "_all" && aliasExpr != "*" {
+		pats = strings.Split(aliasExpr, ",")
+	}
+	out := map[string]any{}
+	found := map[string]bool{}
+	for alias, m := range s.aliases {
+		matched := len(pats) == 0
+		for _, pt := range pats {
+			if pt == alias || wildMatch(pt, alias) {
+				matched = true
+			}
+		}
+		if !matched {
+			continue
+		}
+		for n, meta := range m {
+			if !inScope[n] {
+				continue
+			}
+			entry, _ := out[n].(map[string]any)
+			if entry == nil {
+				entry = map[string]any{"aliases": map[string]any{}}
+				out[n] = entry
+			}
+			entry["aliases"].(map[string]any)[alias] = meta.render()
+			found[alias] = true
+		}
+	}
+	if aliasExpr == "" {
+		// GET /_alias and /{index}/_alias list every index in scope.
+		for n := range inScope {
+			if _, ok := out[n]; !ok {
+				out[n] = map[string]any{"aliases": map[string]any{}}
+			}
+		}
+		return http.StatusOK, out
+	}
+	var missing []string
+	for _, pt := range pats {
+		if !isWildcard(pt) && !found[pt] {
+			missing = append(missing, pt)
+		}
+	}
+	if len(missing) > 0 || (len(out) == 0 && len(pats) > 0) {
+		if len(missing) == 0 {
+			return http.StatusOK, out
+		}
+		sort.Strings(missing)
+		msg := "alias [" + strings.Join(missing, ",") + "] missing"
+		if len(missing) > 1 {
+			msg = "aliases [" + strings.Join(missing, ",") + "] missing"
+		}
+		out["error"] = msg
+		out["status"] = http.StatusNotFound
+		return http.StatusNotFound, out
+	}
+	return http.StatusOK, out
+}

@@ -1,0 +1,53 @@
+package esserver
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Addr is the TCP address to listen on; default "127.0.0.1:9200".
+	// Use "127.0.0.1:0" for an ephemeral port and read it back with Server.Addr.
+	Addr string
+	// DataDir is the directory where indices, the write-ahead log and
+	// snapshots persist. Required. It is created when missing.
+	DataDir string
+	// RefreshInterval is the default index.refresh_interval: writes become
+	// visible to search at the latest this long after they are acknowledged.
+	// Default 1s.
+	RefreshInterval time.Duration
+	// Logger receives the server's logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:9200"
+	}
+	if c.RefreshInterval == 0 {
+		c.RefreshInterval = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first invalid field of c, naming it.
+func (c Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("esserver config: DataDir is required")
+	}
+	if c.Addr != "" {
+		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+			return fmt.Errorf("esserver config: Addr %q: %w", c.Addr, err)
+		}
+	}
+	if c.RefreshInterval < 0 {
+		return fmt.Errorf("esserver config: RefreshInterval %v must not be negative", c.RefreshInterval)
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+// Package esserver is the eventpipe Elasticsearch-API server: a local
+// stand-in that implements a subset of the Elasticsearch 8 REST API, for
+// machines where Elasticsearch itself cannot be installed. It is not
+// Elasticsearch. It says so in its logs and in the tagline of GET /, while
+// answering with an 8.x version number and the X-Elastic-Product header so
+// that the official clients (github.com/elastic/go-elasticsearch/v8) accept
+// it.
+//
+// # Endpoints
+//
+//   - GET|HEAD /                       cluster info
+//   - GET /_cluster/health             single-node health
+//   - PUT|GET|HEAD|DELETE /{index}     create (settings, mappings, aliases), get, exists, delete
+//   - GET|PUT /{index}/_mapping        mappings; PUT adds fields (type changes are refused)
+//   - GET|PUT /{index}/_settings       settings; dynamic ones (refresh_interval, number_of_replicas,
+//     max_result_window, gc_deletes) can be changed
+//   - PUT|POST /{index}/_doc/{id}, POST /{index}/_doc, PUT|POST /{index}/_create/{id},
+//     GET|HEAD|DELETE /{index}/_doc/{id}, GET /{index}/_source/{id}, POST /{index}/_update/{id}
+//   - POST /_bulk, POST /{index}/_bulk (index, create, delete, update with doc/upsert)
+//   - GET|POST /_refresh, /{index}/_refresh
+//   - GET|POST /_search, /{targets}/_search, /_count, /{targets}/_count
+//   - POST /_aliases, GET /_alias[/{name}], HEAD /_alias/{name}, GET /_aliases,
+//     GET|HEAD|PUT|DELETE /{index}/_alias[/{name}]
+//
+// Field types: text, keyword, long, integer, short, byte, double, float,
+// half_float, scaled_float, unsigned_long, date, date_nanos, boolean,
+// object (nested is accepted and treated as object), multi-fields.
+// Dynamic mapping follows Elasticsearch's default rules: strings become
+// text with a keyword sub-field (ignore_above 256) unless they look like a
+// date, integers long, other numbers float, booleans boolean, objects
+// objects; "dynamic": true|false|strict is honoured. Writing to a missing
+// index creates it, as action.auto_create_index does by default.
+//
+// Query DSL: match_all, match_none, match (operator, minimum_should_match,
+// fuzziness), multi_match (best_fields, most_fields, cross_fields; field
+// boosts and wildcards), term, terms, range (numbers, dates with date math,
+// keywords), bool (must, filter, should, must_not, minimum_should_match),
+// exists, ids, prefix, wildcard, constant_score, and q= URI search for the
+// simple forms field:value, text and *. Search options: from, size, sort
+// (fields, _score, _doc; missing, unmapped_type, mode), _source filtering,
+// track_total_hits, track_scores, version, seq_no_primary_term,
+// rest_total_hits_as_int, typed_keys. Aggregations: terms, histogram,
+// date_histogram (calendar_interval, fixed_interval, time_zone, offset,
+// min_doc_count, extended_bounds) and the metrics sum, avg, min, max,
+// value_count, stats and cardinality, nested to any depth under bucket
+// aggregations. Unknown query or aggregation types are refused with
+// parsing_exception; real Elasticsearch features that are not implemented
+// (highlighting, scroll, scripts, phrase queries, ...) are refused with a
+// 400 whose reason starts with "[eventpipe]".
+//
+// # Semantics
+//
+// Versions, sequence numbers and conflicts follow Elasticsearch:
+// internal versions count up per document; version_type=external and
+// external_gte accept a write only when the given version is greater (or
+// equal) than the stored one; if_seq_no/if_primary_term give optimistic
+// concurrency; _create refuses existing ids; every conflict is a 409
+// version_conflict_engine_exception with Elasticsearch's reason texts.
+// _seq_no grows per index with every operation and _primary_term is 1.
+//
+// Search is near-real-time as in Elasticsearch: GET by id is always real
+// time, a search sees every write acknowledged before the last refresh,
+// and an index refreshes on its own every refresh_interval (Config
+// RefreshInterval by default, "-1" disables it). refresh=true refreshes
+// before answering; refresh=wait_for waits for the next refresh.
+//
+// # Durability
+//
+// Every change is appended to a write-ahead log in DataDir/state and
+// fsynced before it is acknowledged; concurrent requests share one fsync
+// (group commit). The log is periodically compacted into a snapshot. On
+// start the server replays snapshot and log (cutting off a record torn by
+// a crash), so every acknowledged write survives kill -9. Search indices
+// (bleve, in DataDir/indices) are derived data: a refresh only ever applies
+// writes that are already durable and records how far it got, so after a
+// crash only the missing tail is re-indexed, and a lost or unreadable
+// search index is rebuilt from the store.
+//
+// # Known differences from Elasticsearch
+//
+//   - One node and one shard per index, whatever number_of_shards says
+//     (the setting is echoed back); replicas are reported as unassigned.
+//   - Text analysis, matching and scoring come from bleve: the standard
+//     analyzer is Unicode word segmentation plus lowercasing (as in
+//     Elasticsearch), but BM25 scores differ numerically, multi_match
+//     best_fields sums field scores instead of taking the maximum, and
+//     terms queries are scored rather than constant-score. Only the
+//     standard, simple, whitespace and keyword analyzers exist; custom
+//     analysis settings, normalizers and copy_to are refused.
+//   - Numbers are indexed as float64, so long values beyond 2^53 lose
+//     precision in queries, sorts and aggregations (the stored _source keeps
+//     them exactly). Dates have millisecond precision (date_nanos too).
+//   - Delete tombstones are kept for index.gc_deletes (60s by default) like
+//     Elasticsearch; a tombstone restored after a restart keeps its original
+//     deletion time.
+//   - _update re-serialises the merged source, so its key order may change;
+//     scripts are not supported.
+//   - Sorting on _doc uses document id order; missing sort values are
+//     reported as null in hit "sort" arrays.
+//   - Unknown URL parameters are ignored instead of rejected, requests
+//     without a Content-Type are accepted, alias filters and routing are
+//     not supported, and terms aggregation counts are exact
+//     (doc_count_error_upper_bound is always 0).
+package esserver

@@ -1,0 +1,339 @@
+package esserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+var idCounter atomic.Uint64
+
+// autoID generates a 20-character URL-safe id, time-ordered like
+// Elasticsearch's.
+func autoID() string {
+	var b [15]byte
+	binary.BigEndian.PutUint64(b[0:8], uint64(time.Now().UnixMicro()))
+	binary.BigEndian.PutUint32(b[8:12], uint32(idCounter.Add(1)))
+	_, _ = rand.Read(b[12:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// opFromQuery reads the versioning parameters of a single-document request.
+func opFromQuery(q url.Values, op *writeOp) *esError {
+	if v := q.Get("version"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return illegalArgument("failed to parse version [%s]", v)
+		}
+		op.version, op.hasVersion = n, true
+	}
+	op.versionType = q.Get("version_type")
+	if v := q.Get("if_seq_no"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return illegalArgument("Failed to parse long parameter [if_seq_no] with value [%s]", v)
+		}
+		op.ifSeqNo, op.hasIfSeqNo = n, true
+		op.ifTerm = 0
+	}
+	if v := q.Get("if_primary_term"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return illegalArgument("Failed to parse long parameter [if_primary_term] with value [%s]", v)
+		}
+		op.ifTerm = n
+		if !op.hasIfSeqNo {
+			return validationError("ifSeqNo is unassigned, but primary term is [" + v + "]")
+		}
+	}
+	if q.Has("pipeline") && q.Get("pipeline") != "_none" {
+		return illegalArgument("pipeline with id [%s] does not exist", q.Get("pipeline"))
+	}
+	return nil
+}
+
+// writeTarget resolves the index a write goes to, auto-creating it (with
+// dynamic mapping) as Elasticsearch does by default.
+func (s *Server) writeTarget(name string, autoCreate, requireAlias bool) (*index, *esError) {
+	ix, err := s.lookupWrite(name)
+	if err != nil {
+		return nil, err
+	}
+	if requireAlias {
+		s.mu.RLock()
+		_, isAlias := s.aliases[name]
+		s.mu.RUnlock()
+		if !isAlias {
+			return nil, indexNotFound(name).with("reason_detail", "require_alias")
+		}
+	}
+	if ix != nil {
+		return ix, nil
+	}
+	if !autoCreate {
+		return nil, indexNotFound(name)
+	}
+	if err := validateIndexName(name); err != nil {
+		return nil, err
+	}
+	ix, _, err = s.createIndex(name, &createIndexReq{settings: map[string]string{}, mappings: newMappings()})
+	if err != nil && err.typ == "resource_already_exists_exception" {
+		return ix, nil // created concurrently
+	}
+	return ix, err
+}
+
+// finishWrite waits for durability and the requested refresh policy.
+func (s *Server) finishWrite(ctx context.Context, res *writeResult, refresh string) *esError {
+	if res.pos > 0 {
+		if err := s.wal.waitDurable(res.pos); err != nil {
+			return internalError(err)
+		}
+	}
+	switch refresh {
+	case "true":
+		if err := s.refresh(res.ix); err != nil {
+			return internalError(err)
+		}
+	case "wait_for":
+		if err := s.waitRefreshed(ctx, res.ix, res.seqNo); err != nil {
+			return internalError(err)
+		}
+	}
+	return nil
+}
+
+func (s *Server) indexDoc(rc *reqCtx, indexName, id, opType string) (int, any) {
+	refresh, rerr := refreshParam(rc.q)
+	if rerr != nil {
+		return errResp(rerr)
+	}
+	op := &writeOp{action: "index", id: id}
+	switch opType {
+	case "", "index":
+	case "create":
+		op.action = "create"
+	default:
+		return errResp(illegalArgument("opType must be 'create' or 'index', found: [%s]", opType))
+	}
+	if err := opFromQuery(rc.q, op); err != nil {
+		return errResp(err)
+	}
+	if err := validateVersioning(op); err != nil {
+		return errResp(err)
+	}
+	if !jsonBody(rc.body) {
+		return errResp(newErr(http.StatusBadRequest, "parse_exception", "request body is required"))
+	}
+	doc, derr := decodeSource(rc.body)
+	if derr != nil {
+		return errResp(docParsingErr("failed to parse: %s", derr.Error()).withCause(
+			newErr(http.StatusBadRequest, "json_parse_exception", "%s", derr.Error())))
+	}
+	ix, err := s.writeTarget(indexName, true, rc.q.Get("require_alias") == "true")
+	if err != nil {
+		return errResp(err)
+	}
+	op.source = compactJSON(rc.body)
+	op.doc = doc
+	s.cpMu.RLock()
+	res := s.apply(ix, op)
+	s.cpMu.RUnlock()
+	if res.err != nil {
+		return errResp(res.err)
+	}
+	if err := s.finishWrite(rc.r.Context(), res, refresh); err != nil {
+		return errResp(err)
+	}
+	body := res.body()
+	if refresh == "true" {
+		body["forced_refresh"] = true
+	}
+	return res.status, body
+}
+
+// compactJSON keeps the source as sent, minus surrounding whitespace.
+func compactJSON(b []byte) []byte {
+	start, end := 0, len(b)
+	for start < end && (b[start] == ' ' || b[start] == '\n' || b[start] == '\r' || b[start] == '\t') {
+		start++
+	}
+	for end > start && (b[end-1] == ' ' || b[end-1] == '\n' || b[end-1] == '\r' || b[end-1] == '\t') {
+		end--
+	}
+	out := make([]byte, end-start)
+	copy(out, b[start:end])
+	return out
+}
+
+func (s *Server) handleIndexDoc(rc *reqCtx, p []string) (int, any) {
+	return s.indexDoc(rc, p[0], p[1], rc.q.Get("op_type"))
+}
+
+func (s *Server) handleCreateDoc(rc *reqCtx, p []string) (int, any) {
+	return s.indexDoc(rc, p[0], p[1], "create")
+}
+
+func (s *Server) handleIndexAutoID(rc *reqCtx, p []string) (int, any) {
+	return s.indexDoc(rc, p[0], autoID(), "create")
+}
+
+func (s *Server) handleGetDoc(rc *reqCtx, p []string) (int, any) {
+	ix, err := s.resolveSingle(p[0])
+	if err != nil {
+		if rc.r.Method == http.MethodHead {
+			return err.status, nil
+		}
+		return errResp(err)
+	}
+	v := ix.get(p[1])
+	if v == nil {
+		return http.StatusNotFound, map[string]any{"_index": ix.name, "_id": p[1], "found": false}
+	}
+	body := map[string]any{
+		"_index": ix.name, "_id": p[1], "_version": v.version, "_seq_no": v.seqNo,
+		"_primary_term": 1, "found": true,
+	}
+	sf := parseSourceParams(rc.q, sourceFilter{})
+	if src := sf.apply(v.source); src != nil {
+		body["_source"] = json.RawMessage(src)
+	}
+	return http.StatusOK, body
+}
+
+func (s *Server) handleGetSource(rc *reqCtx, p []string) (int, any) {
+	ix, err := s.resolveSingle(p[0])
+	if err != nil {
+		return errResp(err)
+	}
+	v := ix.get(p[1])
+	if v == nil {
+		return errResp(newErr(http.StatusNotFound, "resource_not_found_exception", "Document not found [%s]/[%s]", ix.name, p[1]))
+	}
+	return http.StatusOK, json.RawMessage(parseSourceParams(rc.q, sourceFilter{}).apply(v.source))
+}
+
+func (s *Server) handleDeleteDoc(rc *reqCtx, p []string) (int, any) {
+	refresh, rerr := refreshParam(rc.q)
+	if rerr != nil {
+		return errResp(rerr)
+	}
+	op := &writeOp{action: "delete", id: p[1]}
+	if err := opFromQuery(rc.q, op); err != nil {
+		return errResp(err)
+	}
+	if err := validateVersioning(op); err != nil {
+		return errResp(err)
+	}
+	ix, err := s.writeTarget(p[0], false, false)
+	if err != nil {
+		return errResp(err)
+	}
+	s.cpMu.RLock()
+	res := s.apply(ix, op)
+	s.cpMu.RUnlock()
+	if res.err != nil {
+		return errResp(res.err)
+	}
+	if err := s.finishWrite(rc.r.Context(), res, refresh); err != nil {
+		return errResp(err)
+	}
+	body := res.body()
+	if refresh == "true" {
+		body["forced_refresh"] = true
+	}
+	return res.status, body
+}
+
+// parseUpdateBody reads an update request body ({"doc":..., "upsert":...}).
+func parseUpdateBody(body []byte, op *writeOp) *esError {
+	var obj map[string]json.RawMessage
+	if err := decodeJSON(body, &obj); err != nil || obj == nil {
+		if err == nil {
+			return newErr(http.StatusBadRequest, "x_content_parse_exception", "update body must be an object")
+		}
+		return xContentParseError(err)
+	}
+	op.detectNoop = true
+	for k, v := range obj {
+		switch k {
+		case "doc":
+			d, err := decodeSource(v)
+			if err != nil {
+				return newErr(http.StatusBadRequest, "x_content_parse_exception", "[UpdateRequest] failed to parse field [doc]")
+			}
+			op.doc = d
+		case "upsert":
+			d, err := decodeSource(v)
+			if err != nil {
+				return newErr(http.StatusBadRequest, "x_content_parse_exception", "[UpdateRequest] failed to parse field [upsert]")
+			}
+			op.upsert = d
+		case "doc_as_upsert", "detect_noop", "scripted_upsert":
+			var b bool
+			if json.Unmarshal(v, &b) != nil {
+				return newErr(http.StatusBadRequest, "x_content_parse_exception", "[UpdateRequest] failed to parse field [%s]", k)
+			}
+			switch k {
+			case "doc_as_upsert":
+				op.docAsUpsert = b
+			case "detect_noop":
+				op.detectNoop = b
+			}
+		case "script":
+			return illegalArgument("[eventpipe] scripted updates are not supported by this server")
+		case "_source":
+		default:
+			return newErr(http.StatusBadRequest, "x_content_parse_exception", "[UpdateRequest] unknown field [%s]", k)
+		}
+	}
+	if op.doc == nil && op.upsert == nil {
+		return validationError("script or doc is missing")
+	}
+	if op.doc == nil {
+		op.doc = map[string]any{}
+	}
+	return nil
+}
+
+func (s *Server) handleUpdateDoc(rc *reqCtx, p []string) (int, any) {
+	refresh, rerr := refreshParam(rc.q)
+	if rerr != nil {
+		return errResp(rerr)
+	}
+	op := &writeOp{action: "update", id: p[1]}
+	if err := opFromQuery(rc.q, op); err != nil {
+		return errResp(err)
+	}
+	if err := validateVersioning(op); err != nil {
+		return errResp(err)
+	}
+	if err := parseUpdateBody(rc.body, op); err != nil {
+		return errResp(err)
+	}
+	ix, err := s.writeTarget(p[0], true, rc.q.Get("require_alias") == "true")
+	if err != nil {
+		return errResp(err)
+	}
+	s.cpMu.RLock()
+	res := s.apply(ix, op)
+	s.cpMu.RUnlock()
+	if res.err != nil {
+		return errResp(res.err)
+	}
+	if err := s.finishWrite(rc.r.Context(), res, refresh); err != nil {
+		return errResp(err)
+	}
+	body := res.body()
+	if refresh == "true" && res.result != "noop" {
+		body["forced_refresh"] = true
+	}
+	return res.status, body
+}

@@ -1,0 +1,961 @@
+package esserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/blevesearch/bleve/v2/search/query"
+)
+
+// qctx compiles Elasticsearch query DSL into bleve queries for one index.
+type qctx struct {
+	m   *mappings
+	now time.Time
+}
+
+// unsupportedQueries are real query types this server does not implement.
+var unsupportedQueries = map[string]bool{
+	"match_phrase": true, "match_phrase_prefix": true, "match_bool_prefix": true,
+	"query_string": true, "simple_query_string": true, "nested": true, "has_child": true,
+	"has_parent": true, "fuzzy": true, "regexp": true, "dis_max": true, "function_score": true,
+	"script": true, "script_score": true, "geo_distance": true, "geo_bounding_box": true,
+	"geo_shape": true, "geo_polygon": true, "more_like_this": true, "knn": true, "boosting": true,
+	"intervals": true, "combined_fields": true, "distance_feature": true, "percolate": true,
+	"rank_feature": true, "wrapper": true, "pinned": true, "span_term": true, "span_near": true,
+	"terms_set": true, "type": true, "semantic": true, "sparse_vector": true, "text_expansion": true,
+}
+
+// decodeJSON decodes with numbers kept as json.Number.
+func decodeJSON(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	return dec.Decode(v)
+}
+
+func queryMalformed(name string) *esError {
+	return parsingError("[%s] query malformed, no start_object after query name", name)
+}
+
+// compile turns one query object {"type": {...}} into a bleve query.
+func (c *qctx) compile(raw json.RawMessage) (query.Query, *esError) {
+	var obj map[string]json.RawMessage
+	if err := decodeJSON(raw, &obj); err != nil || obj == nil {
+		return nil, parsingError("query malformed, must start with start_object")
+	}
+	if len(obj) == 0 {
+		return nil, parsingError("query malformed, empty clause found")
+	}
+	if len(obj) > 1 {
+		names := make([]string, 0, len(obj))
+		for k := range obj {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		return nil, parsingError("[%s] malformed query, expected [END_OBJECT] but found [FIELD_NAME]", names[0])
+	}
+	for name, body := range obj {
+		trimmed := bytes.TrimSpace(body)
+		if len(trimmed) == 0 || trimmed[0] != '{' {
+			if _, known := compilers[name]; known || unsupportedQueries[name] {
+				return nil, queryMalformed(name)
+			}
+		}
+		fn, ok := compilers[name]
+		if !ok {
+			if unsupportedQueries[name] {
+				return nil, parsingError("[eventpipe] query [%s] is not supported by this server", name)
+			}
+			return nil, parsingError("unknown query [%s]", name).withCause(
+				newErr(http.StatusBadRequest, "named_object_not_found_exception", "[1:%d] unknown field [%s]", len(name)+3, name))
+		}
+		var params map[string]json.RawMessage
+		if err := decodeJSON(body, &params); err != nil {
+			return nil, queryMalformed(name)
+		}
+		return fn(c, name, params)
+	}
+	return nil, nil
+}
+
+type compileFn func(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError)
+
+var compilers map[string]compileFn
+
+func init() {
+	compilers = map[string]compileFn{
+		"match_all":      compileMatchAll,
+		"match_none":     compileMatchNone,
+		"match":          compileMatch,
+		"multi_match":    compileMultiMatch,
+		"term":           compileTerm,
+		"terms":          compileTerms,
+		"range":          compileRange,
+		"bool":           compileBool,
+		"exists":         compileExists,
+		"ids":            compileIDs,
+		"prefix":         compilePrefix,
+		"wildcard":       compileWildcard,
+		"constant_score": compileConstantScore,
+	}
+}
+
+// boostOf reads an optional "boost" parameter.
+func boostOf(name string, p map[string]json.RawMessage) (float64, *esError) {
+	raw, ok := p["boost"]
+	if !ok {
+		return 1, nil
+	}
+	var b float64
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return 0, parsingError("[%s] failed to parse field [boost]", name)
+	}
+	return b, nil
+}
+
+type booster interface{ SetBoost(float64) }
+
+func withBoost(q query.Query, b float64) query.Query {
+	if b != 1 {
+		if bq, ok := q.(booster); ok {
+			bq.SetBoost(b)
+		}
+	}
+	return q
+}
+
+func checkKnown(name string, p map[string]json.RawMessage, allowed ...string) *esError {
+	for k := range p {
+		ok := false
+		for _, a := range allowed {
+			if k == a {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return parsingError("[%s] query does not support [%s]", name, k)
+		}
+	}
+	return nil
+}
+
+func compileMatchAll(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
+	if err := checkKnown(name, p, "boost", "_name"); err != nil {
+		return nil, err
+	}
+	b, err := boostOf(name, p)
+	if err != nil {
+		return nil, err
+	}
+	q := query.NewMatchAllQuery()
+	return withBoost(q, b), nil
+}
+
+func compileMatchNone(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
+	return query.NewMatchNoneQuery(), nil
+}
+
+// singleField extracts the one field of a field-keyed query such as
+// {"term": {"status": ...}}, returning the field and its (possibly
+// object) value; boost and _name may sit beside the field in some queries.
+func singleField(name string, p map[string]json.RawMessage, side ...string) (string, json.RawMessage, *esError) {
+	var field string
+	var val json.RawMessage
+	for k, v := range p {
+		isSide := false
+		for _, s := range side {
+			if k == s {
+				isSide = true
+			}
+		}
+		if isSide {
+			continue
+		}
+		if field != "" {
+			a, b := field, k
+			if b < a {
+				a, b = b, a
+			}
+			return "", nil, parsingError("[%s] query doesn't support multiple fields, found [%s] and [%s]", name, a, b)
+		}
+		field, val = k, v
+	}
+	if field == "" {
+		return "", nil, parsingError("[%s] query requires a field", name)
+	}
+	return field, val, nil
+}
+
+// fieldParams splits a field value that is either a scalar (shorthand) or an
+// object with a value key.
+func fieldParams(name string, raw json.RawMessage, valueKey string) (map[string]json.RawMessage, *esError) {
+	t := bytes.TrimSpace(raw)
+	if len(t) > 0 && t[0] == '{' {
+		var p map[string]json.RawMessage
+		if err := decodeJSON(t, &p); err != nil {
+			return nil, parsingError("[%s] malformed query", name)
+		}
+		if _, ok := p[valueKey]; !ok {
+			return nil, parsingError("[%s] query does not have a [%s] parameter", name, valueKey)
+		}
+		return p, nil
+	}
+	if len(t) > 0 && t[0] == '[' {
+		return nil, parsingError("[%s] query does not support array of values", name)
+	}
+	return map[string]json.RawMessage{valueKey: t}, nil
+}
+
+func scalarOf(raw json.RawMessage) (any, bool) {
+	var v any
+	if err := decodeJSON(raw, &v); err != nil {
+		return nil, false
+	}
+	switch v.(type) {
+	case string, json.Number, bool:
+		return v, true
+	}
+	return nil, false
+}
+
+func queryShardErr(format string, args ...any) *esError {
+	return newErr(http.StatusBadRequest, "query_shard_exception", format, args...)
+}
+
+// termQuery builds the exact-value query for one field and value.
+func (c *qctx) termQuery(field string, fm *fieldMapping, v any) (query.Query, *esError) {
+	if fm == nil || fm.Kind == kindObject {
+		return query.NewMatchNoneQuery(), nil
+	}
+	switch fm.Kind {
+	case kindText, kindKeyword:
+		s, _ := scalarString(v)
+		q := query.NewTermQuery(s)
+		q.SetField(field)
+		return q, nil
+	case kindNumber:
+		f, err := toNumber(v, "double")
+		if err != nil {
+			return nil, queryShardErr("failed to create query: %s", err.Error())
+		}
+		return numRange(field, &f, &f, true, true), nil
+	case kindDate:
+		ms, err := parseDateMath(v, fm.dates, c.now, false, nil)
+		if err != nil {
+			return nil, queryShardErr("failed to create query: %s", err.Error())
+		}
+		f := float64(ms)
+		return numRange(field, &f, &f, true, true), nil
+	case kindBool:
+		s, _ := scalarString(v)
+		switch s {
+		case "true":
+			s = "T"
+		case "false", "":
+			s = "F"
+		default:
+			return nil, queryShardErr("failed to create query: Can't parse boolean value [%s], expected [true] or [false]", s)
+		}
+		q := query.NewTermQuery(s)
+		q.SetField(field)
+		return q, nil
+	}
+	return query.NewMatchNoneQuery(), nil
+}
+
+func numRange(field string, min, max *float64, minIncl, maxIncl bool) query.Query {
+	q := query.NewNumericRangeInclusiveQuery(min, max, &minIncl, &maxIncl)
+	q.SetField(field)
+	return q
+}
+
+func compileTerm(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
+	field, raw, err := singleField(name, p)
+	if err != nil {
+		return nil, err
+	}
+	fp, err := fieldParams(name, raw, "value")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKnown(name, fp, "value", "boost", "case_insensitive", "_name"); err != nil {
+		return nil, err
+	}
+	v, ok := scalarOf(fp["value"])
+	if !ok {
+		return nil, parsingError("[%s] query does not support [value] of that type", name)
+	}
+	b, err := boostOf(name, fp)
+	if err != nil {
+		return nil, err
+	}
+	q, err := c.termQuery(field, c.m.lookup(field), v)
+	if err != nil {
+		return nil, err
+	}
+	return withBoost(q, b), nil
+}
+
+func compileTerms(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
+	field, raw, err := singleField(name, p, "boost", "_name")
+	if err != nil {
+		return nil, err
+	}
+	var vals []any
+	if err := decodeJSON(raw, &vals); err != nil {
+		return nil, parsingError("[terms] query does not support [%s]", field)
+	}
+	b, err := boostOf(name, p)
+	if err != nil {
+		return nil, err
+	}
+	fm := c.m.lookup(field)
+	if len(vals) == 0 {
+		return query.NewMatchNoneQuery(), nil
+	}
+	qs := make([]query.Query, 0, len(vals))
+	for _, v := range vals {
+		if v == nil {
+			continue
+		}
+		q, err := c.termQuery(field, fm, v)
+		if err != nil {
+			return nil, err
+		}
+		qs = append(qs, q)
+	}
+	return withBoost(query.NewDisjunctionQuery(qs), b), nil
+}
+
+func compileIDs(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
+	if err := checkKnown(name, p, "values", "boost", "_name"); err != nil {
+		return nil, err
+	}
+	var ids []string
+	if raw, ok := p["values"]; ok {
+		if err := json.Unmarshal(raw, &ids); err != nil {
+			return nil, parsingError("[ids] failed to parse field [values]")
+		}
+	}
+	b, err := boostOf(name, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return query.NewMatchNoneQuery(), nil
+	}
+	return withBoost(query.NewDocIDQuery(ids), b), nil
+}
+
+func compileExists(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
+	if err := checkKnown(name, p, "field", "boost", "_name"); err != nil {
+		return nil, err
+	}
+	var field string
+	if err := json.Unmarshal(p["field"], &field); err != nil || field == "" {
+		return nil, parsingError("[exists] must be provided with a [field]")
+	}
+	var paths []string
+	if strings.Contains(field, "*") {
+		for _, lp := range c.m.leafPaths() {
+			if ok, _ := path.Match(field, lp); ok {
+				paths = append(paths, lp)
+			}
+		}
+	} else if c.m.lookup(field) != nil {
+		paths = []string{field}
+	}
+	if len(paths) == 0 {
+		return query.NewMatchNoneQuery(), nil
+	}
+	qs := make([]query.Query, 0, len(paths))
+	for _, f := range paths {
+		q := query.NewTermQuery(f)
+		q.SetField(fieldFieldNames)
+		qs = append(qs, q)
+	}
+	b, err := boostOf(name, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(qs) == 1 {
+		return withBoost(qs[0], b), nil
+	}
+	return withBoost(query.NewDisjunctionQuery(qs), b), nil
+}
+
+func compileRange(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
+	field, raw, err := singleField(name, p)
+	if err != nil {
+		return nil, err
+	}
+	var rp map[string]json.RawMessage
+	if err := decodeJSON(raw, &rp); err != nil || rp == nil {
+		return nil, parsingError("[range] query malformed, no start_object after query name")
+	}
+	type bound struct {
+		v    any
+		incl bool
+		set  bool
+	}
+	var lo, hi bound
+	var format, tz string
+	b := 1.0
+	for k, v := range rp {
+		var x any
+		_ = decodeJSON(v, &x)
+		switch k {
+		case "gt":
+			lo = bound{x, false, x != nil}
+		case "gte", "from":
+			lo = bound{x, true, x != nil}
+		case "lt":
+			hi = bound{x, false, x != nil}
+		case "lte", "to":
+			hi = bound{x, true, x != nil}
+		case "include_lower":
+			if bv, ok := x.(bool); ok {
+				lo.incl = bv
+			}
+		case "include_upper":
+			if bv, ok := x.(bool); ok {
+				hi.incl = bv
+			}
+		case "format":
+			format, _ = x.(string)
+		case "time_zone":
+			tz, _ = x.(string)
+		case "boost":
+			f, ok := x.(json.Number)
+			if !ok {
+				return nil, parsingError("[range] failed to parse field [boost]")
+			}
+			b, _ = f.Float64()
+		case "relation", "_name":
+		default:
+			return nil, parsingError("[range] query does not support [%s]", k)
+		}
+	}
+	fm := c.m.lookup(field)
+	if fm == nil || fm.Kind == kindObject {
+		return query.NewMatchNoneQuery(), nil
+	}
+	switch fm.Kind {
+	case kindNumber:
+		var min, max *float64
+		if lo.set {
+			f, err := toNumber(lo.v, "double")
+			if err != nil {
+				return nil, queryShardErr("failed to create query: %s", err.Error())
+			}
+			min = &f
+		}
+		if hi.set {
+			f, err := toNumber(hi.v, "double")
+			if err != nil {
+				return nil, queryShardErr("failed to create query: %s", err.Error())
+			}
+			max = &f
+		}
+		return withBoost(numRange(field, min, max, lo.incl || !lo.set, hi.incl || !hi.set), b), nil
+	case kindDate:
+		df := fm.dates
+		if format != "" {
+			var ferr error
+			df, ferr = compileDateFormat(format)
+			if ferr != nil {
+				return nil, parsingError("[range] failed to parse format [%s]", format)
+			}
+		}
+		var loc *time.Location
+		if tz != "" {
+			var lerr error
+			loc, lerr = parseTimeZone(tz)
+			if lerr != nil {
+				return nil, parsingError("[range] failed to parse time_zone [%s]", tz)
+			}
+		}
+		var min, max *float64
+		if lo.set {
+			// gt rounds up, gte rounds down.
+			ms, err := parseDateMath(lo.v, df, c.now, !lo.incl, loc)
+			if err != nil {
+				return nil, newErr(http.StatusBadRequest, "parse_exception", "%s", err.Error())
+			}
+			f := float64(ms)
+			min = &f
+		}
+		if hi.set {
+			// lte rounds up, lt rounds down.
+			ms, err := parseDateMath(hi.v, df, c.now, hi.incl, loc)
+			if err != nil {
+				return nil, newErr(http.StatusBadRequest, "parse_exception", "%s", err.Error())
+			}
+			f := float64(ms)
+			max = &f
+		}
+		return withBoost(numRange(field, min, max, lo.incl || !lo.set, hi.incl || !hi.set), b), nil
+	default:
+		var min, max string
+		if lo.set {
+			min, _ = scalarString(lo.v)
+		}
+		if hi.set {
+			max, _ = scalarString(hi.v)
+		}
+		li, hincl := lo.incl, hi.incl
+		q := query.NewTermRangeInclusiveQuery(min, max, &li, &hincl)
+		q.SetField(field)
+		return withBoost(q, b), nil
+	}
+}
+
+func parseTimeZone(tz string) (*time.Location, error) {
+	if tz == "Z" || strings.EqualFold(tz, "UTC") {
+		return time.UTC, nil
+	}
+	if len(tz) >= 3 && (tz[0] == '+' || tz[0] == '-') {
+		digits := strings.ReplaceAll(tz[1:], ":", "")
+		if len(digits) != 2 && len(digits) != 4 {
+			return nil, fmt.Errorf("bad offset")
+		}
+		h, err := strconv.Atoi(digits[:2])
+		if err != nil {
+			return nil, err
+		}
+		m := 0
+		if len(digits) == 4 {
+			if m, err = strconv.Atoi(digits[2:]); err != nil {
+				return nil, err
+			}
+		}
+		off := h*3600 + m*60
+		if tz[0] == '-' {
+			off = -off
+		}
+		return time.FixedZone(tz, off), nil
+	}
+	return time.LoadLocation(tz)
+}
+
+// minimumShouldMatch resolves ES's minimum_should_match forms: integers,
+// negative integers and (negative) percentages.
+func minimumShouldMatch(raw json.RawMessage, n int) (int, *esError) {
+	var v any
+	if err := decodeJSON(raw, &v); err != nil {
+		return 0, parsingError("[minimum_should_match] malformed")
+	}
+	s, _ := scalarString(v)
+	s = strings.TrimSpace(s)
+	var r int
+	if strings.HasSuffix(s, "%") {
+		pct, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+		if err != nil {
+			return 0, parsingError("[minimum_should_match] malformed value [%s]", s)
+		}
+		if pct < 0 {
+			r = n - int(math.Floor(float64(n)*(-pct)/100))
+		} else {
+			r = int(math.Floor(float64(n) * pct / 100))
+		}
+	} else {
+		i, err := strconv.Atoi(s)
+		if err != nil {
+			return 0, parsingError("[minimum_should_match] malformed value [%s]", s)
+		}
+		if i < 0 {
+			r = n + i
+		} else {
+			r = i
+		}
+	}
+	return max(0, r), nil
+}
+
+// matchQuery builds a full-text match on one field.
+func (c *qctx) matchQuery(field string, fm *fieldMapping, text any, operator string, msm json.RawMessage, fuzziness string, zeroAll bool) (query.Query, *esError) {
+	if fm == nil || fm.Kind == kindObject {
+		return query.NewMatchNoneQuery(), nil
+	}
+	if fm.Kind != kindText {
+		return c.termQuery(field, fm, text)
+	}
+	s, _ := scalarString(text)
+	terms := fm.analyze(s)
+	if len(terms) == 0 {
+		if zeroAll {
+			return query.NewMatchAllQuery(), nil
+		}
+		return query.NewMatchNoneQuery(), nil
+	}
+	qs := make([]query.Query, 0, len(terms))
+	for _, t := range terms {
+		if f := fuzzyEdits(fuzziness, t); f > 0 {
+			fq := query.NewFuzzyQuery(t)
+			fq.SetField(field)
+			fq.SetFuzziness(f)
+			qs = append(qs, fq)
+			continue
+		}
+		tq := query.NewTermQuery(t)
+		tq.SetField(field)
+		qs = append(qs, tq)
+	}
+	if strings.EqualFold(operator, "and") {
+		if len(qs) == 1 {
+			return qs[0], nil
+		}
+		return query.NewConjunctionQuery(qs), nil
+	}
+	dq := query.NewDisjunctionQuery(qs)
+	if msm != nil {
+		n, err := minimumShouldMatch(msm, len(qs))
+		if err != nil {
+			return nil, err
+		}
+		if n > len(qs) {
+			return query.NewMatchNoneQuery(), nil
+		}
+		dq.SetMin(float64(max(n, 1)))
+	}
+	if len(qs) == 1 {
+		return qs[0], nil
+	}
+	return dq, nil
+}
+
+func fuzzyEdits(f, term string) int {
+	switch strings.ToUpper(f) {
+	case "", "0":
+		return 0
+	case "1":
+		return 1
+	case "2":
+		return 2
+	case "AUTO":
+		n := len([]rune(term))
+		switch {
+		case n < 3:
+			return 0
+		case n <= 5:
+			return 1
+		default:
+			return 2
+		}
+	}
+	return 0
+}
+
+func compileMatch(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
+	field, raw, err := singleField(name, p)
+	if err != nil {
+		return nil, err
+	}
+	mp, err := fieldParams(name, raw, "query")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKnown(name, mp, "query", "operator", "minimum_should_match", "boost", "analyzer",
+		"fuzziness", "zero_terms_query", "lenient", "prefix_length", "max_expansions", "fuzzy_transpositions",
+		"auto_generate_synonyms_phrase_query", "_name"); err != nil {
+		return nil, err
+	}
+	v, ok := scalarOf(mp["query"])
+	if !ok {
+		return nil, parsingError("[match] unknown token [START_OBJECT] after [query]")
+	}
+	var op, fuzz, zero string
+	_ = json.Unmarshal(mp["operator"], &op)
+	if op != "" && !strings.EqualFold(op, "or") && !strings.EqualFold(op, "and") {
+		return nil, parsingError("[match] query does not support operator [%s]", op)
+	}
+	if f, ok := mp["fuzziness"]; ok {
+		var fv any
+		_ = decodeJSON(f, &fv)
+		fuzz, _ = scalarString(fv)
+	}
+	_ = json.Unmarshal(mp["zero_terms_query"], &zero)
+	b, err := boostOf(name, mp)
+	if err != nil {
+		return nil, err
+	}
+	q, err := c.matchQuery(field, c.m.lookup(field), v, op, mp["minimum_should_match"], fuzz, strings.EqualFold(zero, "all"))
+	if err != nil {
+		return nil, err
+	}
+	return withBoost(q, b), nil
+}
+
+func compileMultiMatch(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
+	if err := checkKnown(name, p, "query", "fields", "type", "operator", "minimum_should_match", "boost",
+		"fuzziness", "zero_terms_query", "lenient", "tie_breaker", "analyzer", "prefix_length",
+		"max_expansions", "auto_generate_synonyms_phrase_query", "fuzzy_transpositions", "_name"); err != nil {
+		return nil, err
+	}
+	v, ok := scalarOf(p["query"])
+	if !ok {
+		return nil, parsingError("[multi_match] requires query value")
+	}
+	var typ, op, fuzz string
+	_ = json.Unmarshal(p["type"], &typ)
+	switch typ {
+	case "", "best_fields", "most_fields", "cross_fields":
+	default:
+		return nil, parsingError("[eventpipe] multi_match type [%s] is not supported by this server", typ)
+	}
+	_ = json.Unmarshal(p["operator"], &op)
+	if f, ok := p["fuzziness"]; ok {
+		var fv any
+		_ = decodeJSON(f, &fv)
+		fuzz, _ = scalarString(fv)
+	}
+	var fields []string
+	if raw, ok := p["fields"]; ok {
+		var one string
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			if err := json.Unmarshal(raw, &one); err != nil {
+				return nil, parsingError("[multi_match] failed to parse field [fields]")
+			}
+			fields = []string{one}
+		}
+	}
+	if len(fields) == 0 {
+		fields = []string{"*"}
+	}
+	type fb struct {
+		field string
+		boost float64
+	}
+	var targets []fb
+	for _, f := range fields {
+		boost := 1.0
+		if i := strings.LastIndexByte(f, '^'); i > 0 {
+			bv, err := strconv.ParseFloat(f[i+1:], 64)
+			if err != nil {
+				return nil, parsingError("[multi_match] malformed boost in field [%s]", f)
+			}
+			f, boost = f[:i], bv
+		}
+		if strings.Contains(f, "*") {
+			for _, lp := range c.m.leafPaths() {
+				fm := c.m.lookup(lp)
+				if ok, _ := path.Match(f, lp); ok && (fm.Kind == kindText || fm.Kind == kindKeyword) {
+					targets = append(targets, fb{lp, boost})
+				}
+			}
+			continue
+		}
+		targets = append(targets, fb{f, boost})
+	}
+	var qs []query.Query
+	for _, t := range targets {
+		fm := c.m.lookup(t.field)
+		if fm != nil && fm.Kind != kindText && fm.Kind != kindKeyword {
+			// lenient: skip values that cannot apply to non-text fields
+			if _, err := c.termQuery(t.field, fm, v); err != nil {
+				continue
+			}
+		}
+		q, err := c.matchQuery(t.field, fm, v, op, p["minimum_should_match"], fuzz, false)
+		if err != nil {
+			return nil, err
+		}
+		qs = append(qs, withBoost(q, t.boost))
+	}
+	b, err := boostOf(name, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(qs) == 0 {
+		return query.NewMatchNoneQuery(), nil
+	}
+	if len(qs) == 1 {
+		return withBoost(qs[0], b), nil
+	}
+	return withBoost(query.NewDisjunctionQuery(qs), b), nil
+}
+
+func compilePrefix(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
+	field, raw, err := singleField(name, p)
+	if err != nil {
+		return nil, err
+	}
+	fp, err := fieldParams(name, raw, "value")
+	if err != nil {
+		return nil, err
+	}
+	var v string
+	if err := json.Unmarshal(fp["value"], &v); err != nil {
+		return nil, parsingError("[prefix] value must be a string")
+	}
+	b, err := boostOf(name, fp)
+	if err != nil {
+		return nil, err
+	}
+	fm := c.m.lookup(field)
+	if fm == nil || (fm.Kind != kindKeyword && fm.Kind != kindText) {
+		return query.NewMatchNoneQuery(), nil
+	}
+	q := query.NewPrefixQuery(v)
+	q.SetField(field)
+	return withBoost(q, b), nil
+}
+
+func compileWildcard(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
+	field, raw, err := singleField(name, p)
+	if err != nil {
+		return nil, err
+	}
+	fp := map[string]json.RawMessage{}
+	t := bytes.TrimSpace(raw)
+	if len(t) > 0 && t[0] == '{' {
+		if err := decodeJSON(t, &fp); err != nil {
+			return nil, parsingError("[wildcard] malformed query")
+		}
+		if w, ok := fp["wildcard"]; ok {
+			fp["value"] = w
+		}
+	} else {
+		fp["value"] = t
+	}
+	var v string
+	if err := json.Unmarshal(fp["value"], &v); err != nil {
+		return nil, parsingError("[wildcard] value must be a string")
+	}
+	b, err := boostOf(name, fp)
+	if err != nil {
+		return nil, err
+	}
+	fm := c.m.lookup(field)
+	if fm == nil || (fm.Kind != kindKeyword && fm.Kind != kindText) {
+		return query.NewMatchNoneQuery(), nil
+	}
+	q := query.NewWildcardQuery(v)
+	q.SetField(field)
+	return withBoost(q, b), nil
+}
+
+func compileConstantScore(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
+	if err := checkKnown(name, p, "filter", "boost", "_name"); err != nil {
+		return nil, err
+	}
+	raw, ok := p["filter"]
+	if !ok {
+		return nil, parsingError("[constant_score] requires a 'filter' element")
+	}
+	f, err := c.compile(raw)
+	if err != nil {
+		return nil, err
+	}
+	b, err := boostOf(name, p)
+	if err != nil {
+		return nil, err
+	}
+	all := query.NewMatchAllQuery()
+	all.SetBoost(b)
+	bq := query.NewBooleanQuery([]query.Query{all}, nil, nil)
+	bq.AddFilter(f)
+	return bq, nil
+}
+
+// clauses compiles a bool clause given as one object or an array.
+func (c *qctx) clauses(raw json.RawMessage) ([]query.Query, *esError) {
+	t := bytes.TrimSpace(raw)
+	var items []json.RawMessage
+	if len(t) > 0 && t[0] == '[' {
+		if err := json.Unmarshal(t, &items); err != nil {
+			return nil, parsingError("[bool] malformed clause array")
+		}
+	} else {
+		items = []json.RawMessage{t}
+	}
+	out := make([]query.Query, 0, len(items))
+	for _, it := range items {
+		q, err := c.compile(it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	return out, nil
+}
+
+func compileBool(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
+	var must, filter, should, mustNot []query.Query
+	var msmRaw json.RawMessage
+	b := 1.0
+	for k, v := range p {
+		var err *esError
+		switch k {
+		case "must":
+			must, err = c.clauses(v)
+		case "filter":
+			filter, err = c.clauses(v)
+		case "should":
+			should, err = c.clauses(v)
+		case "must_not", "mustNot":
+			mustNot, err = c.clauses(v)
+		case "minimum_should_match":
+			msmRaw = v
+		case "boost":
+			b, err = boostOf(name, p)
+		case "adjust_pure_negative", "_name":
+		default:
+			return nil, parsingError("[bool] query does not support [%s]", k)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(must)+len(filter)+len(should)+len(mustNot) == 0 {
+		return withBoost(query.NewMatchAllQuery(), b), nil
+	}
+	minShould := 0
+	if msmRaw != nil {
+		n, err := minimumShouldMatch(msmRaw, len(should))
+		if err != nil {
+			return nil, err
+		}
+		minShould = n
+	} else if len(must)+len(filter) == 0 && len(should) > 0 {
+		minShould = 1
+	}
+	if minShould > len(should) {
+		return query.NewMatchNoneQuery(), nil
+	}
+	bq := query.NewBooleanQuery(nil, nil, nil)
+	switch {
+	case len(must) > 0:
+		bq.Must = query.NewConjunctionQuery(must)
+	case minShould == 0 || len(should) == 0:
+		// Only filters / must_not / optional shoulds: every document is a
+		// candidate and non-scoring clauses contribute a score of 0.
+		all := query.NewMatchAllQuery()
+		all.SetBoost(0)
+		bq.Must = query.NewConjunctionQuery([]query.Query{all})
+	}
+	if len(should) > 0 {
+		dq := query.NewDisjunctionQuery(should)
+		dq.SetMin(float64(minShould))
+		bq.Should = dq
+	}
+	if len(mustNot) > 0 {
+		bq.MustNot = query.NewDisjunctionQuery(mustNot)
+	}
+	if len(filter) > 0 {
+		if len(filter) == 1 {
+			bq.AddFilter(filter[0])
+		} else {
+			bq.AddFilter(query.NewConjunctionQuery(filter))
+		}
+	}
+	return withBoost(bq, b), nil
+}

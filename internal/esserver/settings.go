@@ -1,0 +1,202 @@
+package esserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// indexSettings are the parsed index settings this server honours.
+type indexSettings struct {
+	raw             map[string]string // flat "index.*" keys, as echoed by GET
+	Replicas        int
+	RefreshInterval time.Duration // 0: server default; <0: disabled
+	MaxResultWindow int
+	GCDeletes       time.Duration
+}
+
+// settingPrefixes are accepted settings (echoed back) whose effect this
+// server does not model; exact keys are listed in knownSettings.
+var settingPrefixes = []string{
+	"index.mapping.", "index.translog.", "index.routing.", "index.lifecycle.",
+	"index.blocks.", "index.write.", "index.search.", "index.indexing.", "index.merge.",
+}
+
+var knownSettings = map[string]bool{
+	"index.number_of_shards": true, "index.number_of_replicas": true, "index.refresh_interval": true,
+	"index.max_result_window": true, "index.gc_deletes": true, "index.auto_expand_replicas": true,
+	"index.hidden": true, "index.codec": true, "index.priority": true, "index.max_inner_result_window": true,
+	"index.max_terms_count": true, "index.query.default_field": true, "index.max_ngram_diff": true,
+	"index.max_shingle_diff": true, "index.max_script_fields": true, "index.max_regex_length": true,
+	"index.max_docvalue_fields_search": true, "index.default_pipeline": true, "index.final_pipeline": true,
+	"index.shard.check_on_startup": true, "index.number_of_routing_shards": true,
+	"index.load_fixed_bitset_filters_eagerly": true, "index.max_rescore_window": true,
+}
+
+// staticSettings may only be set at index creation.
+var staticSettings = map[string]bool{
+	"index.number_of_shards": true, "index.codec": true, "index.number_of_routing_shards": true,
+	"index.shard.check_on_startup": true,
+}
+
+// flattenSettings turns {"index":{"number_of_shards":1}} or
+// {"number_of_shards":"1"} into {"index.number_of_shards":"1"}.
+func flattenSettings(raw json.RawMessage) (map[string]string, *esError) {
+	out := map[string]string{}
+	if len(raw) == 0 || string(raw) == "null" {
+		return out, nil
+	}
+	var obj map[string]any
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	if err := dec.Decode(&obj); err != nil {
+		return nil, newErr(400, "settings_exception", "Failed to load settings from [%s]", string(raw))
+	}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, vv := range x {
+				walk(prefix+k+".", vv)
+			}
+		case []any:
+			parts := make([]string, 0, len(x))
+			for _, e := range x {
+				s, _ := scalarString(e)
+				parts = append(parts, s)
+			}
+			out[strings.TrimSuffix(prefix, ".")] = strings.Join(parts, ",")
+		case nil:
+			out[strings.TrimSuffix(prefix, ".")] = ""
+		default:
+			s, _ := scalarString(x)
+			out[strings.TrimSuffix(prefix, ".")] = s
+		}
+	}
+	walk("", obj)
+	norm := map[string]string{}
+	for k, v := range out {
+		if !strings.HasPrefix(k, "index.") {
+			k = "index." + k
+		}
+		norm[k] = v
+	}
+	return norm, nil
+}
+
+// validateSettings checks flat settings and returns the parsed form.
+func parseSettings(flat map[string]string, defaultReplicas int) (*indexSettings, *esError) {
+	st := &indexSettings{raw: map[string]string{}, Replicas: defaultReplicas, MaxResultWindow: 10000, GCDeletes: 60 * time.Second}
+	keys := make([]string, 0, len(flat))
+	for k := range flat {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := flat[k]
+		if strings.HasPrefix(k, "index.analysis.") || strings.HasPrefix(k, "index.sort.") || strings.HasPrefix(k, "index.similarity.") {
+			return nil, illegalArgument("[eventpipe] setting [%s] is not supported by this server", k)
+		}
+		known := knownSettings[k]
+		for _, p := range settingPrefixes {
+			if strings.HasPrefix(k, p) {
+				known = true
+			}
+		}
+		if !known {
+			return nil, illegalArgument("unknown setting [%s] please check that any required plugins are installed, or check the breaking changes documentation for removed settings", k)
+		}
+		switch k {
+		case "index.number_of_shards":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 1024 {
+				return nil, illegalArgument("Failed to parse value [%s] for setting [index.number_of_shards] must be >= 1", v)
+			}
+		case "index.number_of_replicas":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return nil, illegalArgument("Failed to parse value [%s] for setting [index.number_of_replicas] must be >= 0", v)
+			}
+			st.Replicas = n
+		case "index.refresh_interval":
+			d, err := parseTimeValue(v)
+			if err != nil {
+				return nil, illegalArgument("failed to parse setting [index.refresh_interval] with value [%s] as a time value: unit is missing or unrecognized", v)
+			}
+			if d == 0 {
+				d = time.Millisecond // "0s" would mean: refresh constantly
+			}
+			st.RefreshInterval = d
+		case "index.max_result_window":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return nil, illegalArgument("Failed to parse value [%s] for setting [index.max_result_window] must be >= 1", v)
+			}
+			st.MaxResultWindow = n
+		case "index.gc_deletes":
+			d, err := parseTimeValue(v)
+			if err != nil || d < 0 {
+				return nil, illegalArgument("failed to parse setting [index.gc_deletes] with value [%s] as a time value", v)
+			}
+			st.GCDeletes = d
+		}
+		st.raw[k] = v
+	}
+	return st, nil
+}
+
+// parseTimeValue parses Elasticsearch time values ("1s", "500ms", "-1").
+func parseTimeValue(v string) (time.Duration, error) {
+	v = strings.TrimSpace(strings.ToLower(v))
+	if v == "-1" {
+		return -1, nil
+	}
+	units := []struct {
+		suffix string
+		d      time.Duration
+	}{{"nanos", time.Nanosecond}, {"micros", time.Microsecond}, {"ms", time.Millisecond}, {"s", time.Second}, {"m", time.Minute}, {"h", time.Hour}, {"d", 24 * time.Hour}}
+	for _, u := range units {
+		if strings.HasSuffix(v, u.suffix) {
+			n, err := strconv.ParseFloat(strings.TrimSuffix(v, u.suffix), 64)
+			if err != nil {
+				return 0, err
+			}
+			return time.Duration(n * float64(u.d)), nil
+		}
+	}
+	if v == "0" {
+		return 0, nil
+	}
+	return 0, fmt.Errorf("unit missing in [%s]", v)
+}
+
+// render returns GET /{index}/_settings's nested "index" object.
+func (st *indexSettings) render(ix *index) map[string]any {
+	out := map[string]any{}
+	put := func(k, v string) {
+		parts := strings.Split(strings.TrimPrefix(k, "index."), ".")
+		m := out
+		for _, p := range parts[:len(parts)-1] {
+			sub, ok := m[p].(map[string]any)
+			if !ok {
+				sub = map[string]any{}
+				m[p] = sub
+			}
+			m = sub
+		}
+		m[parts[len(parts)-1]] = v
+	}
+	put("index.number_of_shards", "1")
+	put("index.number_of_replicas", strconv.Itoa(st.Replicas))
+	for k, v := range st.raw {
+		put(k, v)
+	}
+	put("index.uuid", ix.uuid)
+	put("index.provided_name", ix.name)
+	put("index.creation_date", strconv.FormatInt(ix.created, 10))
+	put("index.version.created", versionCreated)
+	return map[string]any{"index": out}
+}
