@@ -1,7 +1,6 @@
 package eventpipe
 
 import (
-	"context"
 	"fmt"
 	"sort"
 
@@ -9,7 +8,6 @@ import (
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/domains/order"
 	"github.com/eventpipe/eventpipe/domains/todo"
-	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/projections"
@@ -113,24 +111,6 @@ func (c *Catalog) AddHTTPResource(name string, r HTTPResource) error {
 	}
 	c.httpResources[name] = r
 	return nil
-}
-
-// todoResource is the todo API (domains/todo/todoapi) on the write side:
-// commands through its dispatcher, states from the todo facet, the list
-// from the todos read model.
-func todoResource(srv *httpapi.Server, w *WriteSide) error {
-	facet, err := todo.NewFacet(w.Store, w.Catalog().Upcasters())
-	if err != nil {
-		return err
-	}
-	return todoapi.Mount(srv, todoapi.Config{
-		Commands: w.Dispatcher,
-		States:   facet,
-		List: func(ctx context.Context, after string, limit int) ([]readmodels.Todo, error) {
-			return readmodels.ListTodos(ctx, w.ReadModels(), after, limit)
-		},
-		Logger: w.cfg.Logger,
-	})
 }
 
 // Upcasters is the catalogue's upcaster registry: register an upcaster

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/relay"
 )
 
@@ -75,18 +76,18 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 	var groups []GroupStatus
 	for _, t := range cfg.Catalog.AggregateTypes() {
 		topic := topics.Commands(t)
-		groups = append(groups, GroupStatus{Group: cfg.CommandGroup + "." + topic, Topics: []string{topic},
+		groups = append(groups, GroupStatus{Group: commandGroup(cfg.CommandGroup, topic), Topics: []string{topic},
 			PoisonTopic: topics.Poison(cfg.CommandGroup)})
 	}
 	for _, name := range cfg.Catalog.ReadModelNames() {
 		p, _ := cfg.Catalog.ReadModel(name)
-		g := GroupStatus{Group: ep.TopicPrefix + "projection." + name, PoisonTopic: topics.Poison("projection." + name)}
+		g := GroupStatus{Group: projections.ConsumerGroup(topics, name), PoisonTopic: projections.PoisonTopic(topics, name)}
 		for _, t := range p.AggregateTypes() {
 			g.Topics = append(g.Topics, topics.Events(t))
 		}
 		groups = append(groups, g)
 	}
-	poisonTopics := []string{topics.Poison("relay")}
+	poisonTopics := []string{topics.Poison(relay.DefaultPoisonGroup)}
 	for _, g := range groups {
 		poisonTopics = append(poisonTopics, g.PoisonTopic)
 	}
@@ -94,7 +95,7 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 	if err != nil {
 		r.Errors = append(r.Errors, fmt.Errorf("poison topics: %w", err))
 	}
-	r.RelayPoisoned = counts[topics.Poison("relay")]
+	r.RelayPoisoned = counts[topics.Poison(relay.DefaultPoisonGroup)]
 	for _, g := range groups {
 		g.Poisoned = counts[g.PoisonTopic]
 		rows, err := kafka.ConsumerLag(ctx, ep.KafkaBrokers, g.Group, g.Topics)

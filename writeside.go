@@ -15,9 +15,12 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/projections/readmodels"
 )
 
 // DefaultCommandGroup is the consumer group of the command handlers.
@@ -186,7 +189,7 @@ func (s *WriteSide) RunCommandHandlers(ctx context.Context) error {
 	// One consumer group per commands topic (<group>.<topic>), so a
 	// rebalance on one topic does not pause the others.
 	for _, topic := range s.Dispatcher.Topics() {
-		sub, err := s.cfg.NewSubscriber(s.cfg.ConsumerGroup + "." + topic)
+		sub, err := s.cfg.NewSubscriber(commandGroup(s.cfg.ConsumerGroup, topic))
 		if err != nil {
 			return fmt.Errorf("write side: subscriber for %s: %w", topic, err)
 		}
@@ -198,6 +201,10 @@ func (s *WriteSide) RunCommandHandlers(ctx context.Context) error {
 	}
 	return nil
 }
+
+// commandGroup is the consumer group of the command handlers of group on
+// one commands topic.
+func commandGroup(group, topic string) string { return group + "." + topic }
 
 // NewHTTP returns the HTTP API on Endpoints.HTTPAddr with every HTTP
 // resource of the catalogue mounted, in name order.
@@ -230,4 +237,22 @@ func (s *WriteSide) Run(ctx context.Context) error {
 	cancel()
 	second := <-errc
 	return errors.Join(first, second)
+}
+
+// todoResource is the todo API (domains/todo/todoapi) on the write side:
+// commands through its dispatcher, states from the todo facet, the list
+// from the todos read model.
+func todoResource(srv *httpapi.Server, w *WriteSide) error {
+	facet, err := todo.NewFacet(w.Store, w.Catalog().Upcasters())
+	if err != nil {
+		return err
+	}
+	return todoapi.Mount(srv, todoapi.Config{
+		Commands: w.Dispatcher,
+		States:   facet,
+		List: func(ctx context.Context, after string, limit int) ([]readmodels.Todo, error) {
+			return readmodels.ListTodos(ctx, w.ReadModels(), after, limit)
+		},
+		Logger: w.cfg.Logger,
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -21,25 +20,13 @@ import (
 // returns ep with its Postgres URL pointing there (search_path).
 func readModelSchema(t *testing.T, ep endpoints.Endpoints, migrated bool) endpoints.Endpoints {
 	t.Helper()
-	ctx := context.Background()
-	admin := testenv.Postgres(t)
-	schema := strings.ToLower(strings.ReplaceAll(testenv.UniqueName(t, "api"), "-", "_"))
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-	})
+	schema, url := testenv.PostgresSchema(t, "api")
 	if migrated {
-		if _, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: ep.Postgres, Schema: schema}); err != nil {
+		if _, err := pgmigrate.Migrate(context.Background(), pgmigrate.Config{URL: ep.Postgres, Schema: schema}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sep := "?"
-	if strings.Contains(ep.Postgres, "?") {
-		sep = "&"
-	}
-	ep.Postgres += sep + "search_path=" + schema
+	ep.Postgres = url
 	return ep
 }
 

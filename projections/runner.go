@@ -134,14 +134,22 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 // ConsumerGroup is the projection's consumer group:
 // <prefix>projection.<name>, so namespaces sharing a cluster keep apart.
 func (r *Runner) ConsumerGroup() string {
-	return r.cfg.Topics.Prefix + r.groupName()
+	return ConsumerGroup(r.cfg.Topics, r.cfg.Applier.Projection().Name())
 }
 
 // PoisonTopic is where the projection parks events that can never apply:
 // <prefix>poison.projection.<name>.
-func (r *Runner) PoisonTopic() string { return r.cfg.Topics.Poison(r.groupName()) }
+func (r *Runner) PoisonTopic() string {
+	return PoisonTopic(r.cfg.Topics, r.cfg.Applier.Projection().Name())
+}
 
-func (r *Runner) groupName() string { return "projection." + r.cfg.Applier.Projection().Name() }
+// ConsumerGroup is the consumer group of the projection called name in
+// the namespace t: <prefix>projection.<name>.
+func ConsumerGroup(t bus.Topics, name string) string { return t.Prefix + "projection." + name }
+
+// PoisonTopic is the poison topic of the projection called name in the
+// namespace t: <prefix>poison.projection.<name>.
+func PoisonTopic(t bus.Topics, name string) string { return t.Poison("projection." + name) }
 
 // Run catches a new projection up from the store (when History is set)
 // and then consumes until ctx ends.

@@ -79,7 +79,7 @@ type Config struct {
 	// failed reads back off along the same steps.
 	IdlePoll, MaxIdlePoll time.Duration
 	// PoisonGroup names the poison topic, Topics.Poison(PoisonGroup)
-	// (default "relay").
+	// (default DefaultPoisonGroup).
 	PoisonGroup string
 	// Registerer receives the relay's metrics (default: none).
 	Registerer prometheus.Registerer
@@ -89,6 +89,10 @@ type Config struct {
 
 // DefaultLeaseTable is the lease table's default name.
 const DefaultLeaseTable = "eventpipe-leases"
+
+// DefaultPoisonGroup names the relay's poison topic by default:
+// <prefix>poison.relay.
+const DefaultPoisonGroup = "relay"
 
 // Defaults of Config.IdlePoll and Config.MaxIdlePoll: the idle back-off
 // starts at 100ms and doubles up to 1s.
@@ -120,7 +124,7 @@ func (c *Config) setDefaults() {
 		c.MaxIdlePoll = DefaultMaxIdlePoll
 	}
 	if c.PoisonGroup == "" {
-		c.PoisonGroup = "relay"
+		c.PoisonGroup = DefaultPoisonGroup
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

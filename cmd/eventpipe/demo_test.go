@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/eventpipe/eventpipe/internal/testenv"
 )
@@ -32,27 +29,15 @@ func TestDemoOnceTellsAStoryItsReadModelsConfirm(t *testing.T) {
 	}
 	ddb := testenv.DynamoDB(t)
 	testenv.KafkaBrokers(t)
-	admin := testenv.Postgres(t)
-	ep := testenv.Endpoints()
 	events, leases := testenv.UniqueName(t, "events"), testenv.UniqueName(t, "leases")
 	t.Cleanup(func() { testenv.DeleteTable(t, ddb, events); testenv.DeleteTable(t, ddb, leases) })
-	schema := strings.ToLower(strings.ReplaceAll(testenv.UniqueName(t, "demo"), "-", "_"))
-	if _, err := admin.Exec(context.Background(), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-	})
-	sep := "?"
-	if strings.Contains(ep.Postgres, "?") {
-		sep = "&"
-	}
+	schema, pgURL := testenv.PostgresSchema(t, "demo")
 	free := func() string { return "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)) }
 	cmd := exec.Command(bin, "demo", "--once", "--postgres-schema", schema, "--log-dir", t.TempDir(),
 		"--relay-metrics-addr", free(), "--consume-metrics-addr", free())
 	cmd.Env = append(os.Environ(), "EVENTPIPE_EVENTS_TABLE="+events, "EVENTPIPE_LEASES_TABLE="+leases,
 		"EVENTPIPE_TOPIC_PREFIX="+testenv.UniqueName(t, "ns")+".", "EVENTPIPE_HTTP_ADDR="+free(),
-		"EVENTPIPE_POSTGRES_URL="+ep.Postgres+sep+"search_path="+schema)
+		"EVENTPIPE_POSTGRES_URL="+pgURL)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	done := make(chan error, 1)

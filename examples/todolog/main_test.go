@@ -39,25 +39,13 @@ func TestTodoLogRunsAsALibraryUsersReadModel(t *testing.T) {
 	}
 	ddb := testenv.DynamoDB(t)
 	testenv.KafkaBrokers(t)
-	admin := testenv.Postgres(t)
 	ep := testenv.Endpoints()
 	ep.EventsTable = testenv.UniqueName(t, "events")
 	ep.LeasesTable = testenv.UniqueName(t, "leases")
 	ep.TopicPrefix = testenv.UniqueName(t, "ns") + "."
 	t.Cleanup(func() { testenv.DeleteTable(t, ddb, ep.EventsTable); testenv.DeleteTable(t, ddb, ep.LeasesTable) })
-	schema := strings.ToLower(strings.ReplaceAll(testenv.UniqueName(t, "todolog"), "-", "_"))
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		_, _ = admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema + "_replay_todo_log"}.Sanitize()+" CASCADE")
-	})
-	sep := "?"
-	if strings.Contains(ep.Postgres, "?") {
-		sep = "&"
-	}
-	ep.Postgres += sep + "search_path=" + schema
+	schema, pgURL := testenv.PostgresSchema(t, "todolog")
+	ep.Postgres = pgURL
 	env := append(os.Environ(),
 		"EVENTPIPE_DYNAMODB_ENDPOINT="+ep.DynamoDB, "EVENTPIPE_KAFKA_BROKERS="+strings.Join(ep.KafkaBrokers, ","),
 		"EVENTPIPE_POSTGRES_URL="+ep.Postgres, "EVENTPIPE_EVENTS_TABLE="+ep.EventsTable,

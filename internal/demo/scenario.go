@@ -75,9 +75,18 @@ func (s *scenario) close() {
 
 func (s *scenario) id(name string) string { return name + "-" + s.cfg.RunID }
 
-// send sends one command through the bus, waits for its answer and
-// prints both.
-func (s *scenario) send(ctx context.Context, n *narrator, typ, id string, payload any) (commands.Result, error) {
+// step is one command of the story and the answer the story needs.
+type step struct {
+	typ, id string
+	payload any
+	want    commands.Status
+}
+
+// send sends one command through the bus, waits for its answer, prints
+// both, and fails the demo when the answer is not the one the story
+// needs.
+func (s *scenario) send(ctx context.Context, n *narrator, st step) (commands.Result, error) {
+	typ, id, payload := st.typ, st.id, st.payload
 	body, err := json.Marshal(payload)
 	if err != nil {
 		return commands.Result{}, err
@@ -104,52 +113,39 @@ func (s *scenario) send(ctx context.Context, n *narrator, typ, id string, payloa
 		answer = fmt.Sprintf("%s: %s", res.Status, res.Reason)
 	}
 	n.line("%-18s %-16s %-44s → %s", typ, id, string(body), answer)
-	return res, nil
-}
-
-// expect fails the demo when an answer is not the one the story needs.
-func expect(res commands.Result, want commands.Status) error {
-	if res.Status != want {
-		return fmt.Errorf("demo: command %s answered %s (%s), the story expects %s", res.CommandID, res.Status, res.Reason, want)
+	if res.Status != st.want {
+		return res, fmt.Errorf("demo: command %s answered %s (%s), the story expects %s", res.CommandID, res.Status, res.Reason, st.want)
 	}
-	return nil
+	return res, nil
 }
 
 func (s *scenario) accountsChapter(ctx context.Context, n *narrator) error {
 	n.chapter("Bank accounts, through the bus (overdraft limit -1000)")
 	alice, bob, carol := s.id("alice"), s.id("bob"), s.id("carol")
-	steps := []struct {
-		typ, id string
-		payload any
-		want    commands.Status
-		amount  int64
-	}{
-		{bankaccount.OpenAccount, alice, struct{}{}, commands.StatusAccepted, 0},
-		{bankaccount.OpenAccount, bob, struct{}{}, commands.StatusAccepted, 0},
-		{bankaccount.OpenAccount, carol, struct{}{}, commands.StatusAccepted, 0},
-		{bankaccount.RenameOwner, alice, bankaccount.OwnerRenamedData{OwnerFirst: "Alice", OwnerLast: "Smith"}, commands.StatusAccepted, 0},
-		{bankaccount.RecordTransaction, alice, bankaccount.TransactionAcceptedData{Desc: "salary", Amount: 500}, commands.StatusAccepted, 500},
-		{bankaccount.RecordTransaction, bob, bankaccount.TransactionAcceptedData{Desc: "gift", Amount: 200}, commands.StatusAccepted, 200},
-		{bankaccount.RecordTransaction, alice, bankaccount.TransactionAcceptedData{Desc: "groceries", Amount: -120}, commands.StatusAccepted, -120},
-		{bankaccount.RecordTransaction, bob, bankaccount.TransactionAcceptedData{Desc: "laptop", Amount: -900}, commands.StatusAccepted, -900},
-		{bankaccount.RecordTransaction, bob, bankaccount.TransactionAcceptedData{Desc: "rent", Amount: -400}, commands.StatusRejected, -400},
-		{bankaccount.RecordTransaction, carol, bankaccount.TransactionAcceptedData{Desc: "coffee", Amount: -50}, commands.StatusAccepted, -50},
-		{bankaccount.RecordTransaction, carol, bankaccount.TransactionAcceptedData{Desc: "car", Amount: -2000}, commands.StatusRejected, -2000},
-		{bankaccount.RecordTransaction, s.id("dave"), bankaccount.TransactionAcceptedData{Desc: "ghost", Amount: 10}, commands.StatusNotFound, 10},
+	steps := []step{
+		{bankaccount.OpenAccount, alice, struct{}{}, commands.StatusAccepted},
+		{bankaccount.OpenAccount, bob, struct{}{}, commands.StatusAccepted},
+		{bankaccount.OpenAccount, carol, struct{}{}, commands.StatusAccepted},
+		{bankaccount.RenameOwner, alice, bankaccount.OwnerRenamedData{OwnerFirst: "Alice", OwnerLast: "Smith"}, commands.StatusAccepted},
+		{bankaccount.RecordTransaction, alice, bankaccount.TransactionAcceptedData{Desc: "salary", Amount: 500}, commands.StatusAccepted},
+		{bankaccount.RecordTransaction, bob, bankaccount.TransactionAcceptedData{Desc: "gift", Amount: 200}, commands.StatusAccepted},
+		{bankaccount.RecordTransaction, alice, bankaccount.TransactionAcceptedData{Desc: "groceries", Amount: -120}, commands.StatusAccepted},
+		{bankaccount.RecordTransaction, bob, bankaccount.TransactionAcceptedData{Desc: "laptop", Amount: -900}, commands.StatusAccepted},
+		{bankaccount.RecordTransaction, bob, bankaccount.TransactionAcceptedData{Desc: "rent", Amount: -400}, commands.StatusRejected},
+		{bankaccount.RecordTransaction, carol, bankaccount.TransactionAcceptedData{Desc: "coffee", Amount: -50}, commands.StatusAccepted},
+		{bankaccount.RecordTransaction, carol, bankaccount.TransactionAcceptedData{Desc: "car", Amount: -2000}, commands.StatusRejected},
+		{bankaccount.RecordTransaction, s.id("dave"), bankaccount.TransactionAcceptedData{Desc: "ghost", Amount: 10}, commands.StatusNotFound},
 	}
 	for _, st := range steps {
-		res, err := s.send(ctx, n, st.typ, st.id, st.payload)
+		res, err := s.send(ctx, n, st)
 		if err != nil {
-			return err
-		}
-		if err := expect(res, st.want); err != nil {
 			return err
 		}
 		if st.typ == bankaccount.OpenAccount {
 			s.balances[st.id] = 0
 		}
-		if res.Status == commands.StatusAccepted {
-			s.balances[st.id] += st.amount
+		if tx, ok := st.payload.(bankaccount.TransactionAcceptedData); ok && res.Status == commands.StatusAccepted {
+			s.balances[st.id] += tx.Amount
 		}
 	}
 	n.line("bob's rent would take him to -1100 and carol's car to -2050: both refused, nothing stored;")
@@ -160,11 +156,7 @@ func (s *scenario) accountsChapter(ctx context.Context, n *narrator) error {
 func (s *scenario) ordersChapter(ctx context.Context, n *narrator) error {
 	n.chapter("Orders through their lifecycle (one refunded)")
 	o1, o2, o3 := s.id("order-1"), s.id("order-2"), s.id("order-3")
-	steps := []struct {
-		typ, id string
-		payload any
-		want    commands.Status
-	}{
+	steps := []step{
 		{order.PlaceOrder, o1, order.OrderPlacedData{Customer: "ada", Total: 4500}, commands.StatusAccepted},
 		{order.ProcessPayment, o1, order.PaymentProcessedData{Amount: 4500}, commands.StatusAccepted},
 		{order.ShipOrder, o1, order.OrderShippedData{TrackingNumber: "TRK-1"}, commands.StatusAccepted},
@@ -177,11 +169,7 @@ func (s *scenario) ordersChapter(ctx context.Context, n *narrator) error {
 		{order.ProcessPayment, o3, order.PaymentProcessedData{Amount: 250}, commands.StatusRejected},
 	}
 	for _, st := range steps {
-		res, err := s.send(ctx, n, st.typ, st.id, st.payload)
-		if err != nil {
-			return err
-		}
-		if err := expect(res, st.want); err != nil {
+		if _, err := s.send(ctx, n, st); err != nil {
 			return err
 		}
 	}

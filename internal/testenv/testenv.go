@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
@@ -104,4 +105,41 @@ func DeleteTable(tb testing.TB, db *dynamodb.Client, name string) {
 	if _, err := db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &name}); err != nil {
 		tb.Logf("delete table %s: %v", name, err)
 	}
+}
+
+// PostgresSchema creates a fresh schema for tb (prefix plus the test's
+// name) and returns it with the Postgres URL that selects it
+// (search_path). When tb ends, the schema is dropped, and so is every
+// schema whose name starts with it (a replay's shadow and retired
+// schemas).
+func PostgresSchema(tb testing.TB, prefix string) (schema, url string) {
+	tb.Helper()
+	admin := Postgres(tb)
+	schema = strings.ToLower(strings.ReplaceAll(UniqueName(tb, prefix), "-", "_"))
+	if _, err := admin.Exec(context.Background(), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		tb.Fatalf("create schema %s: %v", schema, err)
+	}
+	tb.Cleanup(func() {
+		rows, err := admin.Query(context.Background(), `SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1)`, schema)
+		if err != nil {
+			tb.Logf("drop schema %s: %v", schema, err)
+			return
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			tb.Logf("drop schema %s: %v", schema, err)
+			return
+		}
+		for _, n := range names {
+			if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{n}.Sanitize()+" CASCADE"); err != nil {
+				tb.Logf("drop schema %s: %v", n, err)
+			}
+		}
+	})
+	url = Endpoints().Postgres
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return schema, url + sep + "search_path=" + schema
 }
