@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/eventpipe/eventpipe/internal/esserver"
 	"github.com/eventpipe/eventpipe/internal/kafkabroker"
 	"github.com/eventpipe/eventpipe/internal/stack"
 )
@@ -13,11 +14,14 @@ import (
 func stackCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stack",
-		Short: "Fetch, start, check and stop the local services (DynamoDB Local, Kafka, PostgreSQL)",
+		Short: "Fetch, start, check and stop the local services (DynamoDB Local, Kafka, PostgreSQL, Elasticsearch API)",
 		Long: `The local stack runs each service as a process on 127.0.0.1, cached and persisted
 under .stack/ at the repository root (EVENTPIPE_STACK_DIR moves it). Ports follow
 the endpoint variables (EVENTPIPE_DYNAMODB_ENDPOINT, EVENTPIPE_KAFKA_BROKERS,
-EVENTPIPE_POSTGRES_URL); a non-loopback endpoint is treated as external and left alone.`,
+EVENTPIPE_POSTGRES_URL, ELASTICSEARCH_URL); a non-loopback endpoint is treated as
+external and left alone. Elasticsearch is served by eventpipe's own
+Elasticsearch-API server (a subset of the Elasticsearch 8 REST API; not
+Elasticsearch): point ELASTICSEARCH_URL at a real Elasticsearch 8 to use that.`,
 	}
 	cmd.AddCommand(
 		&cobra.Command{
@@ -74,6 +78,7 @@ EVENTPIPE_POSTGRES_URL); a non-loopback endpoint is treated as external and left
 			},
 		},
 		kafkaBrokerCommand(),
+		esServerCommand(),
 	)
 	return cmd
 }
@@ -98,8 +103,6 @@ func printStatus(cmd *cobra.Command, s *stack.Stack) error {
 		health := "healthy"
 		switch {
 		case st.Healthy:
-		case st.Planned:
-			health = "absent: " + st.Detail
 		default:
 			health = "down: " + st.Detail
 			unhealthy++
@@ -127,6 +130,21 @@ func kafkaBrokerCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return kafkabroker.Run(cmd.Context(), cfg)
+		},
+	}
+	cfg.BindFlags(cmd.Flags())
+	_ = cmd.MarkFlagRequired("data-dir")
+	return cmd
+}
+
+func esServerCommand() *cobra.Command {
+	var cfg esserver.Config
+	cmd := &cobra.Command{
+		Use:   "es-server",
+		Short: "Run the stack's Elasticsearch-API server in the foreground (a subset of the Elasticsearch 8 REST API, persisted; not Elasticsearch)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return esserver.Run(cmd.Context(), cfg)
 		},
 	}
 	cfg.BindFlags(cmd.Flags())

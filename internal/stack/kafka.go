@@ -48,16 +48,3 @@ func (s *Stack) kafka() *component {
 	}
 	return c
 }
-
-func (s *Stack) elasticsearch() *component {
-	ep := s.cfg.Endpoints.Elasticsearch
-	return &component{
-		name:    "elasticsearch",
-		addr:    ep,
-		envVar:  endpoints.EnvElasticsearch,
-		managed: true,
-		planned: "not in the stack yet (arrives with the Elasticsearch read models); " +
-			endpoints.EnvElasticsearch + " may name a real Elasticsearch 8",
-		health: func(ctx context.Context) error { return probe.Elasticsearch(ctx, ep) },
-	}
-}

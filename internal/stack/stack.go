@@ -1,10 +1,11 @@
 // Package stack fetches, starts, checks and stops the local services
 // eventpipe runs against: DynamoDB Local (Amazon's jar from the npm package
 // amplify-dynamodb-simulator, run with Java 17), a Kafka-protocol broker
-// (franz-go's kfake inside the eventpipe binary), and PostgreSQL 15 from
-// Debian. Everything lives under one git-ignored folder: downloads and
-// unpacked tools, data, logs and PID files. Elasticsearch has a slot that a
-// later release fills.
+// (franz-go's kfake inside the eventpipe binary), PostgreSQL 15 from
+// Debian, and eventpipe's own Elasticsearch-API server (internal/esserver,
+// also inside the binary; Elasticsearch itself is not installable here).
+// Everything lives under one git-ignored folder: downloads and unpacked
+// tools, data, logs and PID files.
 //
 // Each component listens on the loopback address its endpoint names
 // (internal/endpoints), so the same environment variables that point the
@@ -48,6 +49,11 @@ type Config struct {
 	KafkaBrokerCommand []string
 	// KafkaBrokerEnv is added to the broker's environment.
 	KafkaBrokerEnv []string
+	// ESServerCommand runs the Elasticsearch-API server; the stack appends
+	// its flags (default: this executable with "stack es-server").
+	ESServerCommand []string
+	// ESServerEnv is added to the Elasticsearch-API server's environment.
+	ESServerEnv []string
 	// StartTimeout bounds the wait for one component to become healthy
 	// (default 120s; a cold JVM on a busy machine is slow).
 	StartTimeout time.Duration
@@ -80,6 +86,13 @@ func (c *Config) setDefaults() error {
 			return fmt.Errorf("stack: locate own executable for the kafka broker: %w", err)
 		}
 		c.KafkaBrokerCommand = []string{exe, "stack", "kafka-broker"}
+	}
+	if len(c.ESServerCommand) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("stack: locate own executable for the Elasticsearch-API server: %w", err)
+		}
+		c.ESServerCommand = []string{exe, "stack", "es-server"}
 	}
 	if c.StartTimeout == 0 {
 		c.StartTimeout = 120 * time.Second
@@ -196,9 +209,6 @@ func (s *Stack) Up(ctx context.Context) error {
 func (s *Stack) up(ctx context.Context, c *component) error {
 	began := time.Now()
 	switch {
-	case c.planned != "":
-		s.printf("%-14s %s", c.name, c.planned)
-		return nil
 	case !c.managed:
 		if err := c.health(ctx); err != nil {
 			return fmt.Errorf("%s: external endpoint %s is not healthy (the stack only starts loopback services): %w", c.name, c.addr, err)
@@ -287,7 +297,7 @@ func (s *Stack) Down(ctx context.Context) error {
 	var errs []error
 	for i := len(s.components) - 1; i >= 0; i-- {
 		c := s.components[i]
-		if !c.managed || c.planned != "" {
+		if !c.managed {
 			continue
 		}
 		pid, ok := s.runningPID(c)
@@ -311,10 +321,9 @@ type ComponentStatus struct {
 	Name    string
 	Address string
 	Managed bool   // started and stopped by this stack
-	Planned bool   // not provided by the stack yet; Detail says why
 	PID     int    // 0 when this stack runs no process for it
 	Healthy bool   // the health check answered
-	Detail  string // the health error, or why the component is absent
+	Detail  string // the health error
 	LogFile string
 }
 
@@ -327,22 +336,16 @@ func (s *Stack) Status(ctx context.Context) []ComponentStatus {
 		go func() {
 			defer wg.Done()
 			st := ComponentStatus{Name: c.name, Address: c.addr, Managed: c.managed}
-			if c.managed && c.planned == "" {
+			if c.managed {
 				st.LogFile = s.logPath(c)
 				if pid, ok := s.runningPID(c); ok {
 					st.PID = pid
 				}
 			}
-			if c.planned != "" {
-				st.Planned, st.Detail = true, c.planned
-			}
 			if err := c.health(ctx); err != nil {
-				if st.Detail == "" {
-					st.Detail = err.Error()
-				}
+				st.Detail = err.Error()
 			} else {
 				st.Healthy = true
-				st.Detail = ""
 			}
 			out[i] = st
 		}()
@@ -357,7 +360,6 @@ type component struct {
 	addr    string // what the user connects to
 	envVar  string // the variable that moves it
 	managed bool   // loopback: this stack starts and stops it
-	planned string // non-empty: not provided yet, and why
 	// marker is a substring of the process command line that identifies
 	// our process (a data path), guarding against PID reuse.
 	marker     string

@@ -3,8 +3,10 @@ package stack_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
@@ -50,6 +53,7 @@ func newThrowawayStack(t *testing.T, out *bytes.Buffer) *stack.Stack {
 	ep.Postgres = "postgres://eventpipe@127.0.0.1:" + port() + "/eventpipe?sslmode=disable"
 	ep.Elasticsearch = "http://127.0.0.1:" + port()
 	cmd, env := testenv.KafkaBrokerCommand()
+	esCmd, esEnv := testenv.ESServerCommand()
 	main := endpoints.FromEnv().StackDir
 	if !filepath.IsAbs(main) {
 		main = filepath.Join(stack.RepoRoot(), main)
@@ -60,6 +64,8 @@ func newThrowawayStack(t *testing.T, out *bytes.Buffer) *stack.Stack {
 		Endpoints:          ep,
 		KafkaBrokerCommand: cmd,
 		KafkaBrokerEnv:     env,
+		ESServerCommand:    esCmd,
+		ESServerEnv:        esEnv,
 		Out:                out,
 	})
 	if err != nil {
@@ -73,9 +79,6 @@ func pids(t *testing.T, s *stack.Stack) map[string]int {
 	t.Helper()
 	out := map[string]int{}
 	for _, st := range s.Status(context.Background()) {
-		if st.Planned {
-			continue
-		}
 		out[st.Name] = st.PID
 		if st.PID != 0 && !st.Healthy {
 			t.Errorf("%s runs as pid %d but is unhealthy: %s", st.Name, st.PID, st.Detail)
@@ -95,7 +98,7 @@ func TestUpIsIdempotentAndDownUpKeepsData(t *testing.T) {
 		t.Fatalf("first up: %v\n%s", err, out.String())
 	}
 	first := pids(t, s)
-	for _, name := range []string{"dynamodb", "kafka", "postgres"} {
+	for _, name := range []string{"dynamodb", "kafka", "postgres", "elasticsearch"} {
 		if first[name] == 0 {
 			t.Fatalf("%s has no process after up:\n%s", name, out.String())
 		}
@@ -105,7 +108,7 @@ func TestUpIsIdempotentAndDownUpKeepsData(t *testing.T) {
 	if err := s.Up(ctx); err != nil {
 		t.Fatalf("second up: %v", err)
 	}
-	if n := strings.Count(out.String(), "already running"); n != 3 || strings.Contains(out.String(), "started at") {
+	if n := strings.Count(out.String(), "already running"); n != 4 || strings.Contains(out.String(), "started at") {
 		t.Fatalf("second up was not a no-op:\n%s", out.String())
 	}
 	if second := pids(t, s); !maps.Equal(first, second) {
@@ -159,6 +162,8 @@ func TestUpIsIdempotentAndDownUpKeepsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	pg.Close(ctx)
+	es := esClient(t, ep.Elasticsearch)
+	esDo(t, es, "PUT", "/kept/_doc/k?refresh=true", `{"v":"survives"}`, 201)
 
 	out.Reset()
 	if err := s.Down(ctx); err != nil {
@@ -200,6 +205,39 @@ func TestUpIsIdempotentAndDownUpKeepsData(t *testing.T) {
 	if err := pg.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != "survives" {
 		t.Fatalf("postgres row after restart = %q, %v", v, err)
 	}
+	if body := esDo(t, es, "GET", "/kept/_doc/k", "", 200); !strings.Contains(body, `"survives"`) {
+		t.Fatalf("elasticsearch document after restart = %s", body)
+	}
+}
+
+// esClient is a go-elasticsearch client of the stack's Elasticsearch API.
+func esClient(t *testing.T, url string) *elasticsearch.Client {
+	t.Helper()
+	es, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{url}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
+}
+
+// esDo sends one request and checks its status; it returns the body.
+func esDo(t *testing.T, es *elasticsearch.Client, method, path, body string, want int) string {
+	t.Helper()
+	req, err := http.NewRequest(method, path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := es.Perform(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: status %d, want %d: %s", method, path, resp.StatusCode, want, b)
+	}
+	return string(b)
 }
 
 // TestUpRefusesAPortHeldByAnotherProgram occupies the Kafka port with a

@@ -14,31 +14,46 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/eventpipe/eventpipe/internal/esserver"
 	"github.com/eventpipe/eventpipe/internal/kafkabroker"
 	"github.com/eventpipe/eventpipe/internal/probe"
 )
 
-const envKafkaBrokerChild = "EVENTPIPE_TESTENV_KAFKA_BROKER_CHILD"
+const (
+	envKafkaBrokerChild = "EVENTPIPE_TESTENV_KAFKA_BROKER_CHILD"
+	envESServerChild    = "EVENTPIPE_TESTENV_ES_SERVER_CHILD"
+)
 
 // RunChildIfRequested turns the test binary into a child process when a
-// test started it as one (currently: the Kafka broker, with the flags of
-// `eventpipe stack kafka-broker`). Call it first in TestMain; it does not
-// return in a child.
+// test started it as one: the Kafka broker (with the flags of `eventpipe
+// stack kafka-broker`) or the Elasticsearch-API server (`eventpipe stack
+// es-server`). Call it first in TestMain; it does not return in a child.
 func RunChildIfRequested() {
-	if os.Getenv(envKafkaBrokerChild) != "1" {
+	var (
+		name string
+		fs   = pflag.NewFlagSet("child", pflag.ContinueOnError)
+		run  func(context.Context) error
+	)
+	switch {
+	case os.Getenv(envKafkaBrokerChild) == "1":
+		var cfg kafkabroker.Config
+		cfg.BindFlags(fs)
+		name, run = "kafka broker child", func(ctx context.Context) error { return kafkabroker.Run(ctx, cfg) }
+	case os.Getenv(envESServerChild) == "1":
+		var cfg esserver.Config
+		cfg.BindFlags(fs)
+		name, run = "es-server child", func(ctx context.Context) error { return esserver.Run(ctx, cfg) }
+	default:
 		return
 	}
-	var cfg kafkabroker.Config
-	fs := pflag.NewFlagSet("kafka-broker", pflag.ContinueOnError)
-	cfg.BindFlags(fs)
 	if err := fs.Parse(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "kafka broker child:", err)
+		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := kafkabroker.Run(ctx, cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "kafka broker child:", err)
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
@@ -49,6 +64,13 @@ func RunChildIfRequested() {
 // caller appends the broker flags.
 func KafkaBrokerCommand() (cmd []string, env []string) {
 	return []string{os.Args[0]}, []string{envKafkaBrokerChild + "=1"}
+}
+
+// ESServerCommand returns the command and extra environment that start
+// this test binary as an Elasticsearch-API server child (see
+// RunChildIfRequested); the caller appends the server flags.
+func ESServerCommand() (cmd []string, env []string) {
+	return []string{os.Args[0]}, []string{envESServerChild + "=1"}
 }
 
 // FreePort returns a loopback port that was free a moment ago.
