@@ -3,6 +3,7 @@ package eventpipe
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
@@ -11,7 +12,9 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/projections"
+	"github.com/eventpipe/eventpipe/projections/elastic"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
+	"github.com/eventpipe/eventpipe/projections/searchmodels"
 )
 
 // Catalog is what a deployment knows, built without I/O: its domains
@@ -26,6 +29,7 @@ type Catalog struct {
 	domains       map[string]commands.Domain // by aggregate type
 	commands      map[string]string          // command type → aggregate type
 	readModels    map[string]projections.Projection
+	searchModels  map[string]elastic.Projection
 	httpResources map[string]HTTPResource
 }
 
@@ -37,12 +41,13 @@ type HTTPResource func(srv *httpapi.Server, w *WriteSide) error
 // NewCatalog returns an empty catalogue.
 func NewCatalog() *Catalog {
 	return &Catalog{domains: map[string]commands.Domain{}, commands: map[string]string{}, readModels: map[string]projections.Projection{},
-		httpResources: map[string]HTTPResource{}}
+		searchModels: map[string]elastic.Projection{}, httpResources: map[string]HTTPResource{}}
 }
 
 // Builtin returns a catalogue of the example domains (bank accounts,
-// orders, todos), their Postgres read models (accounts, orders, todos)
-// and the todo HTTP API, the ones the eventpipe binary runs. Add your own to it, or start from
+// orders, todos), their Postgres read models (accounts, orders, todos),
+// their Elasticsearch read models (todos-search, orders-search) and the
+// todo and order HTTP APIs, the ones the eventpipe binary runs. Add your own to it, or start from
 // NewCatalog.
 func Builtin() *Catalog {
 	c := NewCatalog()
@@ -56,7 +61,15 @@ func Builtin() *Catalog {
 			panic(fmt.Sprintf("eventpipe: built-in read model: %v", err))
 		}
 	}
+	for _, p := range []elastic.Projection{searchmodels.TodoSearch{}, searchmodels.OrderSearch{}} {
+		if err := c.AddSearchModel(p); err != nil {
+			panic(fmt.Sprintf("eventpipe: built-in search model: %v", err))
+		}
+	}
 	if err := c.AddHTTPResource("todo", todoResource); err != nil {
+		panic(fmt.Sprintf("eventpipe: built-in HTTP resource: %v", err))
+	}
+	if err := c.AddHTTPResource("orders", ordersResource); err != nil {
 		panic(fmt.Sprintf("eventpipe: built-in HTTP resource: %v", err))
 	}
 	return c
@@ -83,17 +96,39 @@ func (c *Catalog) AddDomain(d commands.Domain) error {
 	return nil
 }
 
-// AddReadModel registers p under its name; a name registered twice is an
-// error.
+// AddReadModel registers the Postgres read model p under its name; a name
+// registered twice (as a read model or a search model) is an error.
 func (c *Catalog) AddReadModel(p projections.Projection) error {
-	name := p.Name()
+	if err := c.newModelName(p.Name()); err != nil {
+		return err
+	}
+	c.readModels[p.Name()] = p
+	return nil
+}
+
+// AddSearchModel registers the Elasticsearch read model p under its name
+// (its index alias is that name, after the topic prefix); a name
+// registered twice (as a read model or a search model) is an error.
+func (c *Catalog) AddSearchModel(p elastic.Projection) error {
+	if err := c.newModelName(p.Name()); err != nil {
+		return err
+	}
+	if p.Name() != strings.ToLower(p.Name()) {
+		return fmt.Errorf("eventpipe: search model %q: Elasticsearch names are lower case", p.Name())
+	}
+	c.searchModels[p.Name()] = p
+	return nil
+}
+
+func (c *Catalog) newModelName(name string) error {
 	if err := eventstore.ValidateName("read_model", name); err != nil {
 		return fmt.Errorf("eventpipe: read model: %w", err)
 	}
-	if _, dup := c.readModels[name]; dup {
+	_, dupRead := c.readModels[name]
+	_, dupSearch := c.searchModels[name]
+	if dupRead || dupSearch {
 		return fmt.Errorf("eventpipe: read model %q registered twice", name)
 	}
-	c.readModels[name] = p
 	return nil
 }
 
@@ -149,8 +184,39 @@ func (c *Catalog) ReadModel(name string) (projections.Projection, bool) {
 	return p, ok
 }
 
-// ReadModelNames returns the names of the registered read models, sorted.
+// ReadModelNames returns the names of the registered Postgres read
+// models, sorted.
 func (c *Catalog) ReadModelNames() []string { return sortedKeys(c.readModels) }
+
+// SearchModel returns the Elasticsearch read model registered under name.
+func (c *Catalog) SearchModel(name string) (elastic.Projection, bool) {
+	p, ok := c.searchModels[name]
+	return p, ok
+}
+
+// SearchModelNames returns the names of the registered Elasticsearch read
+// models, sorted.
+func (c *Catalog) SearchModelNames() []string { return sortedKeys(c.searchModels) }
+
+// ModelNames returns the names of every registered read model, Postgres
+// and Elasticsearch, sorted: what consume and replay take.
+func (c *Catalog) ModelNames() []string {
+	names := append(c.ReadModelNames(), c.SearchModelNames()...)
+	sort.Strings(names)
+	return names
+}
+
+// modelAggregateTypes returns the aggregate types of the read model
+// called name, of either kind.
+func (c *Catalog) modelAggregateTypes(name string) ([]string, bool) {
+	if p, ok := c.readModels[name]; ok {
+		return p.AggregateTypes(), true
+	}
+	if p, ok := c.searchModels[name]; ok {
+		return p.AggregateTypes(), true
+	}
+	return nil, false
+}
 
 // Handlers builds every domain's command handlers on store, with the
 // catalogue's upcasters, into one registry.

@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
+
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -16,21 +19,28 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/projections"
+	"github.com/eventpipe/eventpipe/projections/elastic"
 )
 
 // ConsumersConfig configures NewConsumers.
 type ConsumersConfig struct {
 	// Catalog holds the read models and upcasters (default Builtin()).
 	Catalog *Catalog
-	// Endpoints give DynamoDB, Kafka and Postgres (default
+	// Endpoints give DynamoDB, Kafka, Postgres and Elasticsearch (default
 	// EndpointsFromEnv()).
 	Endpoints Endpoints
-	// ReadModels names the read models to run. Required.
+	// ReadModels names the read models to run: Postgres read models and
+	// Elasticsearch search models alike. Required.
 	ReadModels []string
-	// DB is the read models' database (default: a pool on
-	// Endpoints.Postgres, closed by Close). Its search_path picks the
-	// schema of the tables.
+	// DB is the Postgres read models' database (default: a pool on
+	// Endpoints.Postgres, closed by Close, when a Postgres read model is
+	// named). Its search_path picks the schema of the tables.
 	DB *pgxpool.Pool
+	// Search is the search models' Elasticsearch (default: a client of
+	// Endpoints.Elasticsearch). Each search model writes through its
+	// alias, elastic.Alias(Endpoints.TopicPrefix, name), whose index is
+	// created when missing.
+	Search *elasticsearch.Client
 	// NewSubscriber and Publisher: see projections.RunnerConfig (default:
 	// Kafka on Endpoints.KafkaBrokers; a publisher opened here is closed
 	// by Close).
@@ -53,18 +63,18 @@ func (c *ConsumersConfig) setDefaults() {
 // Validate reports the first unusable field.
 func (c ConsumersConfig) Validate() error {
 	if len(c.ReadModels) == 0 {
-		return fmt.Errorf("no read model named (have %s)", strings.Join(c.Catalog.ReadModelNames(), ", "))
+		return fmt.Errorf("no read model named (have %s)", strings.Join(c.Catalog.ModelNames(), ", "))
 	}
 	for _, name := range c.ReadModels {
-		if _, ok := c.Catalog.ReadModel(name); !ok {
-			return fmt.Errorf("unknown read model %q (have %s)", name, strings.Join(c.Catalog.ReadModelNames(), ", "))
+		if _, ok := c.Catalog.modelAggregateTypes(name); !ok {
+			return fmt.Errorf("unknown read model %q (have %s)", name, strings.Join(c.Catalog.ModelNames(), ", "))
 		}
 	}
 	return nil
 }
 
 // Consumers runs read models, each a projections.Runner in its own
-// consumer group, on one store, database and publisher.
+// consumer group, on one store, database, Elasticsearch and publisher.
 type Consumers struct {
 	runners []*projections.Runner
 	closers []func() error
@@ -87,12 +97,19 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 	if err != nil {
 		return nil, err
 	}
-	db := cfg.DB
-	if db == nil {
-		if db, err = pgxpool.New(ctx, cfg.Endpoints.Postgres); err != nil {
-			return nil, fmt.Errorf("read-model database: %w", err)
+	db, es := cfg.DB, cfg.Search
+	for _, name := range cfg.ReadModels {
+		if _, ok := cfg.Catalog.ReadModel(name); ok && db == nil {
+			if db, err = pgxpool.New(ctx, cfg.Endpoints.Postgres); err != nil {
+				return nil, fmt.Errorf("read-model database: %w", err)
+			}
+			c.closers = append(c.closers, func() error { db.Close(); return nil })
 		}
-		c.closers = append(c.closers, func() error { db.Close(); return nil })
+		if _, ok := cfg.Catalog.SearchModel(name); ok && es == nil {
+			if es, err = esclient.NewClient(cfg.Endpoints.Elasticsearch); err != nil {
+				return fail(err)
+			}
+		}
 	}
 	pub, closePub, err := publisher(cfg.Publisher, cfg.Endpoints, "eventpipe-consume", cfg.Logger)
 	if err != nil {
@@ -104,10 +121,20 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 		history = StoreHistory(store)
 	}
 	for _, name := range cfg.ReadModels {
-		p, _ := cfg.Catalog.ReadModel(name)
-		applier, err := projections.NewApplier(projections.ApplierConfig{DB: db, Store: store, Projection: p})
-		if err != nil {
-			return fail(err)
+		var applier projections.Sink
+		if p, ok := cfg.Catalog.ReadModel(name); ok {
+			if applier, err = projections.NewApplier(projections.ApplierConfig{DB: db, Store: store, Projection: p}); err != nil {
+				return fail(err)
+			}
+		} else {
+			p, _ := cfg.Catalog.SearchModel(name)
+			alias := elastic.Alias(cfg.Endpoints.TopicPrefix, name)
+			if err := elastic.EnsureIndex(ctx, es, p, alias); err != nil {
+				return fail(err)
+			}
+			if applier, err = elastic.NewApplier(elastic.ApplierConfig{Client: es, Store: store, Projection: p, Index: alias, Logger: cfg.Logger}); err != nil {
+				return fail(err)
+			}
 		}
 		rc := projections.RunnerConfig{Applier: applier, NewSubscriber: cfg.NewSubscriber, Brokers: cfg.Endpoints.KafkaBrokers,
 			Topics: bus.Topics{Prefix: cfg.Endpoints.TopicPrefix}, Publisher: pub, History: history, Logger: cfg.Logger}

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
+
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 	"github.com/eventpipe/eventpipe/projections"
+	"github.com/eventpipe/eventpipe/projections/elastic"
 )
 
 // MigrateConfig configures Migrate.
@@ -34,13 +37,19 @@ type Migrated struct {
 	// ReadModelVersions are the versions of the read models that bring
 	// their own migrations, by name.
 	ReadModelVersions map[string]int32
+	// SearchIndices are the Elasticsearch indices behind the search
+	// models' aliases, by alias.
+	SearchIndices map[string]string
 }
 
 // Migrate creates or checks the storage, idempotently: the DynamoDB
 // events table (with its stream, index and TTL) and lease table, and in
 // Postgres the projection positions, the built-in read models' tables and
 // the tables of every read model of the catalogue that brings its own
-// migrations. A table of another shape, or a database migrated by a newer
+// migrations, and in Elasticsearch an index behind the alias of every
+// search model that has none (an existing index is kept as it is: a
+// search model whose mappings changed is rebuilt with Replay, into a new
+// index). A table of another shape, or a database migrated by a newer
 // eventpipe (or a newer version of a read model), is an error and left
 // unchanged.
 func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
@@ -66,7 +75,27 @@ func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
 		models = append(models, p)
 	}
 	out.PostgresVersion, out.ReadModelVersions, err = migratePostgres(ctx, ep.Postgres, cfg.Schema, cfg.Logger, models...)
-	return out, err
+	if err != nil {
+		return out, err
+	}
+	if names := cfg.Catalog.SearchModelNames(); len(names) > 0 {
+		es, err := esclient.NewClient(ep.Elasticsearch)
+		if err != nil {
+			return out, err
+		}
+		out.SearchIndices = map[string]string{}
+		for _, name := range names {
+			p, _ := cfg.Catalog.SearchModel(name)
+			alias := elastic.Alias(ep.TopicPrefix, name)
+			if err := elastic.EnsureIndex(ctx, es, p, alias); err != nil {
+				return out, err
+			}
+			if out.SearchIndices[alias], err = elastic.AliasTarget(ctx, es, alias); err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
 }
 
 // migratePostgres applies eventpipe's own migrations to schema, then the

@@ -6,18 +6,23 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe/projections"
+	"github.com/eventpipe/eventpipe/projections/elastic"
 )
 
 // ReplayConfig configures Replay.
 type ReplayConfig struct {
 	// Catalog holds the read models and upcasters (default Builtin()).
 	Catalog *Catalog
-	// Endpoints give DynamoDB and Postgres (default EndpointsFromEnv()).
+	// Endpoints give DynamoDB, Postgres and Elasticsearch (default
+	// EndpointsFromEnv()).
 	Endpoints Endpoints
-	// ReadModel names the read model to rebuild. Required.
+	// ReadModel names the read model to rebuild: a Postgres read model or
+	// an Elasticsearch search model. Required.
 	ReadModel string
 	// Schema is the Postgres schema of the live read models (default
 	// "public"); the shadow tables go to <Schema>_replay_<name>.
@@ -44,16 +49,22 @@ func (c *ReplayConfig) setDefaults() {
 // the same read model holds its lock.
 var ErrReplayRunning = projections.ErrReplayRunning
 
-// Replay rebuilds one read model from the event store into shadow tables
-// and swaps them in atomically (see projections.Replay). It first brings
-// the live schema to the newest migration (eventpipe's own and, for a
-// projections.Migrator, the read model's), like the shadow tables that
-// will replace its tables.
+// Replay rebuilds one read model from the event store without taking it
+// away from its readers. A Postgres read model is rebuilt into shadow
+// tables that are swapped in atomically (see projections.Replay); Replay
+// first brings the live schema to the newest migration (eventpipe's own
+// and, for a projections.Migrator, the read model's), like the shadow
+// tables that will replace its tables. A search model is rebuilt into a
+// new Elasticsearch index and its alias is moved to it atomically (see
+// elastic.Replay).
 func Replay(ctx context.Context, cfg ReplayConfig) (projections.ReplayResult, error) {
 	cfg.setDefaults()
+	if sp, ok := cfg.Catalog.SearchModel(cfg.ReadModel); ok {
+		return replaySearchModel(ctx, cfg, sp)
+	}
 	p, ok := cfg.Catalog.ReadModel(cfg.ReadModel)
 	if !ok {
-		return projections.ReplayResult{}, fmt.Errorf("replay: unknown read model %q (have %s)", cfg.ReadModel, strings.Join(cfg.Catalog.ReadModelNames(), ", "))
+		return projections.ReplayResult{}, fmt.Errorf("replay: unknown read model %q (have %s)", cfg.ReadModel, strings.Join(cfg.Catalog.ModelNames(), ", "))
 	}
 	ep := cfg.Endpoints
 	migrate := func(ctx context.Context, schema string) error {
@@ -86,5 +97,27 @@ func Replay(ctx context.Context, cfg ReplayConfig) (projections.ReplayResult, er
 	return projections.Replay(ctx, projections.ReplayConfig{
 		DB: db, Store: store, History: cfg.History, Count: cfg.Count, Projection: p,
 		CreateTables: migrate, Progress: cfg.Progress, Logger: cfg.Logger,
+	})
+}
+
+// replaySearchModel is Replay of a search model.
+func replaySearchModel(ctx context.Context, cfg ReplayConfig, p elastic.Projection) (projections.ReplayResult, error) {
+	store, err := OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
+	if err != nil {
+		return projections.ReplayResult{}, err
+	}
+	if cfg.History == nil {
+		cfg.History = StoreHistory(store)
+	}
+	if cfg.Count == nil {
+		cfg.Count = store.CountByType
+	}
+	es, err := esclient.NewClient(cfg.Endpoints.Elasticsearch)
+	if err != nil {
+		return projections.ReplayResult{}, err
+	}
+	return elastic.Replay(ctx, elastic.ReplayConfig{
+		Client: es, Store: store, History: cfg.History, Count: cfg.Count, Projection: p,
+		Alias: elastic.Alias(cfg.Endpoints.TopicPrefix, p.Name()), Progress: cfg.Progress, Logger: cfg.Logger,
 	})
 }

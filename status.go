@@ -79,10 +79,10 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 		groups = append(groups, GroupStatus{Group: commandGroup(cfg.CommandGroup, topic), Topics: []string{topic},
 			PoisonTopic: topics.Poison(cfg.CommandGroup)})
 	}
-	for _, name := range cfg.Catalog.ReadModelNames() {
-		p, _ := cfg.Catalog.ReadModel(name)
+	for _, name := range cfg.Catalog.ModelNames() {
+		aggTypes, _ := cfg.Catalog.modelAggregateTypes(name)
 		g := GroupStatus{Group: projections.ConsumerGroup(topics, name), PoisonTopic: projections.PoisonTopic(topics, name)}
-		for _, t := range p.AggregateTypes() {
+		for _, t := range aggTypes {
 			g.Topics = append(g.Topics, topics.Events(t))
 		}
 		groups = append(groups, g)

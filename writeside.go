@@ -6,6 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
+
+	"github.com/elastic/go-elasticsearch/v8"
+
+	"github.com/eventpipe/eventpipe/domains/order/orderapi"
+	"github.com/eventpipe/eventpipe/projections/elastic"
+	"github.com/eventpipe/eventpipe/projections/searchmodels"
+
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/components/metrics"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -97,6 +105,7 @@ type WriteSide struct {
 	pub        message.Publisher
 	ownPub     bool          // pub was opened by NewWriteSide and is closed by Close
 	readModels *pgxpool.Pool // connects on first use
+	search     *elasticsearch.Client
 }
 
 // NewWriteSide connects to DynamoDB and (without an injected Publisher)
@@ -140,7 +149,16 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 		closePub()
 		return nil, fmt.Errorf("write side: read-model database: %w", err)
 	}
-	return &WriteSide{cfg: cfg, Store: store, Handlers: handlers, Dispatcher: disp, Registry: reg, pub: pub, ownPub: ownPub, readModels: readModels}, nil
+	// Nor does the Elasticsearch client: the search endpoints answer 503
+	// until Elasticsearch is there.
+	search, err := esclient.NewClient(cfg.Endpoints.Elasticsearch)
+	if err != nil {
+		readModels.Close()
+		closePub()
+		return nil, fmt.Errorf("write side: %w", err)
+	}
+	return &WriteSide{cfg: cfg, Store: store, Handlers: handlers, Dispatcher: disp, Registry: reg, pub: pub, ownPub: ownPub,
+		readModels: readModels, search: search}, nil
 }
 
 // Endpoints returns the resolved endpoints.
@@ -153,6 +171,17 @@ func (s *WriteSide) Catalog() *Catalog { return s.cfg.Catalog }
 // for HTTP resources that answer from a read model. It connects on first
 // use, so the write side runs without Postgres.
 func (s *WriteSide) ReadModels() *pgxpool.Pool { return s.readModels }
+
+// Search returns the client of the search models' Elasticsearch, for HTTP
+// resources that answer from a search model. Aliases are
+// SearchAlias(name).
+func (s *WriteSide) Search() *elasticsearch.Client { return s.search }
+
+// SearchAlias is the index alias of the search model called name in this
+// write side's topic namespace.
+func (s *WriteSide) SearchAlias(name string) string {
+	return elastic.Alias(s.cfg.Endpoints.TopicPrefix, name)
+}
 
 // Close releases the read-model pool and the publisher NewWriteSide opened.
 func (s *WriteSide) Close() error {
@@ -253,6 +282,16 @@ func todoResource(srv *httpapi.Server, w *WriteSide) error {
 		List: func(ctx context.Context, after string, limit int) ([]readmodels.Todo, error) {
 			return readmodels.ListTodos(ctx, w.ReadModels(), after, limit)
 		},
+		Search: searchmodels.TodoIndex{Client: w.Search(), Alias: w.SearchAlias(searchmodels.TodoSearch{}.Name())},
+		Logger: w.cfg.Logger,
+	})
+}
+
+// ordersResource is the orders search (domains/order/orderapi) from the
+// orders-search model.
+func ordersResource(srv *httpapi.Server, w *WriteSide) error {
+	return orderapi.Mount(srv, orderapi.Config{
+		Search: searchmodels.OrderIndex{Client: w.Search(), Alias: w.SearchAlias(searchmodels.OrderSearch{}.Name())},
 		Logger: w.cfg.Logger,
 	})
 }

@@ -82,6 +82,21 @@ func NewApplier(cfg ApplierConfig) (*Applier, error) {
 // Projection returns the projection the Applier applies.
 func (a *Applier) Projection() Projection { return a.cfg.Projection }
 
+// Name implements Sink: the projection's name.
+func (a *Applier) Name() string { return a.cfg.Projection.Name() }
+
+// AggregateTypes implements Sink: the projection's aggregate types.
+func (a *Applier) AggregateTypes() []string { return a.cfg.Projection.AggregateTypes() }
+
+// EventTypes implements Sink: the projection's event types when it is an
+// EventTyper, else nil.
+func (a *Applier) EventTypes() []string {
+	if t, ok := a.cfg.Projection.(EventTyper); ok {
+		return t.EventTypes()
+	}
+	return nil
+}
+
 // Outcome counts what one Apply call did.
 type Outcome struct {
 	Applied   int // events applied as delivered

@@ -9,6 +9,26 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 )
 
+// Sink is what a Runner feeds and CatchUp fills: a read model that applies
+// batches of events exactly once in effect and keeps its positions with
+// its data. *Applier is the Postgres one; projections/elastic has the
+// Elasticsearch one.
+type Sink interface {
+	// Name identifies the read model: its positions, its consumer group.
+	Name() string
+	// AggregateTypes are the aggregate types whose events it reads.
+	AggregateTypes() []string
+	// EventTypes are the event types it applies (for catching up from the
+	// store); nil when it cannot catch up.
+	EventTypes() []string
+	// Apply applies events (any aggregates, any order, duplicates
+	// allowed), skipping what was applied and repairing gaps from the
+	// store.
+	Apply(ctx context.Context, events []eventstore.Envelope) (Outcome, error)
+	// HasPositions reports whether it has applied anything yet.
+	HasPositions(ctx context.Context) (bool, error)
+}
+
 // EventTyper is implemented by projections that can be caught up from the
 // event store: it names every event type the projection applies.
 type EventTyper interface {
@@ -35,15 +55,15 @@ const catchUpBatch = 1000
 // hand-over has no gap and no double effect. progress, when set, is
 // called after each transaction with the events seen so far. It returns
 // the number of events seen.
-func CatchUp(ctx context.Context, a *Applier, history HistoryPage, progress func(seen int)) (int, error) {
-	typer, ok := a.cfg.Projection.(EventTyper)
-	if !ok {
-		return 0, fmt.Errorf("projections: %s does not name its event types; it cannot catch up from the store", a.cfg.Projection.Name())
+func CatchUp(ctx context.Context, a Sink, history HistoryPage, progress func(seen int)) (int, error) {
+	name := a.Name()
+	types := a.EventTypes()
+	if len(types) == 0 {
+		return 0, fmt.Errorf("projections: %s does not name its event types; it cannot catch up from the store", name)
 	}
-	name := a.cfg.Projection.Name()
 	g, ctx := errgroup.WithContext(ctx)
-	streams := make([]chan []eventstore.Envelope, len(typer.EventTypes()))
-	for i, t := range typer.EventTypes() {
+	streams := make([]chan []eventstore.Envelope, len(types))
+	for i, t := range types {
 		pages := make(chan []eventstore.Envelope, 1)
 		streams[i] = pages
 		g.Go(func() error {

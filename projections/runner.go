@@ -19,8 +19,9 @@ import (
 
 // RunnerConfig configures a Runner.
 type RunnerConfig struct {
-	// Applier applies what arrives. Required.
-	Applier *Applier
+	// Applier applies what arrives: an *Applier (Postgres) or any other
+	// Sink, such as an Elasticsearch read model's. Required.
+	Applier Sink
 	// NewSubscriber returns the subscriber of each event topic, in the
 	// projection's consumer group (default: Kafka subscribers on Brokers).
 	NewSubscriber bus.SubscriberConstructor
@@ -134,13 +135,13 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 // ConsumerGroup is the projection's consumer group:
 // <prefix>projection.<name>, so namespaces sharing a cluster keep apart.
 func (r *Runner) ConsumerGroup() string {
-	return ConsumerGroup(r.cfg.Topics, r.cfg.Applier.Projection().Name())
+	return ConsumerGroup(r.cfg.Topics, r.cfg.Applier.Name())
 }
 
 // PoisonTopic is where the projection parks events that can never apply:
 // <prefix>poison.projection.<name>.
 func (r *Runner) PoisonTopic() string {
-	return PoisonTopic(r.cfg.Topics, r.cfg.Applier.Projection().Name())
+	return PoisonTopic(r.cfg.Topics, r.cfg.Applier.Name())
 }
 
 // ConsumerGroup is the consumer group of the projection called name in
@@ -160,7 +161,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			return err
 		}
 		if !has {
-			name := r.cfg.Applier.Projection().Name()
+			name := r.cfg.Applier.Name()
 			r.cfg.Logger.InfoContext(ctx, "new projection: catching up from the event store", "projection", name)
 			n, err := CatchUp(ctx, r.cfg.Applier, r.cfg.History, nil)
 			if err != nil {
@@ -184,7 +185,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		metrics.NewPrometheusMetricsBuilder(r.cfg.Registerer, "eventpipe", "projection").AddPrometheusRouterMetrics(router)
 	}
 	var topics []string
-	for _, aggType := range r.cfg.Applier.Projection().AggregateTypes() {
+	for _, aggType := range r.cfg.Applier.AggregateTypes() {
 		topics = append(topics, r.cfg.Topics.Events(aggType))
 	}
 	if r.cfg.Registerer != nil && len(r.cfg.Brokers) > 0 {
@@ -205,7 +206,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			_ = sub.Close()
 		}
 	}()
-	for _, aggType := range r.cfg.Applier.Projection().AggregateTypes() {
+	for _, aggType := range r.cfg.Applier.AggregateTypes() {
 		topic := r.cfg.Topics.Events(aggType)
 		sub, err := r.cfg.NewSubscriber(group)
 		if err != nil {
@@ -283,7 +284,7 @@ func (r *Runner) applyBatch(ctx context.Context, batch []pending) {
 		}
 		return
 	}
-	r.cfg.Logger.WarnContext(ctx, "a batch failed; applying its events one by one", "projection", r.cfg.Applier.Projection().Name(), "events", len(batch), "err", err)
+	r.cfg.Logger.WarnContext(ctx, "a batch failed; applying its events one by one", "projection", r.cfg.Applier.Name(), "events", len(batch), "err", err)
 	for _, p := range batch {
 		out, err := r.cfg.Applier.Apply(ctx, []eventstore.Envelope{p.e})
 		r.observe(out, []eventstore.Envelope{p.e})

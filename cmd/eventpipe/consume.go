@@ -17,16 +17,21 @@ func consumeCommand() *cobra.Command {
 		all         bool
 		metricsAddr string
 	)
-	names := catalog.ReadModelNames
+	names := catalog.ModelNames
 	cmd := &cobra.Command{
 		Use:   "consume <projection>... | --all",
-		Short: "Run read-model projections into Postgres (" + strings.Join(names(), ", ") + ")",
+		Short: "Run read-model projections into Postgres and Elasticsearch (" + strings.Join(names(), ", ") + ")",
 		Long: `consume runs projections: each consumes its event topics in its own consumer
 group (projection.<name>) and applies every event to its Postgres read model in
 the same transaction as its position per aggregate, so redeliveries are skipped
 and missing events are read from the event store first. A projection that has
 applied nothing yet first catches up from the event store (events by type),
-then follows the live topics. Run 'eventpipe migrate' once before.`,
+then follows the live topics. Run 'eventpipe migrate' once before.
+
+The search models (todos-search, orders-search) write one document per aggregate
+to Elasticsearch through their alias with _bulk, the aggregate's sequence as the
+external version: the index itself refuses duplicates and stale redeliveries,
+and each document carries its position.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all {
 				args = names()

@@ -23,7 +23,7 @@ func replayCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "replay <projection>",
-		Short: "Rebuild a read model from the event store into shadow tables and swap it in atomically",
+		Short: "Rebuild a read model from the event store (shadow tables, or a new Elasticsearch index) and swap it in atomically",
 		Long: `replay rebuilds one projection's read model from the event store: it applies the
 whole history to shadow tables in a schema of their own (<schema>_replay_<name>)
 while readers and any running 'eventpipe consume' keep using the live tables,
@@ -31,6 +31,14 @@ then, in one transaction, brings the shadow tables up to the live positions,
 moves them in place of the live ones and replaces the projection's positions.
 Readers see the old model until that commit and the new one after it; a running
 consumer pauses for the swap and goes on from the new positions.
+
+A search model (Elasticsearch: todos-search, orders-search) is rebuilt into a new
+index (<alias>-<unix ms>) while searches and the live consumer use the alias's
+index; the new index is brought up to the live one, refreshed, and the alias is
+moved to it in one _aliases request, so a search sees the old index or the new
+one, never an empty or half-built one. The old index is then write-blocked (a
+late live write fails, is retried through the alias), caught up once more and
+deleted.
 
 Progress goes to stderr: a bar (events done/total, rate, ETA) on a terminal,
 a plain line every --progress-interval otherwise.`,

@@ -160,6 +160,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := sc.readModels(ctx, n); err != nil {
 		return err
 	}
+	if err := sc.searchChapter(ctx, n); err != nil {
+		return err
+	}
 
 	if cfg.Once {
 		n.chapter("Done")
@@ -168,6 +171,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	n.chapter("Try it")
 	n.line("HTTP API   curl -i http://%s/todo", cfg.Endpoints.HTTPAddr)
+	n.line("search     curl 'http://%s/todo/search?q=coffee'   curl 'http://%s/orders/search?status=delivered&min_total=1000'", cfg.Endpoints.HTTPAddr, cfg.Endpoints.HTTPAddr)
 	n.line("           curl -i -X POST http://%s/todo -d '{\"id\":\"t1\",\"title\":\"TODO\",\"message\":\"Make coffee\"}'", cfg.Endpoints.HTTPAddr)
 	n.line("metrics    http://%s/metrics (serve)  http://%s/metrics (relay)  http://%s/metrics (consume)",
 		cfg.Endpoints.HTTPAddr, cfg.RelayMetricsAddr, cfg.ConsumeMetricsAddr)

@@ -38,6 +38,7 @@ type scenario struct {
 	balances          map[string]int64 // account id → balance the accepted transactions imply
 	orders            map[string]orderRow
 	todos             map[string]*todoRow // nil: deleted
+	customer          string              // of every order of this run
 	accepted, refused int
 }
 
@@ -155,17 +156,18 @@ func (s *scenario) accountsChapter(ctx context.Context, n *narrator) error {
 
 func (s *scenario) ordersChapter(ctx context.Context, n *narrator) error {
 	n.chapter("Orders through their lifecycle (one refunded)")
+	s.customer = s.id("ada")
 	o1, o2, o3 := s.id("order-1"), s.id("order-2"), s.id("order-3")
 	steps := []step{
-		{order.PlaceOrder, o1, order.OrderPlacedData{Customer: "ada", Total: 4500}, commands.StatusAccepted},
+		{order.PlaceOrder, o1, order.OrderPlacedData{Customer: s.customer, Total: 4500}, commands.StatusAccepted},
 		{order.ProcessPayment, o1, order.PaymentProcessedData{Amount: 4500}, commands.StatusAccepted},
 		{order.ShipOrder, o1, order.OrderShippedData{TrackingNumber: "TRK-1"}, commands.StatusAccepted},
 		{order.DeliverOrder, o1, struct{}{}, commands.StatusAccepted},
-		{order.PlaceOrder, o2, order.OrderPlacedData{Customer: "grace", Total: 1200}, commands.StatusAccepted},
+		{order.PlaceOrder, o2, order.OrderPlacedData{Customer: s.customer, Total: 1200}, commands.StatusAccepted},
 		{order.ShipOrder, o2, order.OrderShippedData{TrackingNumber: "TRK-2"}, commands.StatusRejected},
 		{order.ProcessPayment, o2, order.PaymentProcessedData{Amount: 1200}, commands.StatusAccepted},
 		{order.RefundOrder, o2, order.OrderRefundedData{Amount: 1200, Reason: "out of stock"}, commands.StatusAccepted},
-		{order.PlaceOrder, o3, order.OrderPlacedData{Customer: "alan", Total: 300}, commands.StatusAccepted},
+		{order.PlaceOrder, o3, order.OrderPlacedData{Customer: s.customer, Total: 300}, commands.StatusAccepted},
 		{order.ProcessPayment, o3, order.PaymentProcessedData{Amount: 250}, commands.StatusRejected},
 	}
 	for _, st := range steps {

@@ -90,23 +90,9 @@ func parseCreateIndex(body []byte) (*createIndexReq, *esError) {
 			}
 			req.aliases = map[string]aliasMeta{}
 			for name, p := range al {
-				var meta aliasMeta
-				for pk, pv := range p {
-					switch pk {
-					case "is_write_index":
-						var b bool
-						_ = json.Unmarshal(pv, &b)
-						meta.IsWriteIndex = &b
-					case "is_hidden":
-						var b bool
-						_ = json.Unmarshal(pv, &b)
-						meta.IsHidden = &b
-					case "routing", "index_routing", "search_routing":
-					case "filter":
-						return nil, illegalArgument("[eventpipe] alias filters are not supported by this server")
-					default:
-						return nil, illegalArgument("Unsupported field [%s]", pk)
-					}
+				meta, err := parseAliasProps(p, "Unsupported field [%s]")
+				if err != nil {
+					return nil, err
 				}
 				req.aliases[name] = meta
 			}
@@ -121,6 +107,9 @@ func parseCreateIndex(body []byte) (*createIndexReq, *esError) {
 // log position of its creation.
 func (s *Server) createIndex(name string, req *createIndexReq) (*index, int64, *esError) {
 	if err := validateIndexName(name); err != nil {
+		return nil, 0, err
+	}
+	if err := refuseUnmodelledBlocks(req.settings); err != nil {
 		return nil, 0, err
 	}
 	st, serr := parseSettings(req.settings, 1)
@@ -334,40 +323,54 @@ func (s *Server) handlePutMapping(rc *reqCtx, p []string) (int, any) {
 		return errResp(err)
 	}
 	// Validate against every target first, then apply: all or nothing.
-	merged := make([]*mappings, len(indices))
-	for i, ix := range indices {
-		m, merr := ix.currentMapping().merge(upd)
-		if merr != nil {
+	for _, ix := range indices {
+		if _, merr := ix.currentMapping().merge(upd); merr != nil {
 			return errResp(merr)
 		}
-		merged[i] = m
 	}
-	s.cpMu.RLock()
-	var pos int64
-	for i, ix := range indices {
-		ix.mu.Lock()
+	err = s.updateEach(indices, func(ix *index) ([]byte, func(), *esError) {
 		m, merr := ix.mapping.merge(upd)
 		if merr != nil {
-			ix.mu.Unlock()
-			s.cpMu.RUnlock()
-			return errResp(merr)
+			return nil, nil, merr
 		}
-		merged[i] = m
-		var werr error
-		pos, werr = s.wal.append(encodeMeta(recMapping, metaRecord{Name: ix.name, Mappings: m.marshal()}))
-		if werr != nil {
-			ix.mu.Unlock()
-			s.cpMu.RUnlock()
-			return errResp(internalError(werr))
+		return encodeMeta(recMapping, metaRecord{Name: ix.name, Mappings: m.marshal()}), func() { ix.mapping = m }, nil
+	})
+	if err != nil {
+		return errResp(err)
+	}
+	return http.StatusOK, map[string]any{"acknowledged": true}
+}
+
+// updateEach changes the metadata of each index in turn. change runs with
+// ix.mu held and returns the log record to append and the function that
+// installs the change once the record is appended; the first error stops
+// the loop (indices already changed stay changed). It returns once the
+// last record is durable.
+func (s *Server) updateEach(indices []*index, change func(ix *index) ([]byte, func(), *esError)) *esError {
+	s.cpMu.RLock()
+	var pos int64
+	for _, ix := range indices {
+		ix.mu.Lock()
+		rec, install, err := change(ix)
+		if err == nil {
+			var werr error
+			if pos, werr = s.wal.append(rec); werr != nil {
+				err = internalError(werr)
+			} else {
+				install()
+			}
 		}
-		ix.mapping = m
 		ix.mu.Unlock()
+		if err != nil {
+			s.cpMu.RUnlock()
+			return err
+		}
 	}
 	s.cpMu.RUnlock()
 	if werr := s.wal.waitDurable(pos); werr != nil {
-		return errResp(internalError(werr))
+		return internalError(werr)
 	}
-	return http.StatusOK, map[string]any{"acknowledged": true}
+	return nil
 }
 
 func (s *Server) handleGetSettings(rc *reqCtx, p []string) (int, any) {
@@ -407,14 +410,23 @@ func (s *Server) handlePutSettings(rc *reqCtx, p []string) (int, any) {
 			return errResp(illegalArgument("Can't update non dynamic settings [[%s]] for open indices", k))
 		}
 	}
+	if err := refuseUnmodelledBlocks(flat); err != nil {
+		return errResp(err)
+	}
 	indices, err := s.resolveSearch(p[0], rc.q)
 	if err != nil {
 		return errResp(err)
 	}
-	s.cpMu.RLock()
-	var pos int64
-	for _, ix := range indices {
-		ix.mu.Lock()
+	if err := s.putSettings(indices, flat); err != nil {
+		return errResp(err)
+	}
+	return http.StatusOK, map[string]any{"acknowledged": true}
+}
+
+// putSettings merges flat settings into those of each index ("" resets a
+// key) and logs the result.
+func (s *Server) putSettings(indices []*index, flat map[string]string) *esError {
+	return s.updateEach(indices, func(ix *index) ([]byte, func(), *esError) {
 		next := map[string]string{}
 		for k, v := range ix.settings.raw {
 			next[k] = v
@@ -426,27 +438,12 @@ func (s *Server) handlePutSettings(rc *reqCtx, p []string) (int, any) {
 				next[k] = v
 			}
 		}
-		st, perr := parseSettings(next, 1)
-		if perr != nil {
-			ix.mu.Unlock()
-			s.cpMu.RUnlock()
-			return errResp(perr)
+		st, err := parseSettings(next, 1)
+		if err != nil {
+			return nil, nil, err
 		}
-		var werr error
-		pos, werr = s.wal.append(encodeMeta(recSettings, metaRecord{Name: ix.name, Settings: st.raw}))
-		if werr != nil {
-			ix.mu.Unlock()
-			s.cpMu.RUnlock()
-			return errResp(internalError(werr))
-		}
-		ix.settings = st
-		ix.mu.Unlock()
-	}
-	s.cpMu.RUnlock()
-	if werr := s.wal.waitDurable(pos); werr != nil {
-		return errResp(internalError(werr))
-	}
-	return http.StatusOK, map[string]any{"acknowledged": true}
+		return encodeMeta(recSettings, metaRecord{Name: ix.name, Settings: st.raw}), func() { ix.settings = st }, nil
+	})
 }
 
 func (s *Server) handleRefresh(rc *reqCtx, p []string) (int, any) {

@@ -2,8 +2,10 @@ package esserver
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,11 +73,7 @@ func parseAggs(raw json.RawMessage) ([]*aggSpec, *esError) {
 	if err := decodeJSON(raw, &obj); err != nil || obj == nil {
 		return nil, aggParseErr("Aggregation definition must be an object")
 	}
-	names := make([]string, 0, len(obj))
-	for k := range obj {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(obj))
 	out := make([]*aggSpec, 0, len(obj))
 	for _, name := range names {
 		var body map[string]json.RawMessage

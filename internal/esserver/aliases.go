@@ -2,9 +2,11 @@ package esserver
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -198,11 +200,7 @@ func (s *Server) resolveSingle(name string) (*index, *esError) {
 				}
 			}
 		}
-		names := make([]string, 0, len(m))
-		for n := range m {
-			names = append(names, n)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(m))
 		return nil, illegalArgument("alias [%s] has more than one index associated with it [%s], can't execute a single index op", name, strings.Join(names, ", "))
 	}
 	return nil, indexNotFound(name)
@@ -462,11 +460,9 @@ func (s *Server) dropEngines(pos int64, gone []*index) {
 	}
 }
 
-func (s *Server) handleUpdateAliases(rc *reqCtx, _ []string) (int, any) {
-	actions, err := parseAliasActions(rc.body)
-	if err != nil {
-		return errResp(err)
-	}
+// ackAliasActions applies alias actions and acknowledges them once they
+// are durable.
+func (s *Server) ackAliasActions(actions []aliasAction) (int, any) {
 	pos, err := s.applyAliasActions(actions)
 	if err != nil {
 		return errResp(err)
@@ -477,6 +473,39 @@ func (s *Server) handleUpdateAliases(rc *reqCtx, _ []string) (int, any) {
 	return http.StatusOK, map[string]any{"acknowledged": true}
 }
 
+func (s *Server) handleUpdateAliases(rc *reqCtx, _ []string) (int, any) {
+	actions, err := parseAliasActions(rc.body)
+	if err != nil {
+		return errResp(err)
+	}
+	return s.ackAliasActions(actions)
+}
+
+// parseAliasProps reads the properties of one alias, as given in a
+// create-index "aliases" entry or a PUT _alias body; unknownFmt formats the
+// error for an unknown key.
+func parseAliasProps(props map[string]json.RawMessage, unknownFmt string) (aliasMeta, *esError) {
+	var meta aliasMeta
+	for k, v := range props {
+		switch k {
+		case "is_write_index":
+			var b bool
+			_ = json.Unmarshal(v, &b)
+			meta.IsWriteIndex = &b
+		case "is_hidden":
+			var b bool
+			_ = json.Unmarshal(v, &b)
+			meta.IsHidden = &b
+		case "routing", "index_routing", "search_routing":
+		case "filter":
+			return meta, illegalArgument("[eventpipe] alias filters are not supported by this server")
+		default:
+			return meta, illegalArgument(unknownFmt, k)
+		}
+	}
+	return meta, nil
+}
+
 func (s *Server) handlePutAlias(rc *reqCtx, p []string) (int, any) {
 	a := aliasAction{kind: "add", indices: strings.Split(p[0], ","), aliases: strings.Split(p[1], ","), hasIndices: true}
 	if jsonBody(rc.body) {
@@ -484,44 +513,17 @@ func (s *Server) handlePutAlias(rc *reqCtx, p []string) (int, any) {
 		if err := decodeJSON(rc.body, &body); err != nil {
 			return errResp(xContentParseError(err))
 		}
-		for k, v := range body {
-			switch k {
-			case "is_write_index":
-				var b bool
-				_ = json.Unmarshal(v, &b)
-				a.isWrite = &b
-			case "is_hidden":
-				var b bool
-				_ = json.Unmarshal(v, &b)
-				a.isHidden = &b
-			case "routing", "index_routing", "search_routing":
-			case "filter":
-				return errResp(illegalArgument("[eventpipe] alias filters are not supported by this server"))
-			default:
-				return errResp(illegalArgument("[alias] unknown field [%s]", k))
-			}
+		meta, err := parseAliasProps(body, "[alias] unknown field [%s]")
+		if err != nil {
+			return errResp(err)
 		}
+		a.isWrite, a.isHidden = meta.IsWriteIndex, meta.IsHidden
 	}
-	pos, err := s.applyAliasActions([]aliasAction{a})
-	if err != nil {
-		return errResp(err)
-	}
-	if werr := s.wal.waitDurable(pos); werr != nil {
-		return errResp(internalError(werr))
-	}
-	return http.StatusOK, map[string]any{"acknowledged": true}
+	return s.ackAliasActions([]aliasAction{a})
 }
 
 func (s *Server) handleDeleteAlias(rc *reqCtx, p []string) (int, any) {
-	a := aliasAction{kind: "remove", indices: strings.Split(p[0], ","), aliases: strings.Split(p[1], ","), hasIndices: true}
-	pos, err := s.applyAliasActions([]aliasAction{a})
-	if err != nil {
-		return errResp(err)
-	}
-	if werr := s.wal.waitDurable(pos); werr != nil {
-		return errResp(internalError(werr))
-	}
-	return http.StatusOK, map[string]any{"acknowledged": true}
+	return s.ackAliasActions([]aliasAction{{kind: "remove", indices: strings.Split(p[0], ","), aliases: strings.Split(p[1], ","), hasIndices: true}})
 }
 
 // handleGetAliases serves GET/HEAD /_alias, /_alias/{name},

@@ -198,9 +198,7 @@ func (s *Server) handleBulk(rc *reqCtx, p []string) (int, any) {
 			it.err = err
 			continue
 		}
-		s.cpMu.RLock()
-		res := s.apply(ix, it.op)
-		s.cpMu.RUnlock()
+		res := s.applyOp(ix, it.op)
 		it.res = res
 		if res.err != nil {
 			it.err = res.err

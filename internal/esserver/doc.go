@@ -13,10 +13,12 @@
 //   - PUT|GET|HEAD|DELETE /{index}     create (settings, mappings, aliases), get, exists, delete
 //   - GET|PUT /{index}/_mapping        mappings; PUT adds fields (type changes are refused)
 //   - GET|PUT /{index}/_settings       settings; dynamic ones (refresh_interval, number_of_replicas,
-//     max_result_window, gc_deletes) can be changed
+//     max_result_window, gc_deletes, blocks.write) can be changed
+//   - PUT /{index}/_block/write        add the index write block (index.blocks.write: true)
 //   - PUT|POST /{index}/_doc/{id}, POST /{index}/_doc, PUT|POST /{index}/_create/{id},
 //     GET|HEAD|DELETE /{index}/_doc/{id}, GET /{index}/_source/{id}, POST /{index}/_update/{id}
 //   - POST /_bulk, POST /{index}/_bulk (index, create, delete, update with doc/upsert)
+//   - GET|POST /_mget, /{index}/_mget (docs with _index/_id/_source, or ids)
 //   - GET|POST /_refresh, /{index}/_refresh
 //   - GET|POST /_search, /{targets}/_search, /_count, /{targets}/_count
 //   - POST /_aliases, GET /_alias[/{name}], HEAD /_alias/{name}, GET /_aliases,
@@ -32,10 +34,11 @@
 // index creates it, as action.auto_create_index does by default.
 //
 // Query DSL: match_all, match_none, match (operator, minimum_should_match,
-// fuzziness), multi_match (best_fields, most_fields, cross_fields; field
-// boosts and wildcards), term, terms, range (numbers, dates with date math,
-// keywords), bool (must, filter, should, must_not, minimum_should_match),
-// exists, ids, prefix, wildcard, constant_score, and q= URI search for the
+// fuzziness), multi_match (best_fields and most_fields per field,
+// term-centric cross_fields; field boosts, wildcards, tie_breaker), term,
+// terms, range (numbers, dates with date math, keywords), bool (must,
+// filter, should, must_not, minimum_should_match), exists, ids, prefix,
+// wildcard, constant_score, and q= URI search for the
 // simple forms field:value, text and *. Search options: from, size, sort
 // (fields, _score, _doc; missing, unmapped_type, mode), _source filtering,
 // track_total_hits, track_scores, version, seq_no_primary_term,
@@ -58,8 +61,16 @@
 // version_conflict_engine_exception with Elasticsearch's reason texts.
 // _seq_no grows per index with every operation and _primary_term is 1.
 //
-// Search is near-real-time as in Elasticsearch: GET by id is always real
-// time, a search sees every write acknowledged before the last refresh,
+// index.blocks.write (set by the add index block API or the settings API,
+// and persisted like every setting) refuses every document write to the
+// index, through an alias or in a bulk item too, with 403
+// cluster_block_exception; reads, search, mapping and settings changes and
+// deleting the index still work. The other index blocks (read_only,
+// read_only_allow_delete, read, metadata) are not enforced and therefore
+// refused when turned on.
+//
+// Search is near-real-time as in Elasticsearch: GET by id and _mget are
+// always real time, a search sees every write acknowledged before the last refresh,
 // and an index refreshes on its own every refresh_interval (Config
 // RefreshInterval by default, "-1" disables it). refresh=true refreshes
 // before answering; refresh=wait_for waits for the next refresh.
@@ -82,17 +93,28 @@
 //     (the setting is echoed back); replicas are reported as unassigned.
 //   - Text analysis, matching and scoring come from bleve: the standard
 //     analyzer is Unicode word segmentation plus lowercasing (as in
-//     Elasticsearch), but BM25 scores differ numerically, multi_match
-//     best_fields sums field scores instead of taking the maximum, and
-//     terms queries are scored rather than constant-score. Only the
-//     standard, simple, whitespace and keyword analyzers exist; custom
-//     analysis settings, normalizers and copy_to are refused.
+//     Elasticsearch), but BM25 scores differ numerically and terms queries
+//     are scored rather than constant-score. Only the standard, simple,
+//     whitespace and keyword analyzers exist; custom analysis settings,
+//     normalizers and copy_to are refused.
+//   - multi_match cross_fields groups text fields by their analyzer and
+//     puts keyword, numeric, date and boolean fields into one group whose
+//     only term is the whole query value (Elasticsearch groups by search
+//     analyzer too; its keyword fields share the keyword analyzer). Each
+//     term is looked for with a dis_max over the group's fields, without
+//     Elasticsearch's blending of term statistics across fields, so scores
+//     differ while the matching documents are the same. multi_match is
+//     always lenient (fields whose type cannot hold the query value are
+//     skipped), and the analyzer parameter of match and multi_match is
+//     accepted but ignored: each field's own analyzer is used.
 //   - Numbers are indexed as float64, so long values beyond 2^53 lose
 //     precision in queries, sorts and aggregations (the stored _source keeps
 //     them exactly). Dates have millisecond precision (date_nanos too).
 //   - Delete tombstones are kept for index.gc_deletes (60s by default) like
 //     Elasticsearch; a tombstone restored after a restart keeps its original
 //     deletion time.
+//   - _mget ignores realtime=false (reads are always real time) and
+//     refuses stored_fields and per-document version checks.
 //   - _update re-serialises the merged source, so its key order may change;
 //     scripts are not supported.
 //   - Sorting on _doc uses document id order; missing sort values are

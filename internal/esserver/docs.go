@@ -123,10 +123,7 @@ func (s *Server) indexDoc(rc *reqCtx, indexName, id, opType string) (int, any) {
 	default:
 		return errResp(illegalArgument("opType must be 'create' or 'index', found: [%s]", opType))
 	}
-	if err := opFromQuery(rc.q, op); err != nil {
-		return errResp(err)
-	}
-	if err := validateVersioning(op); err != nil {
+	if err := versionParams(rc.q, op); err != nil {
 		return errResp(err)
 	}
 	if !jsonBody(rc.body) {
@@ -143,9 +140,29 @@ func (s *Server) indexDoc(rc *reqCtx, indexName, id, opType string) (int, any) {
 	}
 	op.source = compactJSON(rc.body)
 	op.doc = doc
+	return s.answerWrite(rc, ix, op, refresh)
+}
+
+// versionParams reads and validates the versioning parameters of a
+// single-document write.
+func versionParams(q url.Values, op *writeOp) *esError {
+	if err := opFromQuery(q, op); err != nil {
+		return err
+	}
+	return validateVersioning(op)
+}
+
+// applyOp performs one write under the checkpoint lock.
+func (s *Server) applyOp(ix *index, op *writeOp) *writeResult {
 	s.cpMu.RLock()
-	res := s.apply(ix, op)
-	s.cpMu.RUnlock()
+	defer s.cpMu.RUnlock()
+	return s.apply(ix, op)
+}
+
+// answerWrite performs a single-document write, waits for durability and
+// the refresh policy, and renders the response.
+func (s *Server) answerWrite(rc *reqCtx, ix *index, op *writeOp, refresh string) (int, any) {
+	res := s.applyOp(ix, op)
 	if res.err != nil {
 		return errResp(res.err)
 	}
@@ -153,7 +170,7 @@ func (s *Server) indexDoc(rc *reqCtx, indexName, id, opType string) (int, any) {
 		return errResp(err)
 	}
 	body := res.body()
-	if refresh == "true" {
+	if refresh == "true" && res.result != "noop" {
 		body["forced_refresh"] = true
 	}
 	return res.status, body
@@ -185,25 +202,37 @@ func (s *Server) handleIndexAutoID(rc *reqCtx, p []string) (int, any) {
 	return s.indexDoc(rc, p[0], autoID(), "create")
 }
 
+// getDoc reads one document in real time, as GET /{index}/_doc/{id}
+// renders it (found or not); the error is for an unresolvable index name.
+func (s *Server) getDoc(name, id string, sf sourceFilter) (map[string]any, *esError) {
+	ix, err := s.resolveSingle(name)
+	if err != nil {
+		return nil, err
+	}
+	v := ix.get(id)
+	if v == nil {
+		return map[string]any{"_index": ix.name, "_id": id, "found": false}, nil
+	}
+	body := map[string]any{
+		"_index": ix.name, "_id": id, "_version": v.version, "_seq_no": v.seqNo,
+		"_primary_term": 1, "found": true,
+	}
+	if src := sf.apply(v.source); src != nil {
+		body["_source"] = json.RawMessage(src)
+	}
+	return body, nil
+}
+
 func (s *Server) handleGetDoc(rc *reqCtx, p []string) (int, any) {
-	ix, err := s.resolveSingle(p[0])
+	body, err := s.getDoc(p[0], p[1], parseSourceParams(rc.q, sourceFilter{}))
 	if err != nil {
 		if rc.r.Method == http.MethodHead {
 			return err.status, nil
 		}
 		return errResp(err)
 	}
-	v := ix.get(p[1])
-	if v == nil {
-		return http.StatusNotFound, map[string]any{"_index": ix.name, "_id": p[1], "found": false}
-	}
-	body := map[string]any{
-		"_index": ix.name, "_id": p[1], "_version": v.version, "_seq_no": v.seqNo,
-		"_primary_term": 1, "found": true,
-	}
-	sf := parseSourceParams(rc.q, sourceFilter{})
-	if src := sf.apply(v.source); src != nil {
-		body["_source"] = json.RawMessage(src)
+	if body["found"] != true {
+		return http.StatusNotFound, body
 	}
 	return http.StatusOK, body
 }
@@ -226,30 +255,14 @@ func (s *Server) handleDeleteDoc(rc *reqCtx, p []string) (int, any) {
 		return errResp(rerr)
 	}
 	op := &writeOp{action: "delete", id: p[1]}
-	if err := opFromQuery(rc.q, op); err != nil {
-		return errResp(err)
-	}
-	if err := validateVersioning(op); err != nil {
+	if err := versionParams(rc.q, op); err != nil {
 		return errResp(err)
 	}
 	ix, err := s.writeTarget(p[0], false, false)
 	if err != nil {
 		return errResp(err)
 	}
-	s.cpMu.RLock()
-	res := s.apply(ix, op)
-	s.cpMu.RUnlock()
-	if res.err != nil {
-		return errResp(res.err)
-	}
-	if err := s.finishWrite(rc.r.Context(), res, refresh); err != nil {
-		return errResp(err)
-	}
-	body := res.body()
-	if refresh == "true" {
-		body["forced_refresh"] = true
-	}
-	return res.status, body
+	return s.answerWrite(rc, ix, op, refresh)
 }
 
 // parseUpdateBody reads an update request body ({"doc":..., "upsert":...}).
@@ -309,10 +322,7 @@ func (s *Server) handleUpdateDoc(rc *reqCtx, p []string) (int, any) {
 		return errResp(rerr)
 	}
 	op := &writeOp{action: "update", id: p[1]}
-	if err := opFromQuery(rc.q, op); err != nil {
-		return errResp(err)
-	}
-	if err := validateVersioning(op); err != nil {
+	if err := versionParams(rc.q, op); err != nil {
 		return errResp(err)
 	}
 	if err := parseUpdateBody(rc.body, op); err != nil {
@@ -322,18 +332,5 @@ func (s *Server) handleUpdateDoc(rc *reqCtx, p []string) (int, any) {
 	if err != nil {
 		return errResp(err)
 	}
-	s.cpMu.RLock()
-	res := s.apply(ix, op)
-	s.cpMu.RUnlock()
-	if res.err != nil {
-		return errResp(res.err)
-	}
-	if err := s.finishWrite(rc.r.Context(), res, refresh); err != nil {
-		return errResp(err)
-	}
-	body := res.body()
-	if refresh == "true" && res.result != "noop" {
-		body["forced_refresh"] = true
-	}
-	return res.status, body
+	return s.answerWrite(rc, ix, op, refresh)
 }

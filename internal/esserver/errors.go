@@ -84,6 +84,12 @@ func indexNotFound(name string) *esError {
 		with("index_uuid", "_na_").with("index", name)
 }
 
+// writeBlocked is the error of a document write to an index whose
+// index.blocks.write is set (Elasticsearch's index write block, id 8).
+func writeBlocked(name string) *esError {
+	return newErr(http.StatusForbidden, "cluster_block_exception", "index [%s] blocked by: [FORBIDDEN/8/index write (api)];", name)
+}
+
 func illegalArgument(format string, args ...any) *esError {
 	return newErr(http.StatusBadRequest, "illegal_argument_exception", format, args...)
 }

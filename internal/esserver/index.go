@@ -207,6 +207,10 @@ func (s *Server) apply(ix *index, op *writeOp) *writeResult {
 		res.err = indexNotFound(ix.name)
 		return res
 	}
+	if ix.settings.WriteBlock {
+		res.err = writeBlocked(ix.name)
+		return res
+	}
 	cur := ix.docs[op.id]
 	live := cur != nil && !cur.deleted
 	if err := ix.checkIfSeqNo(op, cur); err != nil {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -691,11 +693,7 @@ func (p *docParser) ensureWritable() {
 }
 
 func (p *docParser) object(obj map[string]any, prefix string, dyn string) *esError {
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(obj))
 	for _, k := range keys {
 		v := obj[k]
 		if k == "" {

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"path"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,11 +55,7 @@ func (c *qctx) compile(raw json.RawMessage) (query.Query, *esError) {
 		return nil, parsingError("query malformed, empty clause found")
 	}
 	if len(obj) > 1 {
-		names := make([]string, 0, len(obj))
-		for k := range obj {
-			names = append(names, k)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(obj))
 		return nil, parsingError("[%s] malformed query, expected [END_OBJECT] but found [FIELD_NAME]", names[0])
 	}
 	for name, body := range obj {
@@ -120,13 +117,17 @@ func boostOf(name string, p map[string]json.RawMessage) (float64, *esError) {
 	return b, nil
 }
 
-type booster interface{ SetBoost(float64) }
-
+// withBoost multiplies the boost of q by b. bleve's compound queries
+// ignore their own boost, so they are wrapped in a boostQuery instead.
 func withBoost(q query.Query, b float64) query.Query {
-	if b != 1 {
-		if bq, ok := q.(booster); ok {
-			bq.SetBoost(b)
-		}
+	if b == 1 {
+		return q
+	}
+	switch x := q.(type) {
+	case *query.DisjunctionQuery, *query.ConjunctionQuery, *query.BooleanQuery:
+		return &boostQuery{q: q, boost: b}
+	case query.BoostableQuery:
+		x.SetBoost(x.Boost() * b)
 	}
 	return q
 }
@@ -214,6 +215,20 @@ func fieldParams(name string, raw json.RawMessage, valueKey string) (map[string]
 	return map[string]json.RawMessage{valueKey: t}, nil
 }
 
+// fieldQuery reads the body of a single-field query ({"field": value} or
+// {"field": {valueKey: value, ...}}): the field and its parameters.
+func fieldQuery(name string, p map[string]json.RawMessage, valueKey string) (string, map[string]json.RawMessage, *esError) {
+	field, raw, err := singleField(name, p)
+	if err != nil {
+		return "", nil, err
+	}
+	fp, err := fieldParams(name, raw, valueKey)
+	if err != nil {
+		return "", nil, err
+	}
+	return field, fp, nil
+}
+
 func scalarOf(raw json.RawMessage) (any, bool) {
 	var v any
 	if err := decodeJSON(raw, &v); err != nil {
@@ -278,11 +293,7 @@ func numRange(field string, min, max *float64, minIncl, maxIncl bool) query.Quer
 }
 
 func compileTerm(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
-	field, raw, err := singleField(name, p)
-	if err != nil {
-		return nil, err
-	}
-	fp, err := fieldParams(name, raw, "value")
+	field, fp, err := fieldQuery(name, p, "value")
 	if err != nil {
 		return nil, err
 	}
@@ -382,11 +393,20 @@ func compileExists(c *qctx, name string, p map[string]json.RawMessage) (query.Qu
 		q.SetField(fieldFieldNames)
 		qs = append(qs, q)
 	}
+	return anyOf(name, p, qs)
+}
+
+// anyOf combines alternative queries under the boost of query name: no
+// alternative matches nothing, one stands alone, more form a disjunction.
+func anyOf(name string, p map[string]json.RawMessage, qs []query.Query) (query.Query, *esError) {
 	b, err := boostOf(name, p)
 	if err != nil {
 		return nil, err
 	}
-	if len(qs) == 1 {
+	switch len(qs) {
+	case 0:
+		return query.NewMatchNoneQuery(), nil
+	case 1:
 		return withBoost(qs[0], b), nil
 	}
 	return withBoost(query.NewDisjunctionQuery(qs), b), nil
@@ -609,6 +629,12 @@ func (c *qctx) matchQuery(field string, fm *fieldMapping, text any, operator str
 		tq.SetField(field)
 		qs = append(qs, tq)
 	}
+	return combineTerms(qs, operator, msm)
+}
+
+// combineTerms joins the per-term queries of a match query: all of them
+// with operator and, else any of them, or minimum_should_match of them.
+func combineTerms(qs []query.Query, operator string, msm json.RawMessage) (query.Query, *esError) {
 	if strings.EqualFold(operator, "and") {
 		if len(qs) == 1 {
 			return qs[0], nil
@@ -655,11 +681,7 @@ func fuzzyEdits(f, term string) int {
 }
 
 func compileMatch(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
-	field, raw, err := singleField(name, p)
-	if err != nil {
-		return nil, err
-	}
-	mp, err := fieldParams(name, raw, "query")
+	field, mp, err := fieldQuery(name, p, "query")
 	if err != nil {
 		return nil, err
 	}
@@ -694,6 +716,26 @@ func compileMatch(c *qctx, name string, p map[string]json.RawMessage) (query.Que
 	return withBoost(q, b), nil
 }
 
+// multiMatchTarget is one field a multi_match query searches.
+type multiMatchTarget struct {
+	field string
+	fm    *fieldMapping
+	boost float64
+}
+
+// compileMultiMatch follows Elasticsearch's multi_match types:
+//
+//   - best_fields (default): a match query per field (operator and
+//     minimum_should_match apply within each field), combined as dis_max
+//     with tie_breaker (default 0).
+//   - most_fields: the same per-field match queries with their scores
+//     summed (dis_max with tie_breaker 1, as Elasticsearch does).
+//   - cross_fields: term-centric. Fields are grouped by analyzer; in each
+//     group every analysed term is looked for in any of the group's fields
+//     (a dis_max over the fields, field boosts applied), and operator and
+//     minimum_should_match count those terms. Keyword, numeric, date and
+//     boolean fields form one group whose single term is the whole query
+//     value. The groups are combined as dis_max with tie_breaker.
 func compileMultiMatch(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
 	if err := checkKnown(name, p, "query", "fields", "type", "operator", "minimum_should_match", "boost",
 		"fuzziness", "zero_terms_query", "lenient", "tie_breaker", "analyzer", "prefix_length",
@@ -704,19 +746,40 @@ func compileMultiMatch(c *qctx, name string, p map[string]json.RawMessage) (quer
 	if !ok {
 		return nil, parsingError("[multi_match] requires query value")
 	}
-	var typ, op, fuzz string
+	var typ, op, fuzz, zero string
 	_ = json.Unmarshal(p["type"], &typ)
+	tie := 0.0
 	switch typ {
-	case "", "best_fields", "most_fields", "cross_fields":
+	case "", "best_fields", "cross_fields":
+	case "most_fields":
+		tie = 1
 	default:
 		return nil, parsingError("[eventpipe] multi_match type [%s] is not supported by this server", typ)
 	}
+	if raw, ok := p["tie_breaker"]; ok {
+		var tv any
+		_ = decodeJSON(raw, &tv)
+		ts, _ := scalarString(tv)
+		f, err := strconv.ParseFloat(ts, 64)
+		if err != nil {
+			return nil, parsingError("[multi_match] failed to parse field [tie_breaker]")
+		}
+		tie = f
+	}
 	_ = json.Unmarshal(p["operator"], &op)
+	if op != "" && !strings.EqualFold(op, "or") && !strings.EqualFold(op, "and") {
+		return nil, parsingError("[multi_match] query does not support operator [%s]", op)
+	}
 	if f, ok := p["fuzziness"]; ok {
 		var fv any
 		_ = decodeJSON(f, &fv)
 		fuzz, _ = scalarString(fv)
+		if typ == "cross_fields" {
+			return nil, parsingError("Fuzziness not allowed for type [%s]", typ)
+		}
 	}
+	_ = json.Unmarshal(p["zero_terms_query"], &zero)
+	zeroAll := strings.EqualFold(zero, "all")
 	var fields []string
 	if raw, ok := p["fields"]; ok {
 		var one string
@@ -730,11 +793,7 @@ func compileMultiMatch(c *qctx, name string, p map[string]json.RawMessage) (quer
 	if len(fields) == 0 {
 		fields = []string{"*"}
 	}
-	type fb struct {
-		field string
-		boost float64
-	}
-	var targets []fb
+	var targets []multiMatchTarget
 	for _, f := range fields {
 		boost := 1.0
 		if i := strings.LastIndexByte(f, '^'); i > 0 {
@@ -748,65 +807,133 @@ func compileMultiMatch(c *qctx, name string, p map[string]json.RawMessage) (quer
 			for _, lp := range c.m.leafPaths() {
 				fm := c.m.lookup(lp)
 				if ok, _ := path.Match(f, lp); ok && (fm.Kind == kindText || fm.Kind == kindKeyword) {
-					targets = append(targets, fb{lp, boost})
+					targets = append(targets, multiMatchTarget{lp, fm, boost})
 				}
 			}
 			continue
 		}
-		targets = append(targets, fb{f, boost})
-	}
-	var qs []query.Query
-	for _, t := range targets {
-		fm := c.m.lookup(t.field)
-		if fm != nil && fm.Kind != kindText && fm.Kind != kindKeyword {
+		fm := c.m.lookup(f)
+		if fm == nil || fm.Kind == kindObject {
+			continue // unmapped fields are ignored
+		}
+		if fm.Kind != kindText && fm.Kind != kindKeyword {
 			// lenient: skip values that cannot apply to non-text fields
-			if _, err := c.termQuery(t.field, fm, v); err != nil {
+			if _, err := c.termQuery(f, fm, v); err != nil {
 				continue
 			}
 		}
-		q, err := c.matchQuery(t.field, fm, v, op, p["minimum_should_match"], fuzz, false)
-		if err != nil {
-			return nil, err
+		targets = append(targets, multiMatchTarget{f, fm, boost})
+	}
+	if len(targets) == 0 {
+		return query.NewMatchNoneQuery(), nil
+	}
+	var qs []query.Query
+	var err *esError
+	if typ == "cross_fields" {
+		qs, err = c.crossFieldsGroups(targets, v, op, p["minimum_should_match"], tie)
+	} else {
+		qs, err = c.perFieldMatches(targets, v, op, p["minimum_should_match"], fuzz)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(qs) == 0 {
+		// The query text analysed to no terms in any field.
+		if zeroAll {
+			return query.NewMatchAllQuery(), nil
 		}
-		qs = append(qs, withBoost(q, t.boost))
+		return query.NewMatchNoneQuery(), nil
 	}
 	b, err := boostOf(name, p)
 	if err != nil {
 		return nil, err
 	}
-	if len(qs) == 0 {
-		return query.NewMatchNoneQuery(), nil
+	return withBoost(newDisMax(qs, tie), b), nil
+}
+
+// perFieldMatches builds one match query per field (best_fields and
+// most_fields), leaving out fields where the text analyses to no terms.
+func (c *qctx) perFieldMatches(targets []multiMatchTarget, v any, op string, msm json.RawMessage, fuzz string) ([]query.Query, *esError) {
+	var qs []query.Query
+	for _, t := range targets {
+		q, err := c.matchQuery(t.field, t.fm, v, op, msm, fuzz, true)
+		if err != nil {
+			return nil, err
+		}
+		if _, noTerms := q.(*query.MatchAllQuery); noTerms {
+			continue
+		}
+		qs = append(qs, withBoost(q, t.boost))
 	}
-	if len(qs) == 1 {
-		return withBoost(qs[0], b), nil
+	return qs, nil
+}
+
+// crossFieldsGroups builds the term-centric query of each analyzer group
+// (cross_fields).
+func (c *qctx) crossFieldsGroups(targets []multiMatchTarget, v any, op string, msm json.RawMessage, tie float64) ([]query.Query, *esError) {
+	const exact = "\x00exact"
+	var order []string
+	groups := map[string][]multiMatchTarget{}
+	for _, t := range targets {
+		key := exact
+		if t.fm.Kind == kindText {
+			key = t.fm.Analyzer
+			if key == "" || key == "default" {
+				key = "standard"
+			}
+		}
+		if _, seen := groups[key]; !seen {
+			order = append(order, key)
+		}
+		groups[key] = append(groups[key], t)
 	}
-	return withBoost(query.NewDisjunctionQuery(qs), b), nil
+	s, _ := scalarString(v)
+	var qs []query.Query
+	for _, key := range order {
+		fields := groups[key]
+		var clauses []query.Query
+		if key == exact {
+			// The whole value is one term, looked for in every field.
+			var alts []query.Query
+			for _, t := range fields {
+				q, err := c.termQuery(t.field, t.fm, v)
+				if err != nil {
+					continue // lenient
+				}
+				alts = append(alts, withBoost(q, t.boost))
+			}
+			if len(alts) > 0 {
+				clauses = append(clauses, newDisMax(alts, tie))
+			}
+		} else {
+			for _, term := range fields[0].fm.analyze(s) {
+				alts := make([]query.Query, 0, len(fields))
+				for _, t := range fields {
+					tq := query.NewTermQuery(term)
+					tq.SetField(t.field)
+					alts = append(alts, withBoost(tq, t.boost))
+				}
+				clauses = append(clauses, newDisMax(alts, tie))
+			}
+		}
+		if len(clauses) == 0 {
+			continue
+		}
+		q, err := combineTerms(clauses, op, msm)
+		if err != nil {
+			return nil, err
+		}
+		qs = append(qs, q)
+	}
+	return qs, nil
 }
 
 func compilePrefix(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
-	field, raw, err := singleField(name, p)
+	field, fp, err := fieldQuery(name, p, "value")
 	if err != nil {
 		return nil, err
 	}
-	fp, err := fieldParams(name, raw, "value")
-	if err != nil {
-		return nil, err
-	}
-	var v string
-	if err := json.Unmarshal(fp["value"], &v); err != nil {
-		return nil, parsingError("[prefix] value must be a string")
-	}
-	b, err := boostOf(name, fp)
-	if err != nil {
-		return nil, err
-	}
-	fm := c.m.lookup(field)
-	if fm == nil || (fm.Kind != kindKeyword && fm.Kind != kindText) {
-		return query.NewMatchNoneQuery(), nil
-	}
-	q := query.NewPrefixQuery(v)
-	q.SetField(field)
-	return withBoost(q, b), nil
+	return c.patternQuery(name, field, fp, func(v string) query.FieldableQuery { return query.NewPrefixQuery(v) })
 }
 
 func compileWildcard(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
@@ -826,9 +953,15 @@ func compileWildcard(c *qctx, name string, p map[string]json.RawMessage) (query.
 	} else {
 		fp["value"] = t
 	}
+	return c.patternQuery(name, field, fp, func(v string) query.FieldableQuery { return query.NewWildcardQuery(v) })
+}
+
+// patternQuery finishes a prefix or wildcard query: a string pattern that
+// only matches keyword and text fields.
+func (c *qctx) patternQuery(name, field string, fp map[string]json.RawMessage, build func(string) query.FieldableQuery) (query.Query, *esError) {
 	var v string
 	if err := json.Unmarshal(fp["value"], &v); err != nil {
-		return nil, parsingError("[wildcard] value must be a string")
+		return nil, parsingError("[%s] value must be a string", name)
 	}
 	b, err := boostOf(name, fp)
 	if err != nil {
@@ -838,7 +971,7 @@ func compileWildcard(c *qctx, name string, p map[string]json.RawMessage) (query.
 	if fm == nil || (fm.Kind != kindKeyword && fm.Kind != kindText) {
 		return query.NewMatchNoneQuery(), nil
 	}
-	q := query.NewWildcardQuery(v)
+	q := build(v)
 	q.SetField(field)
 	return withBoost(q, b), nil
 }

@@ -145,6 +145,8 @@ func (s *Server) match(segs []string) (map[string]handlerFn, []string) {
 			return map[string]handlerFn{"POST": s.handleBulk, "PUT": s.handleBulk}, []string{""}
 		case n == 1 && first == "_search":
 			return map[string]handlerFn{"GET": s.searchH, "POST": s.searchH}, []string{""}
+		case n == 1 && first == "_mget":
+			return map[string]handlerFn{"GET": s.handleMget, "POST": s.handleMget}, []string{""}
 		case n == 1 && first == "_count":
 			return map[string]handlerFn{"GET": s.countH, "POST": s.countH}, []string{""}
 		case n == 1 && first == "_refresh":
@@ -191,6 +193,10 @@ func (s *Server) match(segs []string) (map[string]handlerFn, []string) {
 		return map[string]handlerFn{"POST": s.handleBulk, "PUT": s.handleBulk}, []string{idx}
 	case n == 2 && op == "_search":
 		return map[string]handlerFn{"GET": s.searchH, "POST": s.searchH}, []string{idx}
+	case n == 2 && op == "_mget":
+		return map[string]handlerFn{"GET": s.handleMget, "POST": s.handleMget}, []string{idx}
+	case n == 3 && op == "_block":
+		return map[string]handlerFn{"PUT": s.handleAddBlock}, []string{idx, segs[2]}
 	case n == 2 && op == "_count":
 		return map[string]handlerFn{"GET": s.countH, "POST": s.countH}, []string{idx}
 	case n == 2 && op == "_refresh":

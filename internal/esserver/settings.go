@@ -3,7 +3,8 @@ package esserver
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,13 +17,14 @@ type indexSettings struct {
 	RefreshInterval time.Duration // 0: server default; <0: disabled
 	MaxResultWindow int
 	GCDeletes       time.Duration
+	WriteBlock      bool // index.blocks.write: document writes are refused
 }
 
 // settingPrefixes are accepted settings (echoed back) whose effect this
 // server does not model; exact keys are listed in knownSettings.
 var settingPrefixes = []string{
 	"index.mapping.", "index.translog.", "index.routing.", "index.lifecycle.",
-	"index.blocks.", "index.write.", "index.search.", "index.indexing.", "index.merge.",
+	"index.write.", "index.search.", "index.indexing.", "index.merge.",
 }
 
 var knownSettings = map[string]bool{
@@ -34,6 +36,37 @@ var knownSettings = map[string]bool{
 	"index.max_docvalue_fields_search": true, "index.default_pipeline": true, "index.final_pipeline": true,
 	"index.shard.check_on_startup": true, "index.number_of_routing_shards": true,
 	"index.load_fixed_bitset_filters_eagerly": true, "index.max_rescore_window": true,
+	"index.blocks.write": true, "index.blocks.read_only": true, "index.blocks.read_only_allow_delete": true,
+	"index.blocks.read": true, "index.blocks.metadata": true,
+}
+
+// unmodelledBlocks are the index blocks this server does not enforce; they
+// may be set to false (or reset) but not to true.
+var unmodelledBlocks = map[string]bool{
+	"index.blocks.read_only": true, "index.blocks.read_only_allow_delete": true,
+	"index.blocks.read": true, "index.blocks.metadata": true,
+}
+
+// refuseUnmodelledBlocks rejects a request that would turn on a block this
+// server does not enforce, rather than accept it and silently ignore it.
+func refuseUnmodelledBlocks(flat map[string]string) *esError {
+	for k, v := range flat {
+		if unmodelledBlocks[k] && v == "true" {
+			return illegalArgument("[eventpipe] setting [%s] is not supported by this server (only index.blocks.write is)", k)
+		}
+	}
+	return nil
+}
+
+// parseBoolSetting parses a boolean setting strictly, as Elasticsearch does.
+func parseBoolSetting(v string) (bool, *esError) {
+	switch v {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, illegalArgument("Failed to parse value [%s] as only [true] or [false] are allowed.", v)
 }
 
 // staticSettings may only be set at index creation.
@@ -90,11 +123,7 @@ func flattenSettings(raw json.RawMessage) (map[string]string, *esError) {
 // validateSettings checks flat settings and returns the parsed form.
 func parseSettings(flat map[string]string, defaultReplicas int) (*indexSettings, *esError) {
 	st := &indexSettings{raw: map[string]string{}, Replicas: defaultReplicas, MaxResultWindow: 10000, GCDeletes: 60 * time.Second}
-	keys := make([]string, 0, len(flat))
-	for k := range flat {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(flat))
 	for _, k := range keys {
 		v := flat[k]
 		if strings.HasPrefix(k, "index.analysis.") || strings.HasPrefix(k, "index.sort.") || strings.HasPrefix(k, "index.similarity.") {
@@ -142,6 +171,14 @@ func parseSettings(flat map[string]string, defaultReplicas int) (*indexSettings,
 				return nil, illegalArgument("failed to parse setting [index.gc_deletes] with value [%s] as a time value", v)
 			}
 			st.GCDeletes = d
+		case "index.blocks.write", "index.blocks.read_only", "index.blocks.read_only_allow_delete", "index.blocks.read", "index.blocks.metadata":
+			b, err := parseBoolSetting(v)
+			if err != nil {
+				return nil, err
+			}
+			if k == "index.blocks.write" {
+				st.WriteBlock = b
+			}
 		}
 		st.raw[k] = v
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -79,6 +80,22 @@ func Postgres(tb testing.TB) *pgxpool.Pool {
 	}
 	tb.Cleanup(pool.Close)
 	return pool
+}
+
+// Elasticsearch returns a go-elasticsearch client of the configured
+// Elasticsearch (the stack's Elasticsearch-API server, or a real one named
+// by ELASTICSEARCH_URL); it fails tb when nothing answers.
+func Elasticsearch(tb testing.TB) *elasticsearch.Client {
+	tb.Helper()
+	url := Endpoints().Elasticsearch
+	if err := probe.Elasticsearch(context.Background(), url); err != nil {
+		tb.Fatalf("Elasticsearch is not reachable: %v\n"+startHint, err, endpoints.EnvElasticsearch)
+	}
+	es, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{url}})
+	if err != nil {
+		tb.Fatalf("elasticsearch client: %v", err)
+	}
+	return es
 }
 
 var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)

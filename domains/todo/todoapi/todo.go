@@ -41,6 +41,10 @@ type Config struct {
 	States Reader
 	// List reads pages of the todos read model for GET /todo. Required.
 	List Lister
+	// Search reads the todos' Elasticsearch read model for
+	// GET /todo/search and GET /todo/{id}?read=search (default: those
+	// answer 404).
+	Search Searcher
 	// Logger logs failed reads of the read model (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -92,6 +96,12 @@ func (r todoRequest) view(id string, version int64) View {
 //	PUT    /todo/{id}   version, 404 if unknown, 428 without If-Match
 //	DELETE /todo/{id}   with If-Match: 204 (appends TodoDeleted)
 //	GET    /todo        the todos read model, paged (see List)
+//	GET    /todo/search?q=<words>&from=&size=
+//	                    full text over title and message, from the search
+//	                    model (with Config.Search)
+//	GET    /todo/{id}?read=search
+//	                    the todo as the search model holds it, ETag its
+//	                    sequence (seed 004's read from the read store)
 //
 // Bodies of a create and an update are {"id", "title", "message"} as the
 // reference design writes them, plus an optional "completed"; unknown
@@ -106,10 +116,15 @@ func Mount(srv *httpapi.Server, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	h := &todoAPI{d: cfg.Commands, r: cfg.States, list: cfg.List, logger: cfg.Logger}
+	h := &todoAPI{d: cfg.Commands, r: cfg.States, list: cfg.List, searcher: cfg.Search, logger: cfg.Logger}
 	srv.Mux.HandleFunc("POST /todo", h.create)
 	srv.Mux.HandleFunc("GET /todo", h.listPage)
 	srv.Mux.HandleFunc("GET /todo/{id}", h.get)
+	if h.searcher != nil {
+		// The literal path wins over /todo/{id}, so a todo whose id is
+		// "search" cannot be read over HTTP while search is on.
+		srv.Mux.HandleFunc("GET /todo/search", h.search)
+	}
 	srv.Mux.HandleFunc("POST /todo/{id}", h.update)
 	srv.Mux.HandleFunc("PUT /todo/{id}", h.update)
 	srv.Mux.HandleFunc("DELETE /todo/{id}", h.remove)
@@ -117,10 +132,11 @@ func Mount(srv *httpapi.Server, cfg Config) error {
 }
 
 type todoAPI struct {
-	d      Dispatcher
-	r      Reader
-	list   Lister
-	logger *slog.Logger
+	d        Dispatcher
+	r        Reader
+	list     Lister
+	searcher Searcher
+	logger   *slog.Logger
 }
 
 func (h *todoAPI) create(w http.ResponseWriter, r *http.Request) {
@@ -142,6 +158,14 @@ func (h *todoAPI) create(w http.ResponseWriter, r *http.Request) {
 
 func (h *todoAPI) get(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	switch read := r.URL.Query().Get("read"); {
+	case read == "search" && h.searcher != nil:
+		h.getFromSearch(w, r, id)
+		return
+	case read != "" && read != "store":
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid_read", fmt.Sprintf("read=%q: want store (the default) or search", read))
+		return
+	}
 	st, err := h.r.Get(r.Context(), id)
 	var ve *eventstore.ValidationError
 	switch {

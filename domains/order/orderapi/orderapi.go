@@ -1,0 +1,67 @@
+// Package orderapi serves the orders' Elasticsearch read model over HTTP:
+// filters by status, customer and total, with counts by status and by
+// day.
+package orderapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/eventpipe/eventpipe/httpapi"
+	"github.com/eventpipe/eventpipe/projections/searchmodels"
+)
+
+// Searcher reads the orders' Elasticsearch read model
+// (searchmodels.OrderIndex does).
+type Searcher interface {
+	Search(ctx context.Context, q searchmodels.OrderQuery) (searchmodels.OrderResult, error)
+}
+
+// Config is what the order API needs.
+type Config struct {
+	// Search reads the orders search model. Required.
+	Search Searcher
+	// Logger logs failed reads (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Validate reports the first missing field.
+func (c Config) Validate() error {
+	if c.Search == nil {
+		return errors.New("orderapi: Config.Search is nil")
+	}
+	return nil
+}
+
+// Mount mounts on srv:
+//
+//	GET /orders/search?status=&customer=&min_total=&max_total=&from=&size=
+//
+// It answers a page of matching orders (newest first; amounts in cents)
+// with the number of all matches, and their counts by status (by_status)
+// and by day placed (per_day). A bad parameter is a 400 naming it.
+func Mount(srv *httpapi.Server, cfg Config) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	srv.Mux.HandleFunc("GET /orders/search", func(w http.ResponseWriter, r *http.Request) {
+		q, err := searchmodels.ParseOrderQuery(r.URL.Query())
+		if err != nil {
+			httpapi.WriteError(w, http.StatusBadRequest, "invalid_query", err.Error())
+			return
+		}
+		res, err := cfg.Search.Search(r.Context(), q)
+		if err != nil {
+			cfg.Logger.ErrorContext(r.Context(), "search orders", "err", err)
+			httpapi.WriteError(w, http.StatusServiceUnavailable, "search_unavailable", "the orders search model cannot be read now (is Elasticsearch up and `eventpipe consume orders-search` running?)")
+			return
+		}
+		httpapi.WriteJSON(w, http.StatusOK, res)
+	})
+	return nil
+}

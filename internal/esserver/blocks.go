@@ -1,0 +1,39 @@
+package esserver
+
+import (
+	"net/http"
+	"strings"
+)
+
+// handleAddBlock serves PUT /{index}/_block/{block}, Elasticsearch's add
+// index block API. Only the write block is enforced by this server; it is
+// the dynamic setting index.blocks.write, so it is logged and persists
+// like any other setting, and PUT /{index}/_settings can lift it again.
+func (s *Server) handleAddBlock(rc *reqCtx, p []string) (int, any) {
+	expr, block := p[0], p[1]
+	switch block {
+	case "write":
+	case "read_only", "read_only_allow_delete", "read", "metadata":
+		return errResp(illegalArgument("[eventpipe] index block [%s] is not supported by this server (only write is)", block))
+	default:
+		return errResp(illegalArgument("No block found with name %s", block))
+	}
+	// action.destructive_requires_name defaults to true in Elasticsearch 8.
+	for _, part := range strings.Split(expr, ",") {
+		if isWildcard(part) || part == "_all" {
+			return errResp(illegalArgument("Wildcard expressions or all indices are not allowed"))
+		}
+	}
+	indices, err := s.resolveSearch(expr, rc.q)
+	if err != nil {
+		return errResp(err)
+	}
+	if err := s.putSettings(indices, map[string]string{"index.blocks." + block: "true"}); err != nil {
+		return errResp(err)
+	}
+	out := make([]any, 0, len(indices))
+	for _, ix := range indices {
+		out = append(out, map[string]any{"name": ix.name, "blocked": true})
+	}
+	return http.StatusOK, map[string]any{"acknowledged": true, "shards_acknowledged": true, "indices": out}
+}

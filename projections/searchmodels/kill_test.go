@@ -1,0 +1,284 @@
+package searchmodels_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+
+	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/internal/probe"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/projections/elastic"
+	"github.com/eventpipe/eventpipe/projections/searchmodels"
+)
+
+const envConsumeChild = "EVENTPIPE_TEST_SEARCH_CONSUME_CHILD"
+
+// runConsumeChildIfRequested runs the todos search model in this process
+// when a test started it as a child: eventpipe.NewConsumers from the
+// environment (events table, topic prefix), without catch-up.
+func runConsumeChildIfRequested() {
+	if os.Getenv(envConsumeChild) == "" {
+		return
+	}
+	slog.SetLogLoggerLevel(slog.LevelWarn)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	err := func() error {
+		consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{ReadModels: []string{searchmodels.TodoSearch{}.Name()}, SkipCatchUp: true})
+		if err != nil {
+			return err
+		}
+		defer consumers.Close()
+		return consumers.Run(ctx)
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "consume child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// versionSum is the sum of the versions of the documents ids in index
+// alias (real time): the number of events applied when every aggregate's
+// sequence starts at 1.
+func versionSum(t testing.TB, es *elasticsearch.Client, alias string, ids []string) int64 {
+	t.Helper()
+	var res struct {
+		Docs []struct {
+			Version int64 `json:"_version"`
+		} `json:"docs"`
+	}
+	body, _ := json.Marshal(map[string]any{"ids": ids})
+	if err := esclient.Do(context.Background(), es, esapi.MgetRequest{Index: alias, Body: strings.NewReader(string(body))}, &res); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, d := range res.Docs {
+		n += d.Version
+	}
+	return n
+}
+
+// TestKilledSearchConsumerEndsEqualToTheReplay publishes 10,000 todo
+// events (100 todos of 100 events) and runs the todos search model in a
+// child process (eventpipe.NewConsumers, as `eventpipe consume` does)
+// that is killed with SIGKILL at random moments at least 10 times and
+// restarted, each kill once the running child has made progress; most
+// kills must land before the last event is applied. In the end every
+// document equals a from-scratch application of the stored events.
+func TestKilledSearchConsumerEndsEqualToTheReplay(t *testing.T) {
+	const todos, perTodo, kills = 100, 100, 10
+	w := newWorld(t)
+	p := searchmodels.TodoSearch{}
+	topics := bus.Topics{Prefix: w.prefix}
+	brokers := testenv.KafkaBrokers(t)
+	var all []eventstore.Envelope
+	var msgs []*message.Message
+	todoIDs := ids("todo-", todos)
+	for _, id := range todoIDs {
+		evs := []eventstore.NewEvent{eventstore.Event(todo.TodoCreated, todo.TodoData{Title: "todo " + id})}
+		for i := 1; i < perTodo; i++ {
+			evs = append(evs, eventstore.Event(todo.TodoUpdated, todo.TodoData{Title: fmt.Sprintf("todo %s, take %d", id, i), Completed: i%2 == 0}))
+		}
+		var stored []eventstore.Envelope
+		for len(evs) > 0 { // an append holds at most 100 items
+			n := min(len(evs), 50)
+			stored = append(stored, w.append(eventstore.Ref{Type: todo.AggregateType, ID: id}, int64(len(stored)), evs[:n]...)...)
+			evs = evs[n:]
+		}
+		all = append(all, stored...)
+		for _, e := range stored {
+			m, err := bus.EventMessage(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs = append(msgs, m)
+		}
+	}
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	if err := pub.Publish(topics.Events(todo.AggregateType), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	alias := elastic.Alias(topics.Prefix, p.Name())
+	if err := elastic.EnsureIndex(context.Background(), w.es, p, alias); err != nil {
+		t.Fatal(err)
+	}
+
+	start := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envConsumeChild+"=1",
+			endpoints.EnvEventsTable+"="+w.store.Table(), endpoints.EnvTopicPrefix+"="+topics.Prefix)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	applied := func() int64 { return versionSum(t, w.es, alias, todoIDs) }
+	began := time.Now()
+	child := start()
+	defer func() { _ = child.Process.Kill(); _, _ = child.Process.Wait() }()
+	total := int64(len(all))
+	var killedAt []int64
+	for range kills {
+		before := applied()
+		deadline := time.Now().Add(30 * time.Second)
+		for applied() == before && applied() < total && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond)
+		_ = child.Process.Signal(syscall.SIGKILL)
+		_, _ = child.Process.Wait()
+		killedAt = append(killedAt, applied())
+		child = start()
+	}
+	lastKill := time.Now()
+	deadline := time.Now().Add(3 * time.Minute)
+	for applied() < total {
+		if time.Now().After(deadline) {
+			t.Fatalf("applied %d of %d events after %d kills", applied(), total, kills)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("%d kills at applied counts %v; %d events; kills over %v, the rest applied in %v",
+		kills, killedAt, total, lastKill.Sub(began).Round(time.Millisecond), time.Since(lastKill).Round(time.Millisecond))
+	inFlight := 0
+	for _, n := range killedAt {
+		if n < total {
+			inFlight++
+		}
+	}
+	if inFlight*2 <= kills {
+		t.Errorf("only %d of %d kills landed before the last event was applied (%v of %d): the kills did not hit work in flight", inFlight, kills, killedAt, total)
+	}
+	assertSame(t, "after the kills", w.documents(alias), w.scratch(p, all))
+}
+
+// TestKilledElasticsearchServerLosesNoAcknowledgedWrite runs an
+// Elasticsearch-API server as a child process, applies todo events to it
+// through an Applier while killing the server with SIGKILL three times
+// mid-stream (restarting it on the same data), and checks after the last
+// restart that every aggregate is at least at the position of its last
+// acknowledged Apply, and that re-applying everything ends equal to a
+// from-scratch application.
+func TestKilledElasticsearchServerLosesNoAcknowledgedWrite(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	url := "http://" + addr
+	var server *exec.Cmd
+	startServer := func() {
+		args, env := testenv.ESServerCommand()
+		server = exec.Command(args[0], "--addr", addr, "--data-dir", filepath.Join(dir, "es"))
+		server.Env = append(os.Environ(), env...)
+		server.Stdout, server.Stderr = os.Stderr, os.Stderr
+		if err := server.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for probe.Elasticsearch(ctx, url) != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("the Elasticsearch-API server child at %s did not come up", addr)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	startServer()
+	defer func() { _ = server.Process.Kill(); _, _ = server.Process.Wait() }()
+	es, err := esclient.NewClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := searchmodels.TodoSearch{}
+	if err := elastic.EnsureIndex(ctx, es, p, p.Name()); err != nil {
+		t.Fatal(err)
+	}
+	a, err := elastic.NewApplier(elastic.ApplierConfig{Client: es, Store: w.store, Projection: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	var all []eventstore.Envelope
+	for _, id := range ids("todo-", 400) {
+		all = append(all, w.todoHistory(id, rng)...)
+	}
+	acked := map[string]int64{}
+	failed, kills := 0, 0
+	for i := 0; i < len(all); {
+		n := min(len(all)-i, 1+rng.IntN(20))
+		if kills < 3 && i > (kills+1)*len(all)/4 {
+			// Kill while a write is in flight: the Apply runs in a
+			// goroutine and the kill follows at once.
+			done := make(chan error, 1)
+			batch := all[i : i+n]
+			go func() { _, err := a.Apply(ctx, batch); done <- err }()
+			time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+			_ = server.Process.Signal(syscall.SIGKILL)
+			_, _ = server.Process.Wait()
+			kills++
+			if err := <-done; err == nil {
+				for _, e := range batch {
+					acked[e.AggregateID] = max(acked[e.AggregateID], e.Sequence)
+				}
+			} else {
+				failed++
+			}
+			startServer()
+			i += n
+			continue
+		}
+		out, err := a.Apply(ctx, all[i:i+n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ref, pos := range out.Positions {
+			acked[ref.ID] = max(acked[ref.ID], pos)
+		}
+		i += n
+	}
+	if kills < 3 {
+		t.Fatalf("only %d kills", kills)
+	}
+	got := (&world{t: t, es: es}).documents(p.Name())
+	for id, pos := range acked {
+		if got[id].Version < pos {
+			t.Errorf("todo %s at version %d after the restarts; an acknowledged write had moved it to %d", id, got[id].Version, pos)
+		}
+	}
+	// Whatever a killed write left undone, a redelivery completes.
+	if _, err := a.Apply(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	scratch := w.scratch(p, all)
+	assertSame(t, "after the server kills", (&world{t: t, es: es}).documents(p.Name()), scratch)
+	t.Logf("%d kills of the server; %d writes in flight at a kill failed, %d acknowledged aggregates checked", kills, failed, len(acked))
+}

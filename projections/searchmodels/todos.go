@@ -1,0 +1,84 @@
+package searchmodels
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/eventstore"
+)
+
+// TodoSearch is the todos' Elasticsearch read model: one document per
+// todo with its current state and sequence, full text on title and
+// message. A deleted todo keeps its document, marked deleted (so that its
+// version still refuses a late duplicate), and searches leave it out.
+type TodoSearch struct{}
+
+// TodoDoc is a document of TodoSearch.
+type TodoDoc struct {
+	ID        string    `json:"id"`
+	Title     string    `json:"title"`
+	Message   string    `json:"message"`
+	Completed bool      `json:"completed"`
+	Deleted   bool      `json:"deleted"`
+	Sequence  int64     `json:"sequence"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Name implements elastic.Projection.
+func (TodoSearch) Name() string { return "todos-search" }
+
+// AggregateTypes implements elastic.Projection.
+func (TodoSearch) AggregateTypes() []string { return []string{todo.AggregateType} }
+
+// EventTypes implements elastic.Projection.
+func (TodoSearch) EventTypes() []string { return todo.Domain().EventTypes.Names() }
+
+// IndexBody implements elastic.Projection.
+func (TodoSearch) IndexBody() map[string]any {
+	return map[string]any{
+		"settings": map[string]any{"number_of_shards": 1, "number_of_replicas": 0},
+		"mappings": map[string]any{
+			"dynamic": "strict",
+			"properties": map[string]any{
+				"id":         map[string]any{"type": "keyword"},
+				"title":      map[string]any{"type": "text"},
+				"message":    map[string]any{"type": "text"},
+				"completed":  map[string]any{"type": "boolean"},
+				"deleted":    map[string]any{"type": "boolean"},
+				"sequence":   map[string]any{"type": "long"},
+				"created_at": map[string]any{"type": "date"},
+				"updated_at": map[string]any{"type": "date"},
+			},
+		},
+	}
+}
+
+// Apply implements elastic.Projection.
+func (TodoSearch) Apply(doc json.RawMessage, e eventstore.Envelope) (json.RawMessage, error) {
+	return fold(doc, func(d *TodoDoc) error {
+		switch e.EventType {
+		case todo.TodoCreated, todo.TodoUpdated:
+			var f todo.TodoData
+			if err := e.DecodePayload(&f); err != nil {
+				return err
+			}
+			if e.EventType == todo.TodoCreated {
+				d.ID, d.CreatedAt = e.AggregateID, e.OccurredAt
+			} else if d.ID == "" {
+				return notCreated(e)
+			}
+			d.Title, d.Message, d.Completed = f.Title, f.Message, f.Completed
+		case todo.TodoDeleted:
+			if d.ID == "" {
+				return notCreated(e)
+			}
+			d.Deleted = true
+		default:
+			return unknownEvent(e)
+		}
+		d.Sequence, d.UpdatedAt = e.Sequence, e.OccurredAt
+		return nil
+	})
+}
