@@ -7,6 +7,8 @@ import (
 	"log"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // A program of its own sends a command onto the bus and waits for its
@@ -29,4 +31,58 @@ func ExampleNewSender() {
 		log.Fatal(err)
 	}
 	fmt.Println(res.Status, res.Version)
+}
+
+// todoTitles is a search model: one document per todo with its title.
+type todoTitles struct{}
+
+func (todoTitles) Name() string             { return "todo-titles" }
+func (todoTitles) AggregateTypes() []string { return []string{todo.AggregateType} }
+func (todoTitles) EventTypes() []string     { return todo.Domain().EventTypes.Names() }
+func (todoTitles) IndexBody() map[string]any {
+	return map[string]any{"mappings": map[string]any{"properties": map[string]any{
+		"id": map[string]any{"type": "keyword"}, "title": map[string]any{"type": "text"}}}}
+}
+
+func (todoTitles) Apply(doc json.RawMessage, e eventstore.Envelope) (json.RawMessage, error) {
+	var d struct {
+		ID    string `json:"id"`
+		Title string `json:"title"`
+	}
+	if doc != nil {
+		if err := json.Unmarshal(doc, &d); err != nil {
+			return nil, err
+		}
+	}
+	var data todo.TodoData
+	if err := e.DecodePayload(&data); err != nil {
+		return nil, err
+	}
+	d.ID = e.AggregateID
+	if e.EventType != todo.TodoDeleted {
+		d.Title = data.Title
+	}
+	return json.Marshal(d)
+}
+
+// A search model of your own, kept in Elasticsearch by the same
+// consumers as the built-in ones: registered, its index created, run
+// until ctx ends.
+func ExampleCatalog_AddSearchModel() {
+	ctx := context.Background()
+	catalog := eventpipe.Builtin()
+	if err := catalog.AddSearchModel(todoTitles{}); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: catalog}); err != nil {
+		log.Fatal(err)
+	}
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: catalog, ReadModels: []string{"todo-titles"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer consumers.Close()
+	if err := consumers.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
 }

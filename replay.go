@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 
+	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
+
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -74,15 +76,9 @@ func Replay(ctx context.Context, cfg ReplayConfig) (projections.ReplayResult, er
 	if err := migrate(ctx, cfg.Schema); err != nil {
 		return projections.ReplayResult{}, err
 	}
-	store, err := OpenStore(ctx, ep, cfg.Catalog, cfg.Logger)
+	store, err := cfg.openHistory(ctx)
 	if err != nil {
 		return projections.ReplayResult{}, err
-	}
-	if cfg.History == nil {
-		cfg.History = StoreHistory(store)
-	}
-	if cfg.Count == nil {
-		cfg.Count = store.CountByType
 	}
 	pcfg, err := pgxpool.ParseConfig(ep.Postgres)
 	if err != nil {
@@ -100,17 +96,26 @@ func Replay(ctx context.Context, cfg ReplayConfig) (projections.ReplayResult, er
 	})
 }
 
+// openHistory opens the store and defaults History and Count to it.
+func (c *ReplayConfig) openHistory(ctx context.Context) (*ddbstore.Store, error) {
+	store, err := OpenStore(ctx, c.Endpoints, c.Catalog, c.Logger)
+	if err != nil {
+		return nil, err
+	}
+	if c.History == nil {
+		c.History = StoreHistory(store)
+	}
+	if c.Count == nil {
+		c.Count = store.CountByType
+	}
+	return store, nil
+}
+
 // replaySearchModel is Replay of a search model.
 func replaySearchModel(ctx context.Context, cfg ReplayConfig, p elastic.Projection) (projections.ReplayResult, error) {
-	store, err := OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
+	store, err := cfg.openHistory(ctx)
 	if err != nil {
 		return projections.ReplayResult{}, err
-	}
-	if cfg.History == nil {
-		cfg.History = StoreHistory(store)
-	}
-	if cfg.Count == nil {
-		cfg.Count = store.CountByType
 	}
 	es, err := esclient.NewClient(cfg.Endpoints.Elasticsearch)
 	if err != nil {

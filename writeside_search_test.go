@@ -16,9 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
-
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
 	"github.com/eventpipe/eventpipe"
@@ -165,7 +162,7 @@ func TestSearchModelsFollowCommandsEndToEnd(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(time.Minute)
 		for {
-			got := searchDocs(t, es, alias)
+			got := testenv.SearchDocuments(t, es, alias)
 			same := len(got) == len(want)
 			for id, v := range want {
 				same = same && got[id].Version == v
@@ -250,7 +247,7 @@ func TestSearchModelsFollowCommandsEndToEnd(t *testing.T) {
 	}
 
 	// Bad input: a 400 naming the parameter, and nothing changes.
-	before := searchDocs(t, es, todoAlias)
+	before := testenv.SearchDocuments(t, es, todoAlias)
 	for _, path := range []string{
 		"/todo/search", "/todo/search?q=milk&size=-1", "/todo/search?q=milk&from=x", "/todo/search?q=milk&sort=title",
 		"/orders/search?status=lost", "/orders/search?min_total=ten", "/orders/search?min_total=-5", "/orders/search?color=red",
@@ -265,7 +262,7 @@ func TestSearchModelsFollowCommandsEndToEnd(t *testing.T) {
 			t.Errorf("GET %s: 400 without a code and message: %+v", path, e)
 		}
 	}
-	if after := searchDocs(t, es, todoAlias); !maps.Equal(after, before) {
+	if after := testenv.SearchDocuments(t, es, todoAlias); !maps.Equal(after, before) {
 		t.Errorf("bad search requests changed the todos index")
 	}
 
@@ -282,43 +279,10 @@ func TestSearchModelsFollowCommandsEndToEnd(t *testing.T) {
 	if err != nil || newIndex == oldIndex {
 		t.Fatalf("the alias still points to %s after the replay (%v)", newIndex, err)
 	}
-	if after := searchDocs(t, es, todoAlias); !maps.Equal(after, before) {
+	if after := testenv.SearchDocuments(t, es, todoAlias); !maps.Equal(after, before) {
 		t.Errorf("the replayed todos index differs from the live one (%d documents, live %d)", len(after), len(before))
 	}
 	t.Logf("replayed %s: %d events into %s", models[0], res.Events, newIndex)
-}
-
-// searchDoc is a document as stored: version and source.
-type searchDoc struct {
-	Version int64
-	Source  string
-}
-
-// searchDocs reads every document behind alias after a refresh.
-func searchDocs(t *testing.T, es *elasticsearch.Client, alias string) map[string]searchDoc {
-	t.Helper()
-	ctx := context.Background()
-	if err := esclient.Do(ctx, es, esapi.IndicesRefreshRequest{Index: []string{alias}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		Hits struct {
-			Hits []struct {
-				ID      string          `json:"_id"`
-				Version int64           `json:"_version"`
-				Source  json.RawMessage `json:"_source"`
-			} `json:"hits"`
-		} `json:"hits"`
-	}
-	body := `{"size":10000,"version":true,"query":{"match_all":{}}}`
-	if err := esclient.Do(ctx, es, esapi.SearchRequest{Index: []string{alias}, Body: strings.NewReader(body)}, &res); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]searchDoc{}
-	for _, h := range res.Hits.Hits {
-		out[h.ID] = searchDoc{Version: h.Version, Source: string(h.Source)}
-	}
-	return out
 }
 
 // getJSON GETs url, checks the status and decodes the body into v.

@@ -134,19 +134,8 @@ func projectionLockKey(name string) string { return "eventpipe.projection/" + na
 // applyTx is Apply inside tx, whose search_path picks the tables.
 func (a *Applier) applyTx(ctx context.Context, tx pgx.Tx, events []eventstore.Envelope) (Outcome, error) {
 	out := Outcome{Positions: map[eventstore.Ref]int64{}}
-	byAgg := map[eventstore.Ref][]eventstore.Envelope{}
-	var refs []eventstore.Ref
-	for _, e := range events {
-		if !a.wants[e.AggregateType] {
-			out.Skipped++
-			continue
-		}
-		ref := e.Aggregate()
-		if byAgg[ref] == nil {
-			refs = append(refs, ref)
-		}
-		byAgg[ref] = append(byAgg[ref], e)
-	}
+	refs, byAgg, unwanted := ByAggregate(events, a.wants)
+	out.Skipped = unwanted
 	if len(refs) == 0 {
 		return out, nil
 	}
@@ -161,41 +150,23 @@ func (a *Applier) applyTx(ctx context.Context, tx pgx.Tx, events []eventstore.En
 		posSeqs          []int64
 	)
 	for _, ref := range refs {
-		pos := positions[ref]
-		evs := byAgg[ref]
-		sort.SliceStable(evs, func(i, j int) bool { return evs[i].Sequence < evs[j].Sequence })
-		for _, e := range evs {
-			switch {
-			case e.Sequence <= pos:
-				out.Skipped++
-				continue
-			case e.Sequence > pos+1:
-				missing, err := a.cfg.Store.Load(ctx, ref, pos)
-				if err != nil {
-					return Outcome{}, fmt.Errorf("projections: %s: repair %s after %d: %w", name, ref, pos, err)
-				}
-				for _, m := range missing {
-					if m.Sequence >= e.Sequence {
-						break
-					}
-					if err := a.cfg.Projection.Apply(ctx, &b, m); err != nil {
-						return Outcome{}, fmt.Errorf("projections: %s: apply %s: %w", name, m, err)
-					}
-					pos = m.Sequence
-					out.Repaired++
-				}
-				if pos != e.Sequence-1 {
-					return Outcome{}, fmt.Errorf("projections: %s: %s: the store has no events %d..%d", name, ref, pos+1, e.Sequence-1)
-				}
-				a.cfg.Logger.WarnContext(ctx, "repaired a gap from the event store", "projection", name, "aggregate", ref.String(), "up_to", pos)
-			}
+		p, err := Sequence(ctx, a.cfg.Store, name, ref, positions[ref], byAgg[ref])
+		if err != nil {
+			return Outcome{}, err
+		}
+		if p.Repaired > 0 {
+			a.cfg.Logger.WarnContext(ctx, "repaired a gap from the event store", "projection", name, "aggregate", ref.String(), "events", p.Repaired)
+		}
+		out.Skipped += p.Skipped
+		out.Repaired += p.Repaired
+		out.Applied += len(p.Apply) - p.Repaired
+		for _, e := range p.Apply {
 			if err := a.cfg.Projection.Apply(ctx, &b, e); err != nil {
 				return Outcome{}, fmt.Errorf("projections: %s: apply %s: %w", name, e, err)
 			}
-			pos = e.Sequence
-			out.Applied++
 		}
-		if pos > positions[ref] {
+		if n := len(p.Apply); n > 0 {
+			pos := p.Apply[n-1].Sequence
 			posTypes, posIDs, posSeqs = append(posTypes, ref.Type), append(posIDs, ref.ID), append(posSeqs, pos)
 			out.Positions[ref] = pos
 		}

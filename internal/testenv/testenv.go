@@ -8,9 +8,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
@@ -159,4 +164,39 @@ func PostgresSchema(tb testing.TB, prefix string) (schema, url string) {
 		sep = "&"
 	}
 	return schema, url + sep + "search_path=" + schema
+}
+
+// SearchDocument is a document as Elasticsearch stores it: its version
+// and its source.
+type SearchDocument struct {
+	Version int64
+	Source  string
+}
+
+// SearchDocuments refreshes index (or alias) and returns every document
+// in it by id (up to 10,000).
+func SearchDocuments(tb testing.TB, es *elasticsearch.Client, index string) map[string]SearchDocument {
+	tb.Helper()
+	ctx := context.Background()
+	if err := esclient.Do(ctx, es, esapi.IndicesRefreshRequest{Index: []string{index}}, nil); err != nil {
+		tb.Fatal(err)
+	}
+	var res struct {
+		Hits struct {
+			Hits []struct {
+				ID      string          `json:"_id"`
+				Version int64           `json:"_version"`
+				Source  json.RawMessage `json:"_source"`
+			} `json:"hits"`
+		} `json:"hits"`
+	}
+	body := `{"size":10000,"version":true,"query":{"match_all":{}}}`
+	if err := esclient.Do(ctx, es, esapi.SearchRequest{Index: []string{index}, Body: strings.NewReader(body)}, &res); err != nil {
+		tb.Fatal(err)
+	}
+	out := map[string]SearchDocument{}
+	for _, h := range res.Hits.Hits {
+		out[h.ID] = SearchDocument{Version: h.Version, Source: string(h.Source)}
+	}
+	return out
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sort"
 
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 
@@ -183,19 +182,8 @@ type current struct {
 // a retry folds from the stored documents again.
 func (a *Applier) Apply(ctx context.Context, events []eventstore.Envelope) (projections.Outcome, error) {
 	out := projections.Outcome{Positions: map[eventstore.Ref]int64{}}
-	byAgg := map[eventstore.Ref][]eventstore.Envelope{}
-	var refs []eventstore.Ref
-	for _, e := range events {
-		if !a.wants[e.AggregateType] {
-			out.Skipped++
-			continue
-		}
-		ref := e.Aggregate()
-		if byAgg[ref] == nil {
-			refs = append(refs, ref)
-		}
-		byAgg[ref] = append(byAgg[ref], e)
-	}
+	refs, byAgg, unwanted := projections.ByAggregate(events, a.wants)
+	out.Skipped = unwanted
 	if len(refs) == 0 {
 		return out, nil
 	}
@@ -225,50 +213,25 @@ func (a *Applier) Apply(ctx context.Context, events []eventstore.Envelope) (proj
 	)
 	for _, ref := range refs {
 		cur := docs[ref.ID]
-		doc, pos := cur.source, cur.version
-		evs := byAgg[ref]
-		sort.SliceStable(evs, func(i, j int) bool { return evs[i].Sequence < evs[j].Sequence })
-		w := write{ref: ref}
-		fold := func(e eventstore.Envelope) error {
-			next, err := a.cfg.Projection.Apply(doc, e)
-			if err != nil {
-				return fmt.Errorf("elastic: %s: apply %s: %w", name, e, err)
-			}
-			doc, pos = next, e.Sequence
-			return nil
+		p, err := projections.Sequence(ctx, a.cfg.Store, name, ref, cur.version, byAgg[ref])
+		if err != nil {
+			return projections.Outcome{}, err
 		}
-		for _, e := range evs {
-			switch {
-			case e.Sequence <= pos:
-				out.Skipped++
-				continue
-			case e.Sequence > pos+1:
-				missing, err := a.cfg.Store.Load(ctx, ref, pos)
-				if err != nil {
-					return projections.Outcome{}, fmt.Errorf("elastic: %s: repair %s after %d: %w", name, ref, pos, err)
-				}
-				for _, m := range missing {
-					if m.Sequence >= e.Sequence {
-						break
-					}
-					if err := fold(m); err != nil {
-						return projections.Outcome{}, err
-					}
-					w.repair++
-				}
-				if pos != e.Sequence-1 {
-					return projections.Outcome{}, fmt.Errorf("elastic: %s: %s: the store has no events %d..%d", name, ref, pos+1, e.Sequence-1)
-				}
-				a.cfg.Logger.WarnContext(ctx, "repaired a gap from the event store", "projection", name, "aggregate", ref.String(), "up_to", pos)
-			}
-			if err := fold(e); err != nil {
-				return projections.Outcome{}, err
-			}
-			w.applied++
+		if p.Repaired > 0 {
+			a.cfg.Logger.WarnContext(ctx, "repaired a gap from the event store", "projection", name, "aggregate", ref.String(), "events", p.Repaired)
 		}
-		if pos == cur.version {
+		out.Skipped += p.Skipped
+		if len(p.Apply) == 0 {
 			continue // only duplicates
 		}
+		doc := cur.source
+		for _, e := range p.Apply {
+			if doc, err = a.cfg.Projection.Apply(doc, e); err != nil {
+				return projections.Outcome{}, fmt.Errorf("elastic: %s: apply %s: %w", name, e, err)
+			}
+		}
+		pos := p.Apply[len(p.Apply)-1].Sequence
+		w := write{ref: ref, applied: len(p.Apply) - p.Repaired, repair: p.Repaired}
 		action, _ := json.Marshal(map[string]any{"index": map[string]any{"_id": ref.ID, "version": pos, "version_type": "external"}})
 		body.Write(action)
 		body.WriteByte('\n')

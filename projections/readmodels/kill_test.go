@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -118,40 +116,7 @@ func TestKilledConsumerAppliesEveryEventOnce(t *testing.T) {
 		}
 		return n
 	}
-	child := start()
-	defer func() { _ = child.Process.Kill(); _, _ = child.Process.Wait() }()
-	total := int64(len(msgs))
-	var killedAt []int64
-	for k := 0; k < kills; k++ {
-		// Kill once the child made progress, at a random moment.
-		before := applied()
-		deadline := time.Now().Add(30 * time.Second)
-		for applied() == before && applied() < total && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond)
-		_ = child.Process.Signal(syscall.SIGKILL)
-		_, _ = child.Process.Wait()
-		killedAt = append(killedAt, applied())
-		child = start()
-	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for applied() < total {
-		if time.Now().After(deadline) {
-			t.Fatalf("applied %d of %d events after %d kills", applied(), total, kills)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Logf("%d kills at applied counts %v; %d events", kills, killedAt, total)
-	inFlight := 0
-	for _, n := range killedAt {
-		if n < total {
-			inFlight++
-		}
-	}
-	if inFlight*2 <= kills {
-		t.Errorf("only %d of %d kills landed before the last event was applied (%v of %d): the kills did not hit work in flight", inFlight, kills, killedAt, total)
-	}
+	testenv.KillRepeatedly(t, start, applied, int64(len(msgs)), kills)
 	for id, acc := range byID {
 		if got, want := w.row(t, id), want(acc.events, acc.balance); got != want {
 			t.Errorf("%s: read model %+v, want %+v", id, got, want)

@@ -143,42 +143,7 @@ func TestKilledSearchConsumerEndsEqualToTheReplay(t *testing.T) {
 		return cmd
 	}
 	applied := func() int64 { return versionSum(t, w.es, alias, todoIDs) }
-	began := time.Now()
-	child := start()
-	defer func() { _ = child.Process.Kill(); _, _ = child.Process.Wait() }()
-	total := int64(len(all))
-	var killedAt []int64
-	for range kills {
-		before := applied()
-		deadline := time.Now().Add(30 * time.Second)
-		for applied() == before && applied() < total && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond)
-		_ = child.Process.Signal(syscall.SIGKILL)
-		_, _ = child.Process.Wait()
-		killedAt = append(killedAt, applied())
-		child = start()
-	}
-	lastKill := time.Now()
-	deadline := time.Now().Add(3 * time.Minute)
-	for applied() < total {
-		if time.Now().After(deadline) {
-			t.Fatalf("applied %d of %d events after %d kills", applied(), total, kills)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Logf("%d kills at applied counts %v; %d events; kills over %v, the rest applied in %v",
-		kills, killedAt, total, lastKill.Sub(began).Round(time.Millisecond), time.Since(lastKill).Round(time.Millisecond))
-	inFlight := 0
-	for _, n := range killedAt {
-		if n < total {
-			inFlight++
-		}
-	}
-	if inFlight*2 <= kills {
-		t.Errorf("only %d of %d kills landed before the last event was applied (%v of %d): the kills did not hit work in flight", inFlight, kills, killedAt, total)
-	}
+	testenv.KillRepeatedly(t, start, applied, int64(len(all)), kills)
 	assertSame(t, "after the kills", w.documents(alias), w.scratch(p, all))
 }
 

@@ -44,24 +44,18 @@ func (OrderSearch) EventTypes() []string { return order.Domain().EventTypes.Name
 // IndexBody implements elastic.Projection.
 func (OrderSearch) IndexBody() map[string]any {
 	date := map[string]any{"type": "date"}
-	return map[string]any{
-		"settings": map[string]any{"number_of_shards": 1, "number_of_replicas": 0},
-		"mappings": map[string]any{
-			"dynamic": "strict",
-			"properties": map[string]any{
-				"id":              map[string]any{"type": "keyword"},
-				"customer":        map[string]any{"type": "keyword"},
-				"status":          map[string]any{"type": "keyword"},
-				"total":           map[string]any{"type": "long"},
-				"paid":            map[string]any{"type": "long"},
-				"refunded":        map[string]any{"type": "long"},
-				"tracking_number": map[string]any{"type": "keyword"},
-				"placed_at":       date, "paid_at": date, "shipped_at": date,
-				"delivered_at": date, "refunded_at": date, "updated_at": date,
-				"sequence": map[string]any{"type": "long"},
-			},
-		},
-	}
+	return indexBody(map[string]any{
+		"id":              map[string]any{"type": "keyword"},
+		"customer":        map[string]any{"type": "keyword"},
+		"status":          map[string]any{"type": "keyword"},
+		"total":           map[string]any{"type": "long"},
+		"paid":            map[string]any{"type": "long"},
+		"refunded":        map[string]any{"type": "long"},
+		"tracking_number": map[string]any{"type": "keyword"},
+		"placed_at":       date, "paid_at": date, "shipped_at": date,
+		"delivered_at": date, "refunded_at": date, "updated_at": date,
+		"sequence": map[string]any{"type": "long"},
+	})
 }
 
 // Apply implements elastic.Projection.

@@ -25,6 +25,17 @@ func fold[D any](doc json.RawMessage, f func(d *D) error) (json.RawMessage, erro
 	return json.Marshal(&d)
 }
 
+// indexBody is the create-index body of a search model: one shard (the
+// documents of a model fit one), no replicas (a local default; raise them
+// in production with the index settings API), strict mappings of
+// properties.
+func indexBody(properties map[string]any) map[string]any {
+	return map[string]any{
+		"settings": map[string]any{"number_of_shards": 1, "number_of_replicas": 0},
+		"mappings": map[string]any{"dynamic": "strict", "properties": properties},
+	}
+}
+
 // unknownEvent is the error for an event type a read model does not
 // apply: permanent, so the event goes to the poison topic rather than
 // being dropped silently.

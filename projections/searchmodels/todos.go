@@ -37,22 +37,16 @@ func (TodoSearch) EventTypes() []string { return todo.Domain().EventTypes.Names(
 
 // IndexBody implements elastic.Projection.
 func (TodoSearch) IndexBody() map[string]any {
-	return map[string]any{
-		"settings": map[string]any{"number_of_shards": 1, "number_of_replicas": 0},
-		"mappings": map[string]any{
-			"dynamic": "strict",
-			"properties": map[string]any{
-				"id":         map[string]any{"type": "keyword"},
-				"title":      map[string]any{"type": "text"},
-				"message":    map[string]any{"type": "text"},
-				"completed":  map[string]any{"type": "boolean"},
-				"deleted":    map[string]any{"type": "boolean"},
-				"sequence":   map[string]any{"type": "long"},
-				"created_at": map[string]any{"type": "date"},
-				"updated_at": map[string]any{"type": "date"},
-			},
-		},
-	}
+	return indexBody(map[string]any{
+		"id":         map[string]any{"type": "keyword"},
+		"title":      map[string]any{"type": "text"},
+		"message":    map[string]any{"type": "text"},
+		"completed":  map[string]any{"type": "boolean"},
+		"deleted":    map[string]any{"type": "boolean"},
+		"sequence":   map[string]any{"type": "long"},
+		"created_at": map[string]any{"type": "date"},
+		"updated_at": map[string]any{"type": "date"},
+	})
 }
 
 // Apply implements elastic.Projection.

@@ -2,7 +2,6 @@ package searchmodels_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -10,8 +9,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-
-	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
@@ -130,36 +127,12 @@ func (w *world) orderHistory(id, customer string, total int64, step int) []event
 }
 
 // stored is a document with its version.
-type stored struct {
-	Version int64
-	Source  string
-}
+type stored = testenv.SearchDocument
 
 // documents reads every document of index (after a refresh) by id.
 func (w *world) documents(index string) map[string]stored {
 	w.t.Helper()
-	ctx := context.Background()
-	if err := esclient.Do(ctx, w.es, esapi.IndicesRefreshRequest{Index: []string{index}}, nil); err != nil {
-		w.t.Fatal(err)
-	}
-	var res struct {
-		Hits struct {
-			Hits []struct {
-				ID      string          `json:"_id"`
-				Version int64           `json:"_version"`
-				Source  json.RawMessage `json:"_source"`
-			} `json:"hits"`
-		} `json:"hits"`
-	}
-	body := `{"size":10000,"version":true,"query":{"match_all":{}}}`
-	if err := esclient.Do(ctx, w.es, esapi.SearchRequest{Index: []string{index}, Body: strings.NewReader(body)}, &res); err != nil {
-		w.t.Fatal(err)
-	}
-	out := map[string]stored{}
-	for _, h := range res.Hits.Hits {
-		out[h.ID] = stored{Version: h.Version, Source: string(h.Source)}
-	}
-	return out
+	return testenv.SearchDocuments(w.t, w.es, index)
 }
 
 // scratch applies events in order to a fresh index of p and returns its
