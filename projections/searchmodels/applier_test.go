@@ -12,7 +12,7 @@ import (
 )
 
 // TestDuplicateShuffledAndDroppedDeliveryEndsAtTheHighestSequence
-// delivers 60 todos' events twice, shuffled, in random batches, with a
+// delivers 30 todos' events twice, shuffled, in random batches, with a
 // tenth of the events dropped (never the last of an aggregate): every
 // document ends at its aggregate's last sequence, equal to a from-scratch
 // application, with the dropped events repaired from the store and the
@@ -22,7 +22,7 @@ func TestDuplicateShuffledAndDroppedDeliveryEndsAtTheHighestSequence(t *testing.
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	var all []eventstore.Envelope
-	for _, id := range ids("todo-", 60) {
+	for _, id := range ids("todo-", 30) {
 		all = append(all, w.todoHistory(id, rng)...)
 	}
 	last := lastSequences(all)

@@ -36,7 +36,7 @@ func TestReplayUnderLiveTrafficNeverShowsAnEmptyIndex(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	var mu sync.Mutex
 	var all []eventstore.Envelope
-	for _, id := range ids("todo-", 300) {
+	for _, id := range ids("todo-", 150) {
 		all = append(all, w.todoHistory(id, rng)...)
 	}
 	live := w.applier(p)
@@ -68,7 +68,7 @@ func TestReplayUnderLiveTrafficNeverShowsAnEmptyIndex(t *testing.T) {
 			if i%3 == 0 {
 				evs = w.todoHistory(fmt.Sprintf("live-%04d", i), wrng)
 			} else {
-				id := fmt.Sprintf("todo-%04d", wrng.IntN(300))
+				id := fmt.Sprintf("todo-%04d", wrng.IntN(150))
 				ref := eventstore.Ref{Type: todo.AggregateType, ID: id}
 				cur, err := w.store.Load(ctx, ref, 0)
 				if err != nil {
