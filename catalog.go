@@ -46,8 +46,8 @@ func NewCatalog() *Catalog {
 
 // Builtin returns a catalogue of the example domains (bank accounts,
 // orders, todos), their Postgres read models (accounts, orders, todos),
-// their Elasticsearch read models (todos-search, orders-search) and the
-// todo and order HTTP APIs, the ones the eventpipe binary runs. Add your own to it, or start from
+// their Elasticsearch read models (todos-search, orders-search), the
+// todo and order HTTP APIs and the analytics API (package analytics), the ones the eventpipe binary runs. Add your own to it, or start from
 // NewCatalog.
 func Builtin() *Catalog {
 	c := NewCatalog()
@@ -70,6 +70,9 @@ func Builtin() *Catalog {
 		panic(fmt.Sprintf("eventpipe: built-in HTTP resource: %v", err))
 	}
 	if err := c.AddHTTPResource("orders", ordersResource); err != nil {
+		panic(fmt.Sprintf("eventpipe: built-in HTTP resource: %v", err))
+	}
+	if err := c.AddHTTPResource("analytics", analyticsResource); err != nil {
 		panic(fmt.Sprintf("eventpipe: built-in HTTP resource: %v", err))
 	}
 	return c

@@ -32,6 +32,7 @@ type MigrateConfig struct {
 // Migrated says what Migrate made ready.
 type Migrated struct {
 	EventsTable, LeasesTable string // DynamoDB tables at Endpoints.DynamoDB
+	AnalyticsTable           string // the analytics table (package analytics), also at Endpoints.DynamoDB
 	PostgresSchema           string
 	PostgresVersion          int32 // eventpipe's own read-model migrations
 	// ReadModelVersions are the versions of the read models that bring
@@ -43,7 +44,8 @@ type Migrated struct {
 }
 
 // Migrate creates or checks the storage, idempotently: the DynamoDB
-// events table (with its stream, index and TTL) and lease table, and in
+// events table (with its stream, index and TTL), lease table and
+// analytics table (with its stream, user index and TTL), and in
 // Postgres the projection positions, the built-in read models' tables and
 // the tables of every read model of the catalogue that brings its own
 // migrations, and in Elasticsearch an index behind the alias of every
@@ -58,7 +60,7 @@ func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
 		cfg.Schema = "public"
 	}
 	ep := cfg.Endpoints
-	out := Migrated{EventsTable: ep.EventsTable, LeasesTable: ep.LeasesTable, PostgresSchema: cfg.Schema}
+	out := Migrated{EventsTable: ep.EventsTable, LeasesTable: ep.LeasesTable, AnalyticsTable: ep.AnalyticsTable, PostgresSchema: cfg.Schema}
 	db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
 	if err != nil {
 		return out, err
@@ -67,6 +69,9 @@ func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
 		return out, err
 	}
 	if err := migrate.CreateLeasesTable(ctx, db, ep.LeasesTable); err != nil {
+		return out, err
+	}
+	if err := migrate.CreateAnalyticsTable(ctx, db, ep.AnalyticsTable); err != nil {
 		return out, err
 	}
 	var models []projections.Projection

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/eventpipe/eventpipe/analytics"
+
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
@@ -43,4 +45,15 @@ func OpenStore(ctx context.Context, ep Endpoints, c *Catalog, logger *slog.Logge
 		return nil, err
 	}
 	return ddbstore.New(ddbstore.Config{Client: client, Table: ep.EventsTable, Schema: c.Schema(), Logger: logger})
+}
+
+// OpenAnalytics connects to the analytics table of ep (seed 001's raw
+// events, sessions and aggregations; see package analytics). logger may
+// be nil (slog's default).
+func OpenAnalytics(ctx context.Context, ep Endpoints, logger *slog.Logger) (*analytics.Store, error) {
+	client, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+	if err != nil {
+		return nil, err
+	}
+	return analytics.New(analytics.Config{Client: client, Table: ep.AnalyticsTable, Logger: logger})
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/eventpipe/eventpipe/analytics"
+	"github.com/eventpipe/eventpipe/analytics/analyticsapi"
+
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 
 	"github.com/elastic/go-elasticsearch/v8"
@@ -106,6 +109,7 @@ type WriteSide struct {
 	ownPub     bool          // pub was opened by NewWriteSide and is closed by Close
 	readModels *pgxpool.Pool // connects on first use
 	search     *elasticsearch.Client
+	analytics  *analytics.Store
 }
 
 // NewWriteSide connects to DynamoDB and (without an injected Publisher)
@@ -157,8 +161,14 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 		closePub()
 		return nil, fmt.Errorf("write side: %w", err)
 	}
+	an, err := OpenAnalytics(ctx, cfg.Endpoints, cfg.Logger)
+	if err != nil {
+		readModels.Close()
+		closePub()
+		return nil, fmt.Errorf("write side: %w", err)
+	}
 	return &WriteSide{cfg: cfg, Store: store, Handlers: handlers, Dispatcher: disp, Registry: reg, pub: pub, ownPub: ownPub,
-		readModels: readModels, search: search}, nil
+		readModels: readModels, search: search, analytics: an}, nil
 }
 
 // Endpoints returns the resolved endpoints.
@@ -176,6 +186,10 @@ func (s *WriteSide) ReadModels() *pgxpool.Pool { return s.readModels }
 // resources that answer from a search model. Aliases are
 // SearchAlias(name).
 func (s *WriteSide) Search() *elasticsearch.Client { return s.search }
+
+// Analytics returns the analytics store (package analytics), for HTTP
+// resources that ingest or read analytics.
+func (s *WriteSide) Analytics() *analytics.Store { return s.analytics }
 
 // SearchAlias is the index alias of the search model called name in this
 // write side's topic namespace.
@@ -285,6 +299,12 @@ func todoResource(srv *httpapi.Server, w *WriteSide) error {
 		Search: searchmodels.TodoIndex{Client: w.Search(), Alias: w.SearchAlias(searchmodels.TodoSearch{}.Name())},
 		Logger: w.cfg.Logger,
 	})
+}
+
+// analyticsResource is seed 001's analytics API
+// (analytics/analyticsapi): ingestion and the six reads.
+func analyticsResource(srv *httpapi.Server, w *WriteSide) error {
+	return analyticsapi.Mount(srv, analyticsapi.Config{Store: w.Analytics(), Logger: w.cfg.Logger})
 }
 
 // ordersResource is the orders search (domains/order/orderapi) from the

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -70,36 +69,7 @@ func EventsTable(name string) *ddb.CreateTableInput {
 // existing table whose keys or GSI1 differ is an error, never changed.
 // Running it again is a no-op.
 func CreateEventsTable(ctx context.Context, client API, name string) error {
-	def := EventsTable(name)
-	log := slog.Default().With("table", name)
-	desc, err := describe(ctx, client, name)
-	if err != nil {
-		return fmt.Errorf("migrate %s: %w", name, err)
-	}
-	if desc == nil {
-		_, err := client.CreateTable(ctx, def)
-		var inUse *types.ResourceInUseException
-		if err != nil && !errors.As(err, &inUse) {
-			return fmt.Errorf("migrate %s: create table: %w", name, err)
-		}
-		log.InfoContext(ctx, "created events table")
-	}
-	if desc, err = waitActive(ctx, client, name); err != nil {
-		return fmt.Errorf("migrate %s: %w", name, err)
-	}
-	if err := checkShape(desc); err != nil {
-		return fmt.Errorf("migrate %s: existing table differs from the definition: %w", name, err)
-	}
-	if s := desc.StreamSpecification; s == nil || !aws.ToBool(s.StreamEnabled) {
-		if _, err := client.UpdateTable(ctx, &ddb.UpdateTableInput{TableName: aws.String(name), StreamSpecification: def.StreamSpecification}); err != nil {
-			return fmt.Errorf("migrate %s: enable stream: %w", name, err)
-		}
-		log.InfoContext(ctx, "enabled stream")
-		if _, err = waitActive(ctx, client, name); err != nil {
-			return fmt.Errorf("migrate %s: %w", name, err)
-		}
-	}
-	return enableTTL(ctx, client, name, store.AttrTTL)
+	return ensureTable(ctx, client, EventsTable(name), store.AttrTTL)
 }
 
 func describe(ctx context.Context, client API, name string) (*types.TableDescription, error) {
@@ -141,26 +111,6 @@ func indexesActive(d *types.TableDescription) bool {
 		}
 	}
 	return true
-}
-
-func checkShape(d *types.TableDescription) error {
-	want := map[string]types.KeyType{store.AttrPK: types.KeyTypeHash, store.AttrSK: types.KeyTypeRange}
-	if err := sameKeys(d.KeySchema, want); err != nil {
-		return fmt.Errorf("key schema: %w", err)
-	}
-	for _, g := range d.GlobalSecondaryIndexes {
-		if aws.ToString(g.IndexName) != store.IndexByType {
-			continue
-		}
-		if err := sameKeys(g.KeySchema, map[string]types.KeyType{store.AttrGSI1PK: types.KeyTypeHash, store.AttrGSI1SK: types.KeyTypeRange}); err != nil {
-			return fmt.Errorf("index %s: %w", store.IndexByType, err)
-		}
-		if g.Projection == nil || g.Projection.ProjectionType != types.ProjectionTypeAll {
-			return fmt.Errorf("index %s does not project ALL", store.IndexByType)
-		}
-		return nil
-	}
-	return fmt.Errorf("index %s is missing", store.IndexByType)
 }
 
 func sameKeys(got []types.KeySchemaElement, want map[string]types.KeyType) error {

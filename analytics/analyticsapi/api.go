@@ -1,0 +1,310 @@
+// Package analyticsapi serves the analytics store over HTTP: event
+// ingestion, a session's events, sessions by source and by user, and
+// hourly and daily aggregations (seed 001's access patterns AP1–AP7).
+package analyticsapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/eventpipe/eventpipe/analytics"
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/httpapi"
+)
+
+// Config is what the analytics API needs.
+type Config struct {
+	// Store reads and writes the analytics table. Required.
+	Store *analytics.Store
+	// Logger logs failed reads and writes (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Validate reports the first missing field.
+func (c Config) Validate() error {
+	if c.Store == nil {
+		return errors.New("analyticsapi: Config.Store is nil")
+	}
+	return nil
+}
+
+// eventRequest is one event in a POST body: analytics.EventInput's JSON
+// fields, with createdAt as an RFC 3339 string so that a bad one is
+// named.
+type eventRequest struct {
+	analytics.EventInput
+	CreatedAt string `json:"createdAt,omitempty"`
+}
+
+// Ingested is the answer to POST /sources/{id}/events: the stored events
+// in request order.
+type Ingested struct {
+	Events []IngestedEvent `json:"events"`
+}
+
+// IngestedEvent is where one event was stored.
+type IngestedEvent struct {
+	EventID   string    `json:"eventId"`
+	Shard     int       `json:"shard"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Events is the body of GET /sources/{id}/sessions/{sessionId}/events.
+type Events struct {
+	Events []analytics.Event `json:"events"`
+}
+
+// Sessions is a page of sessions; Next is the cursor of the following
+// page, absent on the last.
+type Sessions struct {
+	Sessions []analytics.Session `json:"sessions"`
+	Next     string              `json:"next,omitempty"`
+}
+
+// Aggregations is a page of aggregations (Next as in Sessions; never set
+// for a from/to range, which is answered whole).
+type Aggregations struct {
+	Aggregations []analytics.Aggregation `json:"aggregations"`
+	Next         string                  `json:"next,omitempty"`
+}
+
+// Mount mounts the analytics API on srv:
+//
+//	POST /sources/{id}/events                      one event, or {"events":[…]}: 201 + Ingested
+//	GET  /sources/{id}/sessions/{sessionId}/events  the session's events in ULID order (AP2)
+//	GET  /sources/{id}/sessions/{sessionId}         the session (AP3); 404 if unknown
+//	GET  /sources/{id}/sessions?limit=&cursor=      recent sessions first (AP4)
+//	GET  /users/{userId}/sessions?limit=&cursor=    a user's sessions, recent first (AP5)
+//	GET  /sources/{id}/aggregations?period=hourly|daily&limit=&cursor=
+//	                                               newest bucket first (AP6)
+//	GET  /sources/{id}/aggregations?period=…&from=&to=
+//	                                               the buckets from..to inclusive, oldest first
+//	                                               (AP7; RFC 3339 times or YYYY-MM-DD days)
+//
+// An event is {"type", "sessionId", "userId", "url", "referrer",
+// "properties", "userAgent", "createdAt"} (see analytics.EventInput;
+// createdAt RFC 3339, default now). A body that does not parse, or has
+// an unknown field, answers 400 "malformed_json" (as
+// httpapi.DecodeJSON does); invalid input 400 "invalid" with a message
+// naming the field and, in a batch, the event's index; a body over the
+// server's limit 413; a failure of DynamoDB 503 "unavailable".
+func Mount(srv *httpapi.Server, cfg Config) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	h := &api{store: cfg.Store, logger: cfg.Logger}
+	srv.Mux.HandleFunc("POST /sources/{id}/events", h.ingest)
+	srv.Mux.HandleFunc("GET /sources/{id}/sessions/{sessionId}/events", h.sessionEvents)
+	srv.Mux.HandleFunc("GET /sources/{id}/sessions/{sessionId}", h.session)
+	srv.Mux.HandleFunc("GET /sources/{id}/sessions", h.recentSessions)
+	srv.Mux.HandleFunc("GET /users/{userId}/sessions", h.userSessions)
+	srv.Mux.HandleFunc("GET /sources/{id}/aggregations", h.aggregations)
+	return nil
+}
+
+type api struct {
+	store  *analytics.Store
+	logger *slog.Logger
+}
+
+func (h *api) ingest(w http.ResponseWriter, r *http.Request) {
+	reqs, ok := decodeEvents(w, r)
+	if !ok {
+		return
+	}
+	in := make([]analytics.EventInput, len(reqs))
+	for i, e := range reqs {
+		in[i] = e.EventInput
+		if e.CreatedAt != "" {
+			t, err := time.Parse(time.RFC3339Nano, e.CreatedAt)
+			if err != nil {
+				h.fail(w, r, &analytics.ValidationError{Index: i, Field: "createdAt", Reason: fmt.Sprintf("%q is not an RFC 3339 time", e.CreatedAt)})
+				return
+			}
+			in[i].CreatedAt = &t
+		}
+	}
+	events, err := h.store.Ingest(r.Context(), r.PathValue("id"), in)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := Ingested{Events: make([]IngestedEvent, len(events))}
+	for i, e := range events {
+		out.Events[i] = IngestedEvent{EventID: e.EventID, Shard: e.Shard, CreatedAt: e.CreatedAt}
+	}
+	httpapi.WriteJSON(w, http.StatusCreated, out)
+}
+
+// decodeEvents reads a POST body: one event, or {"events":[…]}. It
+// writes the error answer and returns false when the body does not
+// decode.
+func decodeEvents(w http.ResponseWriter, r *http.Request) ([]eventRequest, bool) {
+	var raw json.RawMessage
+	if !httpapi.DecodeJSON(w, r, &raw) {
+		return nil, false
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		httpapi.WriteError(w, http.StatusBadRequest, "malformed_json", "request body must be a JSON object")
+		return nil, false
+	}
+	batch, isBatch := probe["events"]
+	if !isBatch {
+		var e eventRequest
+		if err := eventstore.DecodeStrict("event", raw, &e); err != nil {
+			httpapi.WriteError(w, http.StatusBadRequest, "malformed_json", err.Error())
+			return nil, false
+		}
+		return []eventRequest{e}, true
+	}
+	var items []json.RawMessage
+	if len(probe) != 1 || json.Unmarshal(batch, &items) != nil {
+		httpapi.WriteError(w, http.StatusBadRequest, "malformed_json", `a batch body must be {"events":[…]} and nothing else`)
+		return nil, false
+	}
+	events := make([]eventRequest, len(items))
+	for i, it := range items {
+		if err := eventstore.DecodeStrict(fmt.Sprintf("event %d", i), it, &events[i]); err != nil {
+			httpapi.WriteError(w, http.StatusBadRequest, "malformed_json", err.Error())
+			return nil, false
+		}
+	}
+	return events, true
+}
+
+func (h *api) sessionEvents(w http.ResponseWriter, r *http.Request) {
+	events, err := h.store.SessionEvents(r.Context(), r.PathValue("id"), r.PathValue("sessionId"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, Events{Events: events})
+}
+
+func (h *api) session(w http.ResponseWriter, r *http.Request) {
+	source, id := r.PathValue("id"), r.PathValue("sessionId")
+	s, ok, err := h.store.Session(r.Context(), source, id)
+	switch {
+	case err != nil:
+		h.fail(w, r, err)
+	case !ok:
+		httpapi.WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("session %s of source %s does not exist", id, source))
+	default:
+		httpapi.WriteJSON(w, http.StatusOK, s)
+	}
+}
+
+func (h *api) recentSessions(w http.ResponseWriter, r *http.Request) {
+	h.sessions(w, r, func(limit int, cursor string) ([]analytics.Session, string, error) {
+		return h.store.RecentSessions(r.Context(), r.PathValue("id"), limit, cursor)
+	})
+}
+
+func (h *api) userSessions(w http.ResponseWriter, r *http.Request) {
+	h.sessions(w, r, func(limit int, cursor string) ([]analytics.Session, string, error) {
+		return h.store.UserSessions(r.Context(), r.PathValue("userId"), limit, cursor)
+	})
+}
+
+func (h *api) sessions(w http.ResponseWriter, r *http.Request, list func(limit int, cursor string) ([]analytics.Session, string, error)) {
+	limit, err := limitParam(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	sessions, next, err := list(limit, r.URL.Query().Get("cursor"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, Sessions{Sessions: sessions, Next: next})
+}
+
+func (h *api) aggregations(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	source, period := r.PathValue("id"), analytics.Period(q.Get("period"))
+	if !q.Has("from") && !q.Has("to") {
+		limit, err := limitParam(r)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		aggs, next, err := h.store.Aggregations(r.Context(), source, period, limit, q.Get("cursor"))
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		httpapi.WriteJSON(w, http.StatusOK, Aggregations{Aggregations: aggs, Next: next})
+		return
+	}
+	if q.Has("limit") || q.Has("cursor") {
+		h.fail(w, r, &analytics.ValidationError{Index: -1, Field: "cursor", Reason: "limit and cursor do not go with from and to"})
+		return
+	}
+	from, err := timeParam(q.Get("from"), "from")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	to, err := timeParam(q.Get("to"), "to")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	aggs, err := h.store.AggregationsBetween(r.Context(), source, period, from, to)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, Aggregations{Aggregations: aggs})
+}
+
+// limitParam reads ?limit= (absent: 0, the store's page size).
+func limitParam(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, &analytics.ValidationError{Index: -1, Field: "limit", Reason: fmt.Sprintf("%q is not a positive integer", v)}
+	}
+	return n, nil
+}
+
+// timeParam parses an RFC 3339 time or a YYYY-MM-DD day (its start, UTC).
+func timeParam(v, name string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, &analytics.ValidationError{Index: -1, Field: name, Reason: fmt.Sprintf("%q is not an RFC 3339 time or a YYYY-MM-DD day", v)}
+}
+
+// fail answers err: 400 for a *analytics.ValidationError, 503 otherwise
+// (DynamoDB could not be read or written; logged).
+func (h *api) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ve *analytics.ValidationError
+	if errors.As(err, &ve) {
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid", ve.Error())
+		return
+	}
+	h.logger.ErrorContext(r.Context(), "analytics request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	msg := "the analytics table cannot be read or written now"
+	var we *analytics.WriteError
+	if errors.As(err, &we) {
+		msg = fmt.Sprintf("%d of %d events were not written (the others were stored): %s", we.NotWritten, we.Written+we.NotWritten, msg)
+	}
+	httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", msg)
+}

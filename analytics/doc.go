@@ -1,0 +1,53 @@
+// Package analytics stores web analytics in one DynamoDB table: raw
+// events, write-sharded for ingest throughput; sessions; and hourly and
+// daily aggregations for dashboards (the seed "Analytics Events", issue
+// 15). Create the table with migrations/dynamodb.CreateAnalyticsTable.
+//
+// Table layout (every key and attribute name is a constant of this
+// package):
+//
+//	pk                     sk                                   what
+//	SOURCE#<id>#SHARD#<n>  EVENT#<ulid>                         one raw event; ttl = createdAt + Config.EventTTL
+//	SOURCE#<id>            SESSION#<sessionId>                  a session; with a user, gsi1pk USER#<userId> and gsi1sk SESSION#<sessionId>; ttl 90 days
+//	SOURCE#<id>            AGG#hourly#<YYYY-MM-DDTHH:00:00Z>    the aggregation of one UTC hour
+//	SOURCE#<id>            AGG#daily#<YYYY-MM-DD>               the aggregation of one UTC day
+//
+// An event item holds sourceId (S), shard (N), eventId (S, a ULID whose
+// time is createdAt), type, sessionId, userId, url, referrer, userAgent
+// (S; the empty ones left out), properties (S: the event's properties as
+// a JSON object, left out when empty), createdAt (S, RFC 3339 with
+// nanoseconds, UTC) and ttl (N, Unix seconds). Properties are a JSON
+// string rather than a DynamoDB map so that they round-trip exactly
+// (numbers keep their digits, null and empty strings survive), the size
+// limit measures the bytes that are stored, and the stream's NEW_IMAGE
+// decodes with one json.Unmarshal.
+//
+// A session item holds eventCount (N), entryUrl, exitUrl (S), firstSeenAt,
+// lastSeenAt (S, RFC 3339 UTC), duration (N, seconds), userId (S,
+// optional) and ttl (N); an aggregation item holds events, pageViews,
+// sessions (sessions started in the bucket) (N), perType (M of event type
+// to N) and uniqueUsers (B, a HyperLogLog sketch this package only
+// round-trips). Sessions and aggregations are written from the table's
+// stream by the aggregation consumer; this package reads them. Their
+// source, session id, period and bucket are read from the keys.
+//
+// Access patterns:
+//
+//	AP1 ingest events               BatchWriteItem, a random shard per event    Store.Ingest
+//	AP2 a session's events          one Query per shard in parallel, filtered   Store.SessionEvents
+//	AP3 a session                   GetItem                                     Store.Session
+//	AP4 a source's recent sessions  Query SESSION#, descending                  Store.RecentSessions
+//	AP5 a user's sessions           Query gsi1 USER#<userId>, descending        Store.UserSessions
+//	AP6 a source's aggregations     Query AGG#<period>#, descending             Store.Aggregations
+//	AP7 aggregations in a range     Query AGG#<period># BETWEEN, ascending      Store.AggregationsBetween
+//
+// Ids that become part of a key may not contain '#': a source id matches
+// [A-Za-z0-9_-]{1,64}, session and user ids are 1–128 bytes of UTF-8
+// without '#'. Invalid input is a *ValidationError (errors.Is(err,
+// ErrInvalid) holds) and nothing is written.
+//
+// Listings (AP4–AP6) page with opaque cursors: the base64url encoding
+// (no padding) of DynamoDB's LastEvaluatedKey as a JSON object of its
+// string attributes. A cursor is only valid for the listing that
+// returned it. Reads other than Session are eventually consistent.
+package analytics

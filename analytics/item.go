@@ -1,0 +1,237 @@
+package analytics
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+type item = map[string]types.AttributeValue
+
+func attrS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+func attrN(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+// setOpt sets a string attribute only when v is not empty.
+func setOpt(it item, name, v string) {
+	if v != "" {
+		it[name] = attrS(v)
+	}
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// eventItem is the item of e; props is its properties as JSON (nil when
+// it has none).
+func eventItem(e Event, props []byte) item {
+	k := EventKey(e.SourceID, e.Shard, e.EventID)
+	it := item{
+		AttrPK:        attrS(k.PK),
+		AttrSK:        attrS(k.SK),
+		AttrSourceID:  attrS(e.SourceID),
+		AttrShard:     attrN(int64(e.Shard)),
+		AttrEventID:   attrS(e.EventID),
+		AttrType:      attrS(e.Type),
+		AttrSessionID: attrS(e.SessionID),
+		AttrCreatedAt: attrS(formatTime(e.CreatedAt)),
+		AttrTTL:       attrN(e.ExpiresAt.Unix()),
+	}
+	setOpt(it, AttrUserID, e.UserID)
+	setOpt(it, AttrURL, e.URL)
+	setOpt(it, AttrReferrer, e.Referrer)
+	setOpt(it, AttrUserAgent, e.UserAgent)
+	setOpt(it, AttrProperties, string(props))
+	return it
+}
+
+func decodeEvent(it item) (Event, error) {
+	d := decoder{it: it}
+	e := Event{
+		SourceID:  d.s(AttrSourceID),
+		Shard:     int(d.n(AttrShard)),
+		EventID:   d.s(AttrEventID),
+		Type:      d.s(AttrType),
+		SessionID: d.s(AttrSessionID),
+		UserID:    d.s(AttrUserID),
+		URL:       d.s(AttrURL),
+		Referrer:  d.s(AttrReferrer),
+		UserAgent: d.s(AttrUserAgent),
+		CreatedAt: d.time(AttrCreatedAt),
+		ExpiresAt: d.unix(AttrTTL),
+	}
+	if p := d.s(AttrProperties); p != "" && d.err == nil {
+		dec := json.NewDecoder(strings.NewReader(p))
+		dec.UseNumber()
+		if err := dec.Decode(&e.Properties); err != nil {
+			d.fail(AttrProperties, err.Error())
+		}
+	}
+	return e, d.result("event")
+}
+
+func decodeSession(it item) (Session, error) {
+	d := decoder{it: it}
+	s := Session{
+		SourceID:        d.keyPart(AttrPK, prefixSource),
+		SessionID:       d.keyPart(AttrSK, SKSessionPrefix),
+		UserID:          d.s(AttrUserID),
+		EventCount:      d.n(AttrEventCount),
+		EntryURL:        d.s(AttrEntryURL),
+		ExitURL:         d.s(AttrExitURL),
+		FirstSeenAt:     d.time(AttrFirstSeenAt),
+		LastSeenAt:      d.time(AttrLastSeenAt),
+		DurationSeconds: d.n(AttrDuration),
+		ExpiresAt:       d.unix(AttrTTL),
+	}
+	return s, d.result("session")
+}
+
+func decodeAggregation(it item) (Aggregation, error) {
+	d := decoder{it: it}
+	a := Aggregation{
+		SourceID:    d.keyPart(AttrPK, prefixSource),
+		Events:      d.n(AttrEvents),
+		PageViews:   d.n(AttrPageViews),
+		Sessions:    d.n(AttrSessions),
+		PerType:     d.counts(AttrPerType),
+		UniqueUsers: d.b(AttrUniqueUsers),
+	}
+	period, bucket, _ := strings.Cut(d.keyPart(AttrSK, SKAggregationPrefix), "#")
+	a.Period, a.Bucket = Period(period), bucket
+	if spec, ok := periodSpecs[a.Period]; !ok {
+		d.fail(AttrSK, fmt.Sprintf("has period %q, want hourly or daily", period))
+	} else if start, err := time.Parse(spec.layout, bucket); err != nil {
+		d.fail(AttrSK, fmt.Sprintf("bucket %q is not a %s bucket", bucket, period))
+	} else {
+		a.Start = start
+	}
+	return a, d.result("aggregation")
+}
+
+// decoder reads an item's attributes. A missing attribute reads as the
+// zero value; the first one of an unexpected type or format is kept in
+// err.
+type decoder struct {
+	it  item
+	err error
+}
+
+func (d *decoder) fail(name, reason string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("attribute %s %s", name, reason)
+	}
+}
+
+func (d *decoder) result(what string) error {
+	if d.err == nil {
+		return nil
+	}
+	return fmt.Errorf("decode %s %s/%s: %w", what, d.raw(AttrPK), d.raw(AttrSK), d.err)
+}
+
+func (d *decoder) raw(name string) string {
+	if v, ok := d.it[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return "?"
+}
+
+// get returns the attribute name as a T; ok is false when it is missing
+// or of another type (then d.err says so).
+func get[T types.AttributeValue](d *decoder, name string) (v T, ok bool) {
+	a, present := d.it[name]
+	if !present {
+		return v, false
+	}
+	if v, ok = a.(T); !ok {
+		d.fail(name, fmt.Sprintf("is %T, want %T", a, v))
+	}
+	return v, ok
+}
+
+func (d *decoder) s(name string) string {
+	if v, ok := get[*types.AttributeValueMemberS](d, name); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func (d *decoder) n(name string) int64 {
+	v, ok := get[*types.AttributeValueMemberN](d, name)
+	if !ok {
+		return 0
+	}
+	return d.parseN(name, v.Value)
+}
+
+func (d *decoder) parseN(name, s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		d.fail(name, fmt.Sprintf("%q is not an integer", s))
+	}
+	return n
+}
+
+func (d *decoder) b(name string) []byte {
+	if v, ok := get[*types.AttributeValueMemberB](d, name); ok {
+		return bytes.Clone(v.Value)
+	}
+	return nil
+}
+
+// time parses an RFC 3339 string attribute, returning UTC.
+func (d *decoder) time(name string) time.Time {
+	s := d.s(name)
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		d.fail(name, fmt.Sprintf("%q is not an RFC 3339 time", s))
+	}
+	return t.UTC()
+}
+
+// unix reads a number of Unix seconds (a ttl).
+func (d *decoder) unix(name string) time.Time {
+	if _, ok := d.it[name]; !ok {
+		return time.Time{}
+	}
+	return time.Unix(d.n(name), 0).UTC()
+}
+
+// counts reads a map of numbers.
+func (d *decoder) counts(name string) map[string]int64 {
+	m, ok := get[*types.AttributeValueMemberM](d, name)
+	if !ok {
+		return nil
+	}
+	out := make(map[string]int64, len(m.Value))
+	for k, v := range m.Value {
+		n, ok := v.(*types.AttributeValueMemberN)
+		if !ok {
+			d.fail(name+"."+k, fmt.Sprintf("is %T, want a number", v))
+			continue
+		}
+		out[k] = d.parseN(name+"."+k, n.Value)
+	}
+	return out
+}
+
+// keyPart is a key attribute with its prefix removed; a key without the
+// prefix is an error.
+func (d *decoder) keyPart(name, prefix string) string {
+	s := d.s(name)
+	rest, ok := strings.CutPrefix(s, prefix)
+	if !ok {
+		d.fail(name, fmt.Sprintf("%q does not start with %s", s, prefix))
+	}
+	return rest
+}

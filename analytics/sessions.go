@@ -1,0 +1,126 @@
+package analytics
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"golang.org/x/sync/errgroup"
+)
+
+// SessionEvents returns every stored event of a session in ULID order
+// (AP2). It queries each of the Config.Shards shards of the source, at
+// most Config.QueryConcurrency at a time, filtering on the session id, and
+// merges the results: it reads every event of the source that DynamoDB
+// still holds, so it is for debugging and replay, not for dashboards. A
+// session with no events gives an empty slice. The first failing query
+// cancels the others and is returned.
+func (s *Store) SessionEvents(ctx context.Context, sourceID, sessionID string) ([]Event, error) {
+	wrap := func(err error) error { return fmt.Errorf("events of session %s/%s: %w", sourceID, sessionID, err) }
+	if err := validSessionRef(sourceID, sessionID); err != nil {
+		return nil, wrap(err)
+	}
+	shards := make([][]item, s.cfg.Shards)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.cfg.QueryConcurrency)
+	for shard := range shards {
+		g.Go(func() error {
+			r := keyRange{hashAttr: AttrPK, hash: EventKey(sourceID, shard, "").PK, rangeAttr: AttrSK, prefix: SKEventPrefix}
+			in := r.query(s.cfg.Table)
+			in.FilterExpression = aws.String("#sid = :sid")
+			in.ExpressionAttributeNames["#sid"] = AttrSessionID
+			in.ExpressionAttributeValues[":sid"] = attrS(sessionID)
+			items, err := s.queryAll(gctx, in)
+			if err != nil {
+				return fmt.Errorf("shard %d: %w", shard, err)
+			}
+			shards[shard] = items
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, wrap(err)
+	}
+	events, err := decodeAll(slices.Concat(shards...), decodeEvent)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.EventID, b.EventID) })
+	return events, nil
+}
+
+// Session reads one session (AP3, a strongly consistent GetItem); ok is
+// false when there is none.
+func (s *Store) Session(ctx context.Context, sourceID, sessionID string) (Session, bool, error) {
+	wrap := func(err error) error { return fmt.Errorf("session %s/%s: %w", sourceID, sessionID, err) }
+	if err := validSessionRef(sourceID, sessionID); err != nil {
+		return Session{}, false, wrap(err)
+	}
+	out, err := s.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.cfg.Table),
+		Key:            SessionKey(sourceID, sessionID).Attributes(),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Session{}, false, wrap(err)
+	}
+	if len(out.Item) == 0 {
+		return Session{}, false, nil
+	}
+	sess, err := decodeSession(out.Item)
+	if err != nil {
+		return Session{}, false, wrap(err)
+	}
+	return sess, true, nil
+}
+
+// RecentSessions lists a source's sessions by descending session id
+// (AP4): the most recent first when session ids are time-ordered (ULIDs),
+// otherwise simply in reverse id order. limit 0 means Config.PageSize;
+// cursor is "" or the next of a previous page of this source, and next is
+// "" after the last page (a page may be empty with a next that leads
+// nowhere).
+func (s *Store) RecentSessions(ctx context.Context, sourceID string, limit int, cursor string) ([]Session, string, error) {
+	if err := validSource(sourceID); err != nil {
+		return nil, "", fmt.Errorf("sessions of %s: %w", sourceID, err)
+	}
+	r := keyRange{hashAttr: AttrPK, hash: SourceKey(sourceID), rangeAttr: AttrSK, prefix: SKSessionPrefix, descending: true}
+	return listPage(ctx, s, r, limit, cursor, decodeSession, "sessions of "+sourceID)
+}
+
+// UserSessions lists a user's sessions across sources by descending
+// session id (AP5) from gsi1, paged as RecentSessions. Only sessions
+// with a user are in the index; it is eventually consistent.
+func (s *Store) UserSessions(ctx context.Context, userID string, limit int, cursor string) ([]Session, string, error) {
+	if err := validID("userId", userID, MaxIDBytes, false); err != nil {
+		return nil, "", fmt.Errorf("sessions of user %s: %w", userID, err)
+	}
+	r := keyRange{index: IndexByUser, hashAttr: AttrGSI1PK, hash: UserKey(userID), rangeAttr: AttrGSI1SK, prefix: SKSessionPrefix, descending: true}
+	return listPage(ctx, s, r, limit, cursor, decodeSession, "sessions of user "+userID)
+}
+
+// listPage reads and decodes one page of r.
+func listPage[T any](ctx context.Context, s *Store, r keyRange, limit int, cursor string, decode func(item) (T, error), what string) ([]T, string, error) {
+	items, next, err := s.page(ctx, r, limit, cursor)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", what, err)
+	}
+	out, err := decodeAll(items, decode)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", what, err)
+	}
+	return out, next, nil
+}
+
+func validSessionRef(sourceID, sessionID string) error {
+	if err := validSource(sourceID); err != nil {
+		return err
+	}
+	if err := validID("sessionId", sessionID, MaxIDBytes, false); err != nil {
+		return err
+	}
+	return nil
+}
