@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
@@ -28,6 +29,16 @@ import (
 	"github.com/eventpipe/eventpipe/internal/probe"
 )
 
+// probeTimeout bounds a service check. A missing service fails at once
+// (connection refused); a busy one (DynamoDB Local under a full parallel
+// test run) may take seconds to answer, which is not a failure.
+const probeTimeout = 30 * time.Second
+
+// probeContext is the context of a service check.
+func probeContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), probeTimeout)
+}
+
 const startHint = "start the local stack with `make stack-up` (or `go run ./cmd/eventpipe stack up`), or point %s at a running service"
 
 // Endpoints returns the endpoints from the environment.
@@ -38,7 +49,9 @@ func Endpoints() endpoints.Endpoints { return endpoints.FromEnv() }
 func DynamoDB(tb testing.TB) *dynamodb.Client {
 	tb.Helper()
 	ep := Endpoints().DynamoDB
-	if err := probe.DynamoDB(context.Background(), ep); err != nil {
+	ctx, cancel := probeContext()
+	defer cancel()
+	if err := probe.DynamoDB(ctx, ep); err != nil {
 		tb.Fatalf("DynamoDB is not reachable at %s: %v\n"+startHint, ep, err, endpoints.EnvDynamoDB)
 	}
 	client, err := dynamoclient.New(context.Background(), dynamoclient.Config{Endpoint: ep})
@@ -65,7 +78,9 @@ func DynamoDBStreams(tb testing.TB) *dynamodbstreams.Client {
 func KafkaBrokers(tb testing.TB) []string {
 	tb.Helper()
 	brokers := Endpoints().KafkaBrokers
-	if err := probe.Kafka(context.Background(), brokers); err != nil {
+	ctx, cancel := probeContext()
+	defer cancel()
+	if err := probe.Kafka(ctx, brokers); err != nil {
 		tb.Fatalf("Kafka is not reachable at %v: %v\n"+startHint, brokers, err, endpoints.EnvKafkaBrokers)
 	}
 	return brokers
@@ -76,7 +91,9 @@ func KafkaBrokers(tb testing.TB) []string {
 func Postgres(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
 	url := Endpoints().Postgres
-	if err := probe.Postgres(context.Background(), url); err != nil {
+	ctx, cancel := probeContext()
+	defer cancel()
+	if err := probe.Postgres(ctx, url); err != nil {
 		tb.Fatalf("Postgres is not reachable: %v\n"+startHint, err, endpoints.EnvPostgres)
 	}
 	pool, err := pgxpool.New(context.Background(), url)
@@ -93,7 +110,9 @@ func Postgres(tb testing.TB) *pgxpool.Pool {
 func Elasticsearch(tb testing.TB) *elasticsearch.Client {
 	tb.Helper()
 	url := Endpoints().Elasticsearch
-	if err := probe.Elasticsearch(context.Background(), url); err != nil {
+	ctx, cancel := probeContext()
+	defer cancel()
+	if err := probe.Elasticsearch(ctx, url); err != nil {
 		tb.Fatalf("Elasticsearch is not reachable: %v\n"+startHint, err, endpoints.EnvElasticsearch)
 	}
 	es, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{url}})

@@ -74,7 +74,7 @@ func (c ReplayConfig) Validate() error {
 // Only one replay of a read model runs at a time (projections.
 // ErrReplayRunning): the lock is a lease document in the
 // eventpipe-replay-locks index, renewed while the replay runs.
-func Replay(ctx context.Context, cfg ReplayConfig) (projections.ReplayResult, error) {
+func Replay(ctx context.Context, cfg ReplayConfig) (_ projections.ReplayResult, err error) {
 	if err := cfg.Validate(); err != nil {
 		return projections.ReplayResult{}, err
 	}
@@ -103,6 +103,10 @@ func Replay(ctx context.Context, cfg ReplayConfig) (projections.ReplayResult, er
 	renewDone := make(chan struct{})
 	go func() { defer close(renewDone); lock.keep(ctx, cancel) }()
 	defer func() {
+		// A replay stopped by a failed renewal says why.
+		if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+			err = fmt.Errorf("%w (stopped: %v)", err, cause)
+		}
 		cancel(nil)
 		<-renewDone
 		if err := lock.release(context.WithoutCancel(ctx)); err != nil {
