@@ -95,7 +95,8 @@ func startServeChild(t *testing.T, ep endpoints.Endpoints, group string, env ...
 // that is killed with SIGKILL and restarted. Each kill waits until the
 // running child has applied commands of its own, then lands at a random
 // moment while commands are still being published and applied (the test
-// records, at every kill, how many were sent and how many applied). In
+// records, at every kill, how many were sent and how many applied, and
+// fails unless most kills found commands in flight). In
 // the end every command was applied exactly once: each todo holds one
 // event per command sent for it, caused by exactly those command ids.
 func TestKillingServeLosesNoCommandAndAppliesNoneTwice(t *testing.T) {
@@ -188,10 +189,16 @@ func TestKillingServeLosesNoCommandAndAppliesNoneTwice(t *testing.T) {
 	close(stop)
 	<-publishDone
 	t.Logf("at each kill, commands sent / applied: %+v; %d sent in all", killed, sentCount.Load())
-	for k, at := range killed {
-		if at.applied == 0 || at.applied >= at.sent {
-			t.Errorf("kill %d landed with %d of %d commands applied: not while work was in flight", k+1, at.applied, at.sent)
+	// A child that keeps up with the publisher may have nothing in flight
+	// at the instant of one kill; most kills must still land mid-stream.
+	inFlight := 0
+	for _, at := range killed {
+		if at.applied > 0 && at.applied < at.sent {
+			inFlight++
 		}
+	}
+	if inFlight*2 <= kills {
+		t.Errorf("only %d of %d kills landed with commands in flight (%+v)", inFlight, kills, killed)
 	}
 
 	deadline := time.Now().Add(120 * time.Second)
