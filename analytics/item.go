@@ -9,22 +9,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/eventpipe/eventpipe/internal/ddbattr"
 )
 
 type item = map[string]types.AttributeValue
-
-func attrS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-
-func attrN(v int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
-}
-
-// setOpt sets a string attribute only when v is not empty.
-func setOpt(it item, name, v string) {
-	if v != "" {
-		it[name] = attrS(v)
-	}
-}
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
@@ -33,21 +22,21 @@ func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 func eventItem(e Event, props []byte) item {
 	k := EventKey(e.SourceID, e.Shard, e.EventID)
 	it := item{
-		AttrPK:        attrS(k.PK),
-		AttrSK:        attrS(k.SK),
-		AttrSourceID:  attrS(e.SourceID),
-		AttrShard:     attrN(int64(e.Shard)),
-		AttrEventID:   attrS(e.EventID),
-		AttrType:      attrS(e.Type),
-		AttrSessionID: attrS(e.SessionID),
-		AttrCreatedAt: attrS(formatTime(e.CreatedAt)),
-		AttrTTL:       attrN(e.ExpiresAt.Unix()),
+		AttrPK:        ddbattr.S(k.PK),
+		AttrSK:        ddbattr.S(k.SK),
+		AttrSourceID:  ddbattr.S(e.SourceID),
+		AttrShard:     ddbattr.N(int64(e.Shard)),
+		AttrEventID:   ddbattr.S(e.EventID),
+		AttrType:      ddbattr.S(e.Type),
+		AttrSessionID: ddbattr.S(e.SessionID),
+		AttrCreatedAt: ddbattr.S(formatTime(e.CreatedAt)),
+		AttrTTL:       ddbattr.N(e.ExpiresAt.Unix()),
 	}
-	setOpt(it, AttrUserID, e.UserID)
-	setOpt(it, AttrURL, e.URL)
-	setOpt(it, AttrReferrer, e.Referrer)
-	setOpt(it, AttrUserAgent, e.UserAgent)
-	setOpt(it, AttrProperties, string(props))
+	ddbattr.SetOpt(it, AttrUserID, e.UserID)
+	ddbattr.SetOpt(it, AttrURL, e.URL)
+	ddbattr.SetOpt(it, AttrReferrer, e.Referrer)
+	ddbattr.SetOpt(it, AttrUserAgent, e.UserAgent)
+	ddbattr.SetOpt(it, AttrProperties, string(props))
 	return it
 }
 

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/eventpipe/eventpipe/internal/ddbattr"
 )
 
 // Key attributes, the index of a user's sessions and the TTL attribute.
@@ -97,7 +99,7 @@ type Key struct{ PK, SK string }
 
 // Attributes returns k as the Key of a GetItem, UpdateItem or DeleteItem.
 func (k Key) Attributes() map[string]types.AttributeValue {
-	return item{AttrPK: attrS(k.PK), AttrSK: attrS(k.SK)}
+	return item{AttrPK: ddbattr.S(k.PK), AttrSK: ddbattr.S(k.SK)}
 }
 
 // SourceKey is the pk of a source's sessions and aggregations.

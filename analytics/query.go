@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/eventpipe/eventpipe/internal/ddbattr"
 )
 
 // keyRange is what one Query reads: the items of the table (or of index)
@@ -28,12 +30,12 @@ func (r keyRange) query(table string) *dynamodb.QueryInput {
 		TableName:                 aws.String(table),
 		KeyConditionExpression:    aws.String("#h = :h AND begins_with(#r, :p)"),
 		ExpressionAttributeNames:  map[string]string{"#h": r.hashAttr, "#r": r.rangeAttr},
-		ExpressionAttributeValues: item{":h": attrS(r.hash), ":p": attrS(r.prefix)},
+		ExpressionAttributeValues: item{":h": ddbattr.S(r.hash), ":p": ddbattr.S(r.prefix)},
 		ScanIndexForward:          aws.Bool(!r.descending),
 	}
 	if r.hi != "" {
 		in.KeyConditionExpression = aws.String("#h = :h AND #r BETWEEN :lo AND :hi")
-		in.ExpressionAttributeValues = item{":h": attrS(r.hash), ":lo": attrS(r.prefix + r.lo), ":hi": attrS(r.prefix + r.hi)}
+		in.ExpressionAttributeValues = item{":h": ddbattr.S(r.hash), ":lo": ddbattr.S(r.prefix + r.lo), ":hi": ddbattr.S(r.prefix + r.hi)}
 	}
 	if r.index != "" {
 		in.IndexName = aws.String(r.index)
@@ -137,7 +139,7 @@ func (r keyRange) startKey(cursor string) (item, error) {
 		if m[name] == "" {
 			return nil, bad
 		}
-		key[name] = attrS(m[name])
+		key[name] = ddbattr.S(m[name])
 	}
 	return key, nil
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/eventpipe/eventpipe/internal/ddbattr"
 )
 
 // SessionEvents returns every stored event of a session in ULID order
@@ -32,7 +34,7 @@ func (s *Store) SessionEvents(ctx context.Context, sourceID, sessionID string) (
 			in := r.query(s.cfg.Table)
 			in.FilterExpression = aws.String("#sid = :sid")
 			in.ExpressionAttributeNames["#sid"] = AttrSessionID
-			in.ExpressionAttributeValues[":sid"] = attrS(sessionID)
+			in.ExpressionAttributeValues[":sid"] = ddbattr.S(sessionID)
 			items, err := s.queryAll(gctx, in)
 			if err != nil {
 				return fmt.Errorf("shard %d: %w", shard, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/ddbattr"
 )
 
 // Cancellation reason codes DynamoDB reports per item of a cancelled
@@ -139,12 +140,12 @@ func (s *Store) transaction(req eventstore.AppendRequest, now time.Time) (prepar
 		items = append(items, types.TransactWriteItem{Put: p})
 	}
 
-	metaKey := item{AttrPK: attrS(PartitionKey(ref)), AttrSK: attrS(SKMetadata)}
-	metaVals := item{":new": attrN(req.NewVersion()), ":now": attrS(formatTime(now)), ":t": attrS(ref.Type), ":id": attrS(ref.ID)}
+	metaKey := item{AttrPK: ddbattr.S(PartitionKey(ref)), AttrSK: ddbattr.S(SKMetadata)}
+	metaVals := item{":new": ddbattr.N(req.NewVersion()), ":now": ddbattr.S(formatTime(now)), ":t": ddbattr.S(ref.Type), ":id": ddbattr.S(ref.ID)}
 	cond := "attribute_not_exists(pk)"
 	if req.ExpectedVersion > 0 {
 		cond = "currentSeq = :expected"
-		metaVals[":expected"] = attrN(req.ExpectedVersion)
+		metaVals[":expected"] = ddbattr.N(req.ExpectedVersion)
 	}
 	if err := check("#METADATA", item{
 		AttrPK: metaKey[AttrPK], AttrSK: metaKey[AttrSK], AttrCurrentSeq: metaVals[":new"],
@@ -162,7 +163,7 @@ func (s *Store) transaction(req eventstore.AppendRequest, now time.Time) (prepar
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}})
 	} else {
-		vals := item{":expected": attrN(req.ExpectedVersion)}
+		vals := item{":expected": ddbattr.N(req.ExpectedVersion)}
 		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 			TableName:                           table,
 			Key:                                 metaKey,

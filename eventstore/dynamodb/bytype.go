@@ -13,6 +13,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/ddbattr"
 )
 
 // TypeQuery selects the events of one type across all aggregates.
@@ -78,7 +79,7 @@ func (s *Store) ListByType(ctx context.Context, q TypeQuery) (Page, error) {
 		IndexName:              aws.String(IndexByType),
 		KeyConditionExpression: aws.String("gsi1pk = :pk AND gsi1sk BETWEEN :lo AND :hi"),
 		ExpressionAttributeValues: item{
-			":pk": attrS(pk), ":lo": attrS(lo), ":hi": attrS(hi),
+			":pk": ddbattr.S(pk), ":lo": ddbattr.S(lo), ":hi": ddbattr.S(hi),
 		},
 		Limit: aws.Int32(int32(q.Limit)),
 	}
@@ -87,7 +88,7 @@ func (s *Store) ListByType(ctx context.Context, q TypeQuery) (Page, error) {
 		if err != nil || c.GPK != pk {
 			return Page{}, wrap(&eventstore.ValidationError{Field: "cursor", Reason: "is not a cursor of this event type's listing"})
 		}
-		in.ExclusiveStartKey = item{AttrPK: attrS(c.PK), AttrSK: attrS(c.SK), AttrGSI1PK: attrS(c.GPK), AttrGSI1SK: attrS(c.GSK)}
+		in.ExclusiveStartKey = item{AttrPK: ddbattr.S(c.PK), AttrSK: ddbattr.S(c.SK), AttrGSI1PK: ddbattr.S(c.GPK), AttrGSI1SK: ddbattr.S(c.GSK)}
 	}
 	out, err := s.cfg.Client.Query(ctx, in)
 	if err != nil {
@@ -155,7 +156,7 @@ func (s *Store) CountByType(ctx context.Context, eventType string) (int, error) 
 		TableName:                 aws.String(s.cfg.Table),
 		IndexName:                 aws.String(IndexByType),
 		KeyConditionExpression:    aws.String("gsi1pk = :pk"),
-		ExpressionAttributeValues: item{":pk": attrS(TypeKey(eventType))},
+		ExpressionAttributeValues: item{":pk": ddbattr.S(TypeKey(eventType))},
 		Select:                    types.SelectCount,
 	})
 	n := 0

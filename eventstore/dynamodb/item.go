@@ -11,21 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/ddbattr"
 )
 
 type item = map[string]types.AttributeValue
-
-func attrS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-func attrN(v int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
-}
-
-// setOpt sets a string attribute only when v is not empty (saves item size).
-func setOpt(it item, name, v string) {
-	if v != "" {
-		it[name] = attrS(v)
-	}
-}
 
 func getS(it item, name string) (string, error) {
 	v, ok := it[name]
@@ -68,23 +57,23 @@ func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 // fields as top-level attributes (empty metadata fields are left out).
 func eventItem(e eventstore.Envelope) item {
 	it := item{
-		AttrPK:            attrS(PartitionKey(e.Aggregate())),
-		AttrSK:            attrS(EventSK(e.Sequence)),
-		AttrGSI1PK:        attrS(TypeKey(e.EventType)),
-		AttrGSI1SK:        attrS(gsiSKPrefix + e.EventID),
-		AttrEventID:       attrS(e.EventID),
-		AttrAggregateType: attrS(e.AggregateType),
-		AttrAggregateID:   attrS(e.AggregateID),
-		AttrSeq:           attrN(e.Sequence),
-		AttrEventType:     attrS(e.EventType),
-		AttrSchemaVersion: attrN(int64(e.SchemaVersion)),
-		AttrOccurredAt:    attrS(formatTime(e.OccurredAt)),
-		AttrPayload:       attrS(string(e.Payload)),
+		AttrPK:            ddbattr.S(PartitionKey(e.Aggregate())),
+		AttrSK:            ddbattr.S(EventSK(e.Sequence)),
+		AttrGSI1PK:        ddbattr.S(TypeKey(e.EventType)),
+		AttrGSI1SK:        ddbattr.S(gsiSKPrefix + e.EventID),
+		AttrEventID:       ddbattr.S(e.EventID),
+		AttrAggregateType: ddbattr.S(e.AggregateType),
+		AttrAggregateID:   ddbattr.S(e.AggregateID),
+		AttrSeq:           ddbattr.N(e.Sequence),
+		AttrEventType:     ddbattr.S(e.EventType),
+		AttrSchemaVersion: ddbattr.N(int64(e.SchemaVersion)),
+		AttrOccurredAt:    ddbattr.S(formatTime(e.OccurredAt)),
+		AttrPayload:       ddbattr.S(string(e.Payload)),
 	}
-	setOpt(it, AttrCorrelationID, e.Metadata.CorrelationID)
-	setOpt(it, AttrCausationID, e.Metadata.CausationID)
-	setOpt(it, AttrActor, e.Metadata.Actor)
-	setOpt(it, AttrIP, e.Metadata.IP)
+	ddbattr.SetOpt(it, AttrCorrelationID, e.Metadata.CorrelationID)
+	ddbattr.SetOpt(it, AttrCausationID, e.Metadata.CausationID)
+	ddbattr.SetOpt(it, AttrActor, e.Metadata.Actor)
+	ddbattr.SetOpt(it, AttrIP, e.Metadata.IP)
 	return it
 }
 
@@ -142,22 +131,22 @@ func EnvelopeFromItem(it map[string]types.AttributeValue) (eventstore.Envelope, 
 // outboundItem is the OUTBOUND item of o, caused by event cause.
 func outboundItem(o eventstore.Outbound, cause eventstore.Envelope) item {
 	it := item{
-		AttrPK:            attrS(PartitionKey(cause.Aggregate())),
-		AttrSK:            attrS(OutboundSK(o.Seq, o.Index)),
-		AttrOutboundID:    attrS(eventstore.NewEventID(time.Now())),
-		AttrName:          attrS(o.Name),
-		AttrAggregateType: attrS(cause.AggregateType),
-		AttrAggregateID:   attrS(cause.AggregateID),
-		AttrSeq:           attrN(o.Seq),
-		AttrIndex:         attrN(int64(o.Index)),
-		AttrEventID:       attrS(cause.EventID),
-		AttrOccurredAt:    attrS(formatTime(cause.OccurredAt)),
-		AttrPayload:       attrS(string(o.Payload)),
+		AttrPK:            ddbattr.S(PartitionKey(cause.Aggregate())),
+		AttrSK:            ddbattr.S(OutboundSK(o.Seq, o.Index)),
+		AttrOutboundID:    ddbattr.S(eventstore.NewEventID(time.Now())),
+		AttrName:          ddbattr.S(o.Name),
+		AttrAggregateType: ddbattr.S(cause.AggregateType),
+		AttrAggregateID:   ddbattr.S(cause.AggregateID),
+		AttrSeq:           ddbattr.N(o.Seq),
+		AttrIndex:         ddbattr.N(int64(o.Index)),
+		AttrEventID:       ddbattr.S(cause.EventID),
+		AttrOccurredAt:    ddbattr.S(formatTime(cause.OccurredAt)),
+		AttrPayload:       ddbattr.S(string(o.Payload)),
 	}
-	setOpt(it, AttrCorrelationID, cause.Metadata.CorrelationID)
-	setOpt(it, AttrCausationID, cause.EventID)
-	setOpt(it, AttrActor, cause.Metadata.Actor)
-	setOpt(it, AttrIP, cause.Metadata.IP)
+	ddbattr.SetOpt(it, AttrCorrelationID, cause.Metadata.CorrelationID)
+	ddbattr.SetOpt(it, AttrCausationID, cause.EventID)
+	ddbattr.SetOpt(it, AttrActor, cause.Metadata.Actor)
+	ddbattr.SetOpt(it, AttrIP, cause.Metadata.IP)
 	return it
 }
 
@@ -210,11 +199,11 @@ func OutboundFromItem(it map[string]types.AttributeValue) (eventstore.OutboundRe
 // stateItem is a STATE or #SNAPSHOT item.
 func stateItem(ref eventstore.Ref, sk string, s eventstore.Stored) item {
 	return item{
-		AttrPK:        attrS(PartitionKey(ref)),
-		AttrSK:        attrS(sk),
-		AttrSeq:       attrN(s.Seq),
-		AttrState:     attrS(string(s.Data)),
-		AttrUpdatedAt: attrS(formatTime(s.UpdatedAt)),
+		AttrPK:        ddbattr.S(PartitionKey(ref)),
+		AttrSK:        ddbattr.S(sk),
+		AttrSeq:       ddbattr.N(s.Seq),
+		AttrState:     ddbattr.S(string(s.Data)),
+		AttrUpdatedAt: ddbattr.S(formatTime(s.UpdatedAt)),
 	}
 }
 
@@ -235,19 +224,19 @@ func storedFromItem(it item) (eventstore.Stored, error) {
 func commandItem(req eventstore.AppendRequest, now time.Time, ttl time.Duration) item {
 	ids := make([]types.AttributeValue, len(req.Events))
 	for i, e := range req.Events {
-		ids[i] = attrS(e.EventID)
+		ids[i] = ddbattr.S(e.EventID)
 	}
 	it := item{
-		AttrPK:        attrS(PartitionKey(req.Aggregate)),
-		AttrSK:        attrS(CommandSK(req.CommandID)),
-		AttrCommandID: attrS(req.CommandID),
-		AttrFirstSeq:  attrN(req.ExpectedVersion + 1),
-		AttrLastSeq:   attrN(req.NewVersion()),
+		AttrPK:        ddbattr.S(PartitionKey(req.Aggregate)),
+		AttrSK:        ddbattr.S(CommandSK(req.CommandID)),
+		AttrCommandID: ddbattr.S(req.CommandID),
+		AttrFirstSeq:  ddbattr.N(req.ExpectedVersion + 1),
+		AttrLastSeq:   ddbattr.N(req.NewVersion()),
 		AttrEventIDs:  &types.AttributeValueMemberL{Value: ids},
-		AttrUpdatedAt: attrS(formatTime(now)),
+		AttrUpdatedAt: ddbattr.S(formatTime(now)),
 	}
 	if ttl > 0 {
-		it[AttrTTL] = attrN(now.Add(ttl).Unix())
+		it[AttrTTL] = ddbattr.N(now.Add(ttl).Unix())
 	}
 	return it
 }
@@ -264,17 +253,17 @@ func refusalItem(ref eventstore.Ref, commandID string, r eventstore.Refusal, now
 		reason = strings.ToValidUTF8(reason[:maxReasonBytes], "") + "…"
 	}
 	it := item{
-		AttrPK:        attrS(PartitionKey(ref)),
-		AttrSK:        attrS(CommandSK(commandID)),
-		AttrCommandID: attrS(commandID),
-		AttrFirstSeq:  attrN(r.Version + 1),
-		AttrLastSeq:   attrN(r.Version),
-		AttrStatus:    attrS(r.Status),
-		AttrUpdatedAt: attrS(formatTime(now)),
+		AttrPK:        ddbattr.S(PartitionKey(ref)),
+		AttrSK:        ddbattr.S(CommandSK(commandID)),
+		AttrCommandID: ddbattr.S(commandID),
+		AttrFirstSeq:  ddbattr.N(r.Version + 1),
+		AttrLastSeq:   ddbattr.N(r.Version),
+		AttrStatus:    ddbattr.S(r.Status),
+		AttrUpdatedAt: ddbattr.S(formatTime(now)),
 	}
-	setOpt(it, AttrReason, reason)
+	ddbattr.SetOpt(it, AttrReason, reason)
 	if ttl > 0 {
-		it[AttrTTL] = attrN(now.Add(ttl).Unix())
+		it[AttrTTL] = ddbattr.N(now.Add(ttl).Unix())
 	}
 	return it
 }

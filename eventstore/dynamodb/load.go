@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/ddbattr"
 )
 
 // Load returns every event of ref after afterSeq, in sequence order and
@@ -80,9 +81,9 @@ func (s *Store) query(ctx context.Context, ref eventstore.Ref, afterSeq int64, l
 		ConsistentRead:         aws.Bool(true),
 		KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :lo AND :hi"),
 		ExpressionAttributeValues: item{
-			":pk": attrS(PartitionKey(ref)),
-			":lo": attrS(EventSK(afterSeq + 1)),
-			":hi": attrS(EventSK(maxSeq)),
+			":pk": ddbattr.S(PartitionKey(ref)),
+			":lo": ddbattr.S(EventSK(afterSeq + 1)),
+			":hi": ddbattr.S(EventSK(maxSeq)),
 		},
 	}
 	if limit > 0 {
@@ -134,7 +135,7 @@ func (s *Store) getItem(ctx context.Context, ref eventstore.Ref, sk string) (ite
 	}
 	out, err := s.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.cfg.Table),
-		Key:            item{AttrPK: attrS(PartitionKey(ref)), AttrSK: attrS(sk)},
+		Key:            item{AttrPK: ddbattr.S(PartitionKey(ref)), AttrSK: ddbattr.S(sk)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {

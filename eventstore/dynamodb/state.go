@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/ddbattr"
 )
 
 // State returns ref's STATE item (strongly consistent), or
@@ -71,7 +72,7 @@ func (s *Store) PutSnapshot(ctx context.Context, ref eventstore.Ref, st eventsto
 		TableName:                 aws.String(s.cfg.Table),
 		Item:                      it,
 		ConditionExpression:       aws.String("attribute_not_exists(pk) OR seq < :seq"),
-		ExpressionAttributeValues: item{":seq": attrN(st.Seq)},
+		ExpressionAttributeValues: item{":seq": ddbattr.N(st.Seq)},
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
