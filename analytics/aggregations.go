@@ -34,7 +34,7 @@ func (s *Store) AggregationsBetween(ctx context.Context, sourceID string, period
 	if from.After(to) {
 		return nil, wrap(invalid("to", "is before from"))
 	}
-	length := periodSpecs[period].length
+	length := period.Length()
 	if n := to.UTC().Truncate(length).Sub(from.UTC().Truncate(length))/length + 1; n > MaxBuckets {
 		return nil, wrap(invalid("to", "the range spans %d %s buckets, at most %d", n, period, MaxBuckets))
 	}
@@ -54,7 +54,7 @@ func validAggregationRef(sourceID string, period Period) error {
 	if err := validSource(sourceID); err != nil {
 		return err
 	}
-	if _, ok := periodSpecs[period]; !ok {
+	if !period.Valid() {
 		return invalid("period", "%q must be hourly or daily", period)
 	}
 	return nil

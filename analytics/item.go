@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/eventpipe/eventpipe/internal/ddbattr"
+	"github.com/eventpipe/eventpipe/rollup"
 )
 
 type item = map[string]types.AttributeValue
@@ -85,21 +86,42 @@ func decodeSession(it item) (Session, error) {
 func decodeAggregation(it item) (Aggregation, error) {
 	d := decoder{it: it}
 	a := Aggregation{
-		SourceID:    d.keyPart(AttrPK, prefixSource),
-		Events:      d.n(AttrEvents),
-		PageViews:   d.n(AttrPageViews),
-		Sessions:    d.n(AttrSessions),
-		PerType:     d.counts(AttrPerType),
-		UniqueUsers: d.b(AttrUniqueUsers),
+		SourceID:  d.keyPart(AttrPK, prefixSource),
+		Events:    d.n(AttrEvents),
+		PageViews: d.n(AttrPageViews),
+		Sessions:  d.n(AttrSessions),
 	}
 	period, bucket, _ := strings.Cut(d.keyPart(AttrSK, SKAggregationPrefix), "#")
 	a.Period, a.Bucket = Period(period), bucket
-	if spec, ok := periodSpecs[a.Period]; !ok {
+	if !a.Period.Valid() {
 		d.fail(AttrSK, fmt.Sprintf("has period %q, want hourly or daily", period))
-	} else if start, err := time.Parse(spec.layout, bucket); err != nil {
+	} else if start, err := a.Period.Parse(bucket); err != nil {
 		d.fail(AttrSK, fmt.Sprintf("bucket %q is not a %s bucket", bucket, period))
 	} else {
 		a.Start = start
+	}
+	var sketches [][]byte
+	for name := range it {
+		switch {
+		case strings.HasPrefix(name, AttrPerTypePrefix):
+			if a.PerType == nil {
+				a.PerType = map[string]int64{}
+			}
+			a.PerType[strings.TrimPrefix(name, AttrPerTypePrefix)] = d.n(name)
+		case strings.HasPrefix(name, AttrUsersPrefix):
+			sketches = append(sketches, d.b(name))
+		}
+	}
+	if d.err == nil {
+		merged, err := rollup.MergeSketches(sketches...)
+		if err != nil {
+			d.fail(AttrUsersPrefix+"*", err.Error())
+		} else {
+			a.UniqueUsers = int64(merged.Estimate())
+			if len(sketches) > 0 {
+				a.UsersSketch, _ = merged.MarshalBinary()
+			}
+		}
 	}
 	return a, d.result("aggregation")
 }
@@ -224,3 +246,8 @@ func (d *decoder) keyPart(name, prefix string) string {
 	}
 	return rest
 }
+
+// EventFromItem decodes a raw event item (a GetItem's or Query's item,
+// or a stream record's NewImage converted with
+// eventstore/dynamodb.ItemFromStreamImage).
+func EventFromItem(it map[string]types.AttributeValue) (Event, error) { return decodeEvent(it) }

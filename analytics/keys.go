@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/eventpipe/eventpipe/internal/ddbattr"
+	"github.com/eventpipe/eventpipe/rollup"
 )
 
 // Key attributes, the index of a user's sessions and the TTL attribute.
@@ -43,8 +44,26 @@ const (
 	AttrEvents      = "events"
 	AttrPageViews   = "pageViews"
 	AttrSessions    = "sessions"
-	AttrPerType     = "perType"
-	AttrUniqueUsers = "uniqueUsers"
+)
+
+// Attributes the aggregation consumer writes. An aggregation item holds
+// one counter per event type (AttrPerTypePrefix + type), and per Kafka
+// partition of its source's topic the highest offset applied
+// (AttrWatermarkPrefix + partition) and a HyperLogLog sketch of the
+// users seen there (AttrUsersPrefix + partition). A session item holds
+// the ids of its first, last, entry and exit events, the ids of its most
+// recent events (AttrRecentIDs, 16 bytes each, oldest first) and a
+// version (AttrVersion) its writes are conditional on.
+const (
+	AttrPerTypePrefix   = "type#"
+	AttrWatermarkPrefix = "wm#"
+	AttrUsersPrefix     = "users#"
+	AttrFirstEventID    = "firstEventId"
+	AttrLastEventID     = "lastEventId"
+	AttrEntryEventID    = "entryEventId"
+	AttrExitEventID     = "exitEventId"
+	AttrRecentIDs       = "recentIds"
+	AttrVersion         = "ver"
 )
 
 // Key prefixes; a stream reader tells items apart by the sk prefixes.
@@ -57,42 +76,20 @@ const (
 	prefixUser          = "USER#"
 )
 
-// Period is the length of an aggregation's time bucket.
-type Period string
+// Period is the length of an aggregation's time bucket (rollup.Period).
+type Period = rollup.Period
 
 // The periods of the aggregations.
 const (
-	Hourly Period = "hourly"
-	Daily  Period = "daily"
+	Hourly = rollup.Hourly
+	Daily  = rollup.Daily
 )
-
-// periodSpec is how a period's buckets are named and how long they are.
-// Bucket names sort as the buckets follow each other in time.
-type periodSpec struct {
-	layout string
-	length time.Duration
-}
-
-var periodSpecs = map[Period]periodSpec{
-	Hourly: {layout: "2006-01-02T15:00:00Z", length: time.Hour},
-	Daily:  {layout: time.DateOnly, length: 24 * time.Hour},
-}
 
 // HourBucket names the UTC hour holding t, as 2026-05-12T14:00:00Z.
 func HourBucket(t time.Time) string { return Hourly.Bucket(t) }
 
 // DayBucket names the UTC day holding t, as 2026-05-12.
 func DayBucket(t time.Time) string { return Daily.Bucket(t) }
-
-// Bucket names the bucket of p holding t (HourBucket or DayBucket); it is
-// empty for an unknown period.
-func (p Period) Bucket(t time.Time) string {
-	spec, ok := periodSpecs[p]
-	if !ok {
-		return ""
-	}
-	return t.UTC().Format(spec.layout)
-}
 
 // Key is the primary key of an item.
 type Key struct{ PK, SK string }

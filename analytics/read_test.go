@@ -13,6 +13,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/eventpipe/eventpipe/analytics"
+	"github.com/eventpipe/eventpipe/rollup"
 )
 
 var day0 = time.Date(2026, 5, 12, 0, 0, 0, 0, time.UTC)
@@ -42,9 +43,24 @@ func aggregationItem(source, period, bucket string, events int64) map[string]typ
 	return map[string]types.AttributeValue{
 		"pk": s("SOURCE#" + source), "sk": s("AGG#" + period + "#" + bucket),
 		"events": n(events), "pageViews": n(events / 2), "sessions": n(events / 10),
-		"perType":     &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"page_view": n(events / 2), "click": n(events - events/2)}},
-		"uniqueUsers": &types.AttributeValueMemberB{Value: []byte{0x01, 0x00, byte(events)}},
+		"type#page_view": n(events / 2), "type#click": n(events - events/2),
+		"wm#0": n(41), "wm#3": n(7),
+		"users#0": &types.AttributeValueMemberB{Value: sketchOf("u1", "u2")},
+		"users#3": &types.AttributeValueMemberB{Value: sketchOf("u2", "u3")},
 	}
+}
+
+// sketchOf is the stored sketch of values.
+func sketchOf(values ...string) []byte {
+	sk := rollup.NewSketch()
+	for _, v := range values {
+		sk.Insert([]byte(v))
+	}
+	b, err := sk.MarshalBinary()
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // TestSessionReadsTheDocumentedItem writes a session item by hand and
@@ -166,8 +182,13 @@ func TestAggregationsPagesNewestFirstAndRoundTripsEveryAttribute(t *testing.T) {
 	want := analytics.Aggregation{
 		SourceID: "site", Period: analytics.Daily, Bucket: "2026-05-13", Start: day0.Add(24 * time.Hour),
 		Events: 2000, PageViews: 1000, Sessions: 200, PerType: map[string]int64{"page_view": 1000, "click": 1000},
-		UniqueUsers: []byte{0x01, 0x00, byte(2000 % 256)},
+		UniqueUsers: 3,
 	}
+	merged, err := rollup.UnmarshalSketch(daily[0].UsersSketch)
+	if err != nil || merged.Estimate() != 3 {
+		t.Errorf("UsersSketch estimates %v (%v), want the 3 users of both partitions", merged, err)
+	}
+	daily[0].UsersSketch = nil
 	if !reflect.DeepEqual(daily[0], want) {
 		t.Errorf("newest daily aggregation =\n  %+v\nwant\n  %+v", daily[0], want)
 	}

@@ -78,7 +78,12 @@ type Aggregation struct {
 	// Sessions counts the sessions that started in the bucket.
 	Sessions int64            `json:"sessions"`
 	PerType  map[string]int64 `json:"perType,omitempty"`
-	// UniqueUsers is a HyperLogLog sketch, stored as a binary attribute
-	// and returned as stored.
-	UniqueUsers []byte `json:"uniqueUsers,omitempty"`
+	// UniqueUsers estimates the distinct signed-in users of the bucket:
+	// the merged HyperLogLog sketches of the item (one per Kafka
+	// partition the aggregation consumer read).
+	UniqueUsers int64 `json:"uniqueUsers"`
+	// UsersSketch is the merged sketch (rollup.UnmarshalSketch reads it),
+	// so that buckets can be merged: the union of a day's hours counts
+	// the same users as the day. Nil when the bucket has no users.
+	UsersSketch []byte `json:"usersSketch,omitempty"`
 }

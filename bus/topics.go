@@ -18,6 +18,9 @@ const (
 	eventsPrefix   = "events."
 	outboundPrefix = "outbound."
 	poisonPrefix   = "poison."
+	// AnalyticsPrefix starts the topics of analytics events, one per
+	// source (see Topics.Analytics).
+	AnalyticsPrefix = "analytics."
 	// RepliesTopic carries command results, keyed by command id, in the
 	// default namespace (see Topics.Replies).
 	RepliesTopic = "commands.replies"
@@ -49,6 +52,12 @@ func (t Topics) Outbound(name string) string { return t.Prefix + outboundPrefix 
 // succeed, with the reason in metadata.
 func (t Topics) Poison(consumerGroup string) string {
 	return t.Prefix + poisonPrefix + topicPart(consumerGroup)
+}
+
+// Analytics is where the relay publishes the raw analytics events of a
+// source, keyed by session id.
+func (t Topics) Analytics(sourceID string) string {
+	return t.Prefix + AnalyticsPrefix + topicPart(sourceID)
 }
 
 // Replies carries command results, keyed by command id.
