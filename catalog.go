@@ -14,6 +14,7 @@ import (
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/elastic"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
+	"github.com/eventpipe/eventpipe/projections/rollups"
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
 )
 
@@ -45,10 +46,11 @@ func NewCatalog() *Catalog {
 }
 
 // Builtin returns a catalogue of the example domains (bank accounts,
-// orders, todos), their Postgres read models (accounts, orders, todos),
-// their Elasticsearch read models (todos-search, orders-search), the
-// todo and order HTTP APIs and the analytics API (package analytics), the ones the eventpipe binary runs. Add your own to it, or start from
-// NewCatalog.
+// orders, todos), their Postgres read models (accounts, orders, todos,
+// and order-rollups, the orders per hour and per day), their
+// Elasticsearch read models (todos-search, orders-search), the todo and
+// order HTTP APIs and the analytics API (package analytics), the ones the
+// eventpipe binary runs. Add your own to it, or start from NewCatalog.
 func Builtin() *Catalog {
 	c := NewCatalog()
 	for _, d := range []commands.Domain{bankaccount.Domain(), order.Domain(), todo.Domain()} {
@@ -56,7 +58,7 @@ func Builtin() *Catalog {
 			panic(fmt.Sprintf("eventpipe: built-in domain: %v", err)) // the built-in set is fixed and tested
 		}
 	}
-	for _, p := range []projections.Projection{readmodels.Accounts{}, readmodels.Orders{}, readmodels.Todos{}} {
+	for _, p := range []projections.Projection{readmodels.Accounts{}, readmodels.Orders{}, readmodels.Todos{}, rollups.Orders()} {
 		if err := c.AddReadModel(p); err != nil {
 			panic(fmt.Sprintf("eventpipe: built-in read model: %v", err))
 		}

@@ -219,7 +219,7 @@ func TestCatalogRefusesDuplicatesAndKnowsTheBuiltins(t *testing.T) {
 			t.Errorf("AggregateTypeOf(%s) = %q, %v; want %s", cmd, got, ok, agg)
 		}
 	}
-	if got := c.ReadModelNames(); !slices.Equal(got, []string{"accounts", "orders", "todos"}) {
+	if got := c.ReadModelNames(); !slices.Equal(got, []string{"accounts", "order-rollups", "orders", "todos"}) {
 		t.Errorf("read models %v", got)
 	}
 	if err := c.AddDomain(counterDomain("n")); err != nil {

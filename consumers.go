@@ -9,15 +9,19 @@ import (
 
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/eventpipe/eventpipe/analytics/aggregator"
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
+	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/elastic"
 )
@@ -29,8 +33,9 @@ type ConsumersConfig struct {
 	// Endpoints give DynamoDB, Kafka, Postgres and Elasticsearch (default
 	// EndpointsFromEnv()).
 	Endpoints Endpoints
-	// ReadModels names the read models to run: Postgres read models and
-	// Elasticsearch search models alike. Required.
+	// ReadModels names the consumers to run: Postgres read models and
+	// Elasticsearch search models alike, and AnalyticsAggregator for the
+	// analytics aggregation consumer. Required.
 	ReadModels []string
 	// DB is the Postgres read models' database (default: a pool on
 	// Endpoints.Postgres, closed by Close, when a Postgres read model is
@@ -62,21 +67,35 @@ func (c *ConsumersConfig) setDefaults() {
 
 // Validate reports the first unusable field.
 func (c ConsumersConfig) Validate() error {
+	have := strings.Join(ConsumerNames(c.Catalog), ", ")
 	if len(c.ReadModels) == 0 {
-		return fmt.Errorf("no read model named (have %s)", strings.Join(c.Catalog.ModelNames(), ", "))
+		return fmt.Errorf("no read model named (have %s)", have)
 	}
 	for _, name := range c.ReadModels {
-		if _, ok := c.Catalog.modelAggregateTypes(name); !ok {
-			return fmt.Errorf("unknown read model %q (have %s)", name, strings.Join(c.Catalog.ModelNames(), ", "))
+		if _, ok := c.Catalog.modelAggregateTypes(name); !ok && name != AnalyticsAggregator {
+			return fmt.Errorf("unknown read model %q (have %s)", name, have)
 		}
 	}
 	return nil
 }
 
+// AnalyticsAggregator names the analytics aggregation consumer
+// (analytics/aggregator) among the consumers NewConsumers runs: it keeps
+// the sessions and the hourly and daily aggregations of the analytics
+// table from the analytics.<source> topics.
+const AnalyticsAggregator = "analytics"
+
+// ConsumerNames lists what NewConsumers can run: the catalog's read and
+// search models and AnalyticsAggregator.
+func ConsumerNames(c *Catalog) []string {
+	return append(c.ModelNames(), AnalyticsAggregator)
+}
+
 // Consumers runs read models, each a projections.Runner in its own
-// consumer group, on one store, database, Elasticsearch and publisher.
+// consumer group, and the analytics aggregation consumer, on one store,
+// database, Elasticsearch and publisher.
 type Consumers struct {
-	runners []*projections.Runner
+	runs    []func(context.Context) error
 	closers []func() error
 }
 
@@ -121,6 +140,14 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 		history = StoreHistory(store)
 	}
 	for _, name := range cfg.ReadModels {
+		if name == AnalyticsAggregator {
+			agg, err := newAggregator(ctx, cfg, pub)
+			if err != nil {
+				return fail(err)
+			}
+			c.runs = append(c.runs, agg.Run)
+			continue
+		}
 		var applier projections.Sink
 		if p, ok := cfg.Catalog.ReadModel(name); ok {
 			if applier, err = projections.NewApplier(projections.ApplierConfig{DB: db, Store: store, Projection: p}); err != nil {
@@ -145,16 +172,33 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 		if err != nil {
 			return fail(err)
 		}
-		c.runners = append(c.runners, runner)
+		c.runs = append(c.runs, runner.Run)
 	}
 	return c, nil
+}
+
+// newAggregator builds the analytics aggregation consumer of cfg.
+func newAggregator(ctx context.Context, cfg ConsumersConfig, poison message.Publisher) (*aggregator.Consumer, error) {
+	ep := cfg.Endpoints
+	db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+	if err != nil {
+		return nil, err
+	}
+	ac := aggregator.Config{
+		Kafka:  kafka.SubscriberConfig{Brokers: ep.KafkaBrokers, ClientID: "eventpipe-analytics", Logger: watermill.NewSlogLogger(cfg.Logger)},
+		Topics: bus.Topics{Prefix: ep.TopicPrefix}, Client: db, Table: ep.AnalyticsTable, Poison: poison, Logger: cfg.Logger,
+	}
+	if cfg.Registerer != nil {
+		ac.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"projection": AnalyticsAggregator}, cfg.Registerer)
+	}
+	return aggregator.New(ac)
 }
 
 // Run runs every read model until ctx ends or one of them fails.
 func (c *Consumers) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
-	for _, r := range c.runners {
-		g.Go(func() error { return r.Run(ctx) })
+	for _, run := range c.runs {
+		g.Go(func() error { return run(ctx) })
 	}
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return err

@@ -2,6 +2,7 @@ package eventpipe
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -9,20 +10,44 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/eventpipe/eventpipe/analytics/analyticsbus"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/relay"
 )
 
+// The streams a relay carries (RelayConfig.Stream), as its metrics
+// label (stream=…) and `eventpipe relay --streams` name them.
+const (
+	// RelayEvents is the events table's stream: EVENT# items as envelopes
+	// on events.<aggregate type>, OUTBOUND# items on outbound.<name>,
+	// keyed by aggregate id; poison topic poison.relay.
+	RelayEvents = relay.DefaultStreamName
+	// RelayAnalytics is the analytics table's stream: raw analytics
+	// events (analyticsbus.Message) on analytics.<source>, keyed by
+	// session id; sessions and aggregations are not published; poison
+	// topic poison.relay.analytics.
+	RelayAnalytics = "analytics"
+)
+
+// RelayStreams returns every stream a relay can carry, in the order
+// `eventpipe relay` starts them.
+func RelayStreams() []string { return []string{RelayEvents, RelayAnalytics} }
+
 // RelayConfig configures NewRelay. Zero fields take the defaults of
 // relay.Config unless said otherwise.
 type RelayConfig struct {
+	// Stream selects the table whose stream is relayed: RelayEvents (the
+	// default: Endpoints.EventsTable) or RelayAnalytics
+	// (Endpoints.AnalyticsTable). Relays of both streams may run in one
+	// process with the same WorkerID, lease table and Registerer.
+	Stream string
 	// Catalog gives the upcasters events are published through (default
-	// Builtin()).
+	// Builtin()). The analytics stream does not use it.
 	Catalog *Catalog
-	// Endpoints give DynamoDB, the events and lease tables, the Kafka
-	// brokers and the topic prefix (default EndpointsFromEnv()).
+	// Endpoints give DynamoDB, the events, analytics and lease tables,
+	// the Kafka brokers and the topic prefix (default EndpointsFromEnv()).
 	Endpoints Endpoints
 	// Publisher publishes the relayed events (default: a Kafka publisher
 	// on Endpoints.KafkaBrokers, closed by Relay.Close).
@@ -33,7 +58,8 @@ type RelayConfig struct {
 	LeaseDuration     time.Duration
 	DiscoveryInterval time.Duration
 	BatchSize         int32
-	// Registerer receives the relay's metrics (default: none).
+	// Registerer receives the relay's metrics, labelled stream=<Stream>
+	// (default: none).
 	Registerer prometheus.Registerer
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -41,21 +67,61 @@ type RelayConfig struct {
 
 func (c *RelayConfig) setDefaults() {
 	processDefaults(&c.Catalog, &c.Endpoints, &c.Logger)
+	if c.Stream == "" {
+		c.Stream = RelayEvents
+	}
 }
 
-// Relay is a relay process: a relay.Relay on the events table's stream
-// with the clients it owns.
+// Validate reports an unknown Stream ("" is RelayEvents); relay.New
+// checks the rest.
+func (c RelayConfig) Validate() error {
+	_, err := relayTable(c.Endpoints, c.Stream)
+	return err
+}
+
+// relayTable is the table whose stream carries stream.
+func relayTable(ep Endpoints, stream string) (string, error) {
+	switch stream {
+	case "", RelayEvents:
+		return ep.EventsTable, nil
+	case RelayAnalytics:
+		return ep.AnalyticsTable, nil
+	}
+	return "", fmt.Errorf("eventpipe: relay stream %q is unknown (want %q or %q)", stream, RelayEvents, RelayAnalytics)
+}
+
+// Relay is a relay process: a relay.Relay on one table's stream with the
+// clients it owns.
 type Relay struct {
 	*relay.Relay
 	closePub func() error
 }
 
 // NewRelay connects to DynamoDB, its Streams and (without a Publisher)
-// Kafka, and returns the relay of cfg.Endpoints.EventsTable. Run it with
-// Run; Close releases what NewRelay opened.
+// Kafka, and returns the relay of cfg.Stream: the events table's stream
+// by default, or the analytics table's. Run it with Run; Close releases
+// what NewRelay opened.
 func NewRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) {
 	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	ep := cfg.Endpoints
+	table, _ := relayTable(ep, cfg.Stream)
+	topics := bus.Topics{Prefix: ep.TopicPrefix}
+	rc := relay.Config{
+		EventsTable: table, LeaseTable: ep.LeasesTable, Topics: topics, StreamName: cfg.Stream,
+		WorkerID: cfg.WorkerID, LeaseDuration: cfg.LeaseDuration, DiscoveryInterval: cfg.DiscoveryInterval,
+		BatchSize: cfg.BatchSize, Registerer: cfg.Registerer, Logger: cfg.Logger,
+	}
+	clientID := "eventpipe-relay"
+	switch cfg.Stream {
+	case RelayEvents:
+		rc.Upcasters = cfg.Catalog.Upcasters()
+	case RelayAnalytics:
+		rc.Translator = analyticsbus.Translator{Topics: topics}
+		clientID += "-" + cfg.Stream
+	}
 	db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
 	if err != nil {
 		return nil, err
@@ -64,16 +130,12 @@ func NewRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	pub, closePub, err := publisher(cfg.Publisher, ep, "eventpipe-relay", cfg.Logger)
+	pub, closePub, err := publisher(cfg.Publisher, ep, clientID, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	r, err := relay.New(relay.Config{
-		Streams: streams, DynamoDB: db, EventsTable: ep.EventsTable, LeaseTable: ep.LeasesTable,
-		Publisher: pub, Topics: bus.Topics{Prefix: ep.TopicPrefix}, Upcasters: cfg.Catalog.Upcasters(),
-		WorkerID: cfg.WorkerID, LeaseDuration: cfg.LeaseDuration, DiscoveryInterval: cfg.DiscoveryInterval,
-		BatchSize: cfg.BatchSize, Registerer: cfg.Registerer, Logger: cfg.Logger,
-	})
+	rc.Streams, rc.DynamoDB, rc.Publisher = streams, db, pub
+	r, err := relay.New(rc)
 	if err != nil {
 		_ = closePub()
 		return nil, err
@@ -99,13 +161,25 @@ func publisher(given message.Publisher, ep Endpoints, clientID string, logger *s
 
 // RelayStatus returns the events table's stream and its shard leases in
 // the lease table of ep (owner, counter, checkpoint, lineage), sorted by
-// shard: what `eventpipe relay --status` prints.
+// shard. It is RelayStreamStatus(ctx, ep, RelayEvents).
 func RelayStatus(ctx context.Context, ep Endpoints) (stream string, leases []relay.Lease, err error) {
+	return RelayStreamStatus(ctx, ep, RelayEvents)
+}
+
+// RelayStreamStatus returns the stream ARN of relay stream name
+// (RelayEvents or RelayAnalytics) and its shard leases in the lease
+// table of ep, sorted by shard: what `eventpipe relay --status` prints
+// for each stream.
+func RelayStreamStatus(ctx context.Context, ep Endpoints, name string) (stream string, leases []relay.Lease, err error) {
+	table, err := relayTable(ep, name)
+	if err != nil {
+		return "", nil, err
+	}
 	db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
 	if err != nil {
 		return "", nil, err
 	}
-	if stream, err = relay.StreamARN(ctx, db, ep.EventsTable); err != nil {
+	if stream, err = relay.StreamARN(ctx, db, table); err != nil {
 		return "", nil, err
 	}
 	leases, err = relay.Status(ctx, &relay.Leases{Client: db, Table: ep.LeasesTable}, stream)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/domains/order/orderapi"
 	"github.com/eventpipe/eventpipe/projections/elastic"
+	"github.com/eventpipe/eventpipe/projections/rollups"
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -308,10 +309,14 @@ func analyticsResource(srv *httpapi.Server, w *WriteSide) error {
 }
 
 // ordersResource is the orders search (domains/order/orderapi) from the
-// orders-search model.
+// orders-search model and the hourly and daily roll-ups from the
+// order-rollups read model.
 func ordersResource(srv *httpapi.Server, w *WriteSide) error {
 	return orderapi.Mount(srv, orderapi.Config{
 		Search: searchmodels.OrderIndex{Client: w.Search(), Alias: w.SearchAlias(searchmodels.OrderSearch{}.Name())},
+		Rollups: func(ctx context.Context, q rollups.Query) ([]rollups.Row, error) {
+			return rollups.Read(ctx, w.ReadModels(), rollups.OrdersName, q.Period, q.From, q.To)
+		},
 		Logger: w.cfg.Logger,
 	})
 }

@@ -25,11 +25,15 @@
 // A session item holds eventCount (N), entryUrl, exitUrl (S), firstSeenAt,
 // lastSeenAt (S, RFC 3339 UTC), duration (N, seconds), userId (S,
 // optional) and ttl (N); an aggregation item holds events, pageViews,
-// sessions (sessions started in the bucket) (N), perType (M of event type
-// to N) and uniqueUsers (B, a HyperLogLog sketch this package only
-// round-trips). Sessions and aggregations are written from the table's
-// stream by the aggregation consumer; this package reads them. Their
-// source, session id, period and bucket are read from the keys.
+// sessions (sessions started in the bucket: whose earliest event falls in
+// it) and one type#<type> counter per event type (N), and per Kafka
+// partition of its source's topic users#<p> (B, a HyperLogLog sketch of
+// the users seen there; readers merge them) and wm#<p> (N, the highest
+// offset applied). The aggregation consumer (analytics/aggregator) writes
+// sessions and aggregations from the analytics.<source> topics the relay
+// fills from the table's stream, with the bookkeeping attributes listed
+// at AttrPerTypePrefix; this package reads them. Their source, session
+// id, period and bucket are read from the keys.
 //
 // Access patterns:
 //

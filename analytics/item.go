@@ -218,24 +218,6 @@ func (d *decoder) unix(name string) time.Time {
 	return time.Unix(d.n(name), 0).UTC()
 }
 
-// counts reads a map of numbers.
-func (d *decoder) counts(name string) map[string]int64 {
-	m, ok := get[*types.AttributeValueMemberM](d, name)
-	if !ok {
-		return nil
-	}
-	out := make(map[string]int64, len(m.Value))
-	for k, v := range m.Value {
-		n, ok := v.(*types.AttributeValueMemberN)
-		if !ok {
-			d.fail(name+"."+k, fmt.Sprintf("is %T, want a number", v))
-			continue
-		}
-		out[k] = d.parseN(name+"."+k, n.Value)
-	}
-	return out
-}
-
 // keyPart is a key attribute with its prefix removed; a key without the
 // prefix is an error.
 func (d *decoder) keyPart(name, prefix string) string {

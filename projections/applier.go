@@ -13,7 +13,8 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 )
 
-// Projection builds one read model. Apply is called once per event, in
+// Projection builds one read model. Apply is called once per event (a
+// BatchProjection gets the transaction's events at once instead), in
 // sequence order per aggregate, and queues the event's statements on b;
 // the Applier sends them in one round trip, in the transaction that also
 // moves the projection's positions. Statements run in queue order, so a
@@ -28,6 +29,24 @@ type Projection interface {
 	AggregateTypes() []string
 	// Apply queues the statements that write the effect of e.
 	Apply(ctx context.Context, b *pgx.Batch, e eventstore.Envelope) error
+}
+
+// BatchProjection is a Projection that takes a transaction's events at
+// once, to write what they add up to rather than one change per event (a
+// roll-up: one statement per transaction). For such a projection the
+// Applier calls ApplyBatch once per transaction instead of Apply per
+// event, with every event it applies: duplicates skipped and gaps
+// repaired, aggregate by aggregate in the Applier's order, each
+// aggregate's events in sequence order; never with none. Its statements
+// are queued on b before the positions, under the rules of Apply. Every
+// path through the Applier uses it (the Runner, CatchUp, Replay); when a
+// Runner's batch fails, each event is retried alone, so ApplyBatch then
+// gets one event and a permanent error poisons that event only. Apply
+// must still work on its own, for callers outside the Applier.
+type BatchProjection interface {
+	Projection
+	// ApplyBatch queues the statements that write the effect of events.
+	ApplyBatch(ctx context.Context, b *pgx.Batch, events []eventstore.Envelope) error
 }
 
 // ApplierConfig configures an Applier.
@@ -148,7 +167,9 @@ func (a *Applier) applyTx(ctx context.Context, tx pgx.Tx, events []eventstore.En
 		b                pgx.Batch
 		posTypes, posIDs []string
 		posSeqs          []int64
+		batched          []eventstore.Envelope
 	)
+	batcher, _ := a.cfg.Projection.(BatchProjection)
 	for _, ref := range refs {
 		p, err := Sequence(ctx, a.cfg.Store, name, ref, positions[ref], byAgg[ref])
 		if err != nil {
@@ -160,9 +181,13 @@ func (a *Applier) applyTx(ctx context.Context, tx pgx.Tx, events []eventstore.En
 		out.Skipped += p.Skipped
 		out.Repaired += p.Repaired
 		out.Applied += len(p.Apply) - p.Repaired
-		for _, e := range p.Apply {
-			if err := a.cfg.Projection.Apply(ctx, &b, e); err != nil {
-				return Outcome{}, fmt.Errorf("projections: %s: apply %s: %w", name, e, err)
+		if batcher != nil {
+			batched = append(batched, p.Apply...)
+		} else {
+			for _, e := range p.Apply {
+				if err := a.cfg.Projection.Apply(ctx, &b, e); err != nil {
+					return Outcome{}, fmt.Errorf("projections: %s: apply %s: %w", name, e, err)
+				}
 			}
 		}
 		if n := len(p.Apply); n > 0 {
@@ -173,6 +198,11 @@ func (a *Applier) applyTx(ctx context.Context, tx pgx.Tx, events []eventstore.En
 	}
 	if len(posSeqs) == 0 {
 		return out, nil // only duplicates
+	}
+	if batcher != nil {
+		if err := batcher.ApplyBatch(ctx, &b, batched); err != nil {
+			return Outcome{}, fmt.Errorf("projections: %s: apply a batch of %d events: %w", name, len(batched), err)
+		}
 	}
 	b.Queue(`INSERT INTO projection_positions (projection, aggregate_type, aggregate_id, seq)
 		SELECT $1, t, i, s FROM unnest($2::text[], $3::text[], $4::bigint[]) AS p (t, i, s)

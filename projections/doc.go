@@ -9,4 +9,10 @@
 // the event store (Store.Load) and applied first, in order. Because the
 // position and the rows commit together, a crash at any point either
 // keeps both or neither.
+//
+// A projection's Apply queues the statements of one event. A
+// BatchProjection (a roll-up, see projections/rollups) is handed all the
+// events of a transaction at once instead, so that it can add them up in
+// memory and write one statement per transaction rather than one per
+// event; skipping, repair and positions are the same.
 package projections

@@ -27,22 +27,26 @@ type StreamsAPI interface {
 }
 
 // TableAPI is the part of *dynamodb.Client the relay needs: the lease
-// table, and DescribeTable to find the events table's stream.
+// table, and DescribeTable to find the relayed table's stream.
 type TableAPI interface {
 	LeaseAPI
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 }
 
 // Config configures a relay worker. Several workers (processes) with the
-// same EventsTable and LeaseTable share the stream's shards.
+// same EventsTable and LeaseTable share the stream's shards. Relays of
+// different tables may share a LeaseTable (leases are keyed by stream
+// ARN) and, with different StreamNames, a Registerer.
 type Config struct {
 	// Streams reads the stream. Required.
 	Streams StreamsAPI
-	// DynamoDB writes the lease table and describes the events table.
+	// DynamoDB writes the lease table and describes the relayed table.
 	// Required.
 	DynamoDB TableAPI
-	// EventsTable is the event store table whose stream is relayed.
-	// Required unless StreamARN is set.
+	// EventsTable is the table whose stream is relayed: the event store's
+	// table, whose name the field keeps, or another table such as the
+	// analytics table together with its own Translator. Required unless
+	// StreamARN is set.
 	EventsTable string
 	// StreamARN overrides the stream (default: the table's latest stream).
 	StreamARN string
@@ -51,10 +55,20 @@ type Config struct {
 	// Publisher publishes to Kafka; Publish must return only after the
 	// broker acknowledged every message (bus/kafka.Publisher does). Required.
 	Publisher message.Publisher
-	// Topics names the event, outbound and poison topics.
+	// Topics names the poison topic, and the event and outbound topics of
+	// the default Translator.
 	Topics bus.Topics
-	// Upcasters, when set, upcast events before they are published.
+	// Upcasters, when set, upcast events before the default Translator
+	// publishes them. Unused when Translator is set.
 	Upcasters *eventstore.Upcasters
+	// Translator maps each stream record to the message published for it
+	// (default Translator{Topics, Upcasters}: the event store's records).
+	Translator RecordTranslator
+	// StreamName names what is relayed in metrics and logs (default
+	// DefaultStreamName): every metric carries it as the const label
+	// "stream", so relays with different StreamNames can share one
+	// Registerer. 1–64 of [a-zA-Z0-9_.-].
+	StreamName string
 	// WorkerID names this worker in the lease table (default
 	// hostname-pid-random). It must differ between live workers.
 	WorkerID string
@@ -79,9 +93,12 @@ type Config struct {
 	// failed reads back off along the same steps.
 	IdlePoll, MaxIdlePoll time.Duration
 	// PoisonGroup names the poison topic, Topics.Poison(PoisonGroup)
-	// (default DefaultPoisonGroup).
+	// (default PoisonGroupFor(StreamName): DefaultPoisonGroup for the
+	// events stream, "relay.<StreamName>" for any other).
 	PoisonGroup string
-	// Registerer receives the relay's metrics (default: none).
+	// Registerer receives the relay's metrics, labelled
+	// stream=<StreamName> (default: none). New fails when the registerer
+	// already holds a relay's metrics with the same StreamName.
 	Registerer prometheus.Registerer
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -90,9 +107,24 @@ type Config struct {
 // DefaultLeaseTable is the lease table's default name.
 const DefaultLeaseTable = "eventpipe-leases"
 
-// DefaultPoisonGroup names the relay's poison topic by default:
+// DefaultPoisonGroup names the events relay's poison topic by default:
 // <prefix>poison.relay.
 const DefaultPoisonGroup = "relay"
+
+// DefaultStreamName is Config.StreamName's default: the event store's
+// stream.
+const DefaultStreamName = "events"
+
+// PoisonGroupFor is the default Config.PoisonGroup of a relay whose
+// StreamName is streamName: DefaultPoisonGroup for DefaultStreamName (or
+// ""), "relay.<streamName>" otherwise, so the poison records of
+// different tables never mix.
+func PoisonGroupFor(streamName string) string {
+	if streamName == "" || streamName == DefaultStreamName {
+		return DefaultPoisonGroup
+	}
+	return DefaultPoisonGroup + "." + streamName
+}
 
 // Defaults of Config.IdlePoll and Config.MaxIdlePoll: the idle back-off
 // starts at 100ms and doubles up to 1s.
@@ -123,8 +155,14 @@ func (c *Config) setDefaults() {
 	if c.MaxIdlePoll == 0 {
 		c.MaxIdlePoll = DefaultMaxIdlePoll
 	}
+	if c.StreamName == "" {
+		c.StreamName = DefaultStreamName
+	}
 	if c.PoisonGroup == "" {
-		c.PoisonGroup = DefaultPoisonGroup
+		c.PoisonGroup = PoisonGroupFor(c.StreamName)
+	}
+	if c.Translator == nil {
+		c.Translator = Translator{Topics: c.Topics, Upcasters: c.Upcasters}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -152,8 +190,24 @@ func (c Config) Validate() error {
 		return fmt.Errorf("relay: Config.IdlePoll %v must be positive", c.IdlePoll)
 	case c.MaxIdlePoll < c.IdlePoll:
 		return fmt.Errorf("relay: Config.MaxIdlePoll %v is shorter than IdlePoll %v", c.MaxIdlePoll, c.IdlePoll)
+	case c.Translator == nil:
+		return errors.New("relay: Config.Translator is nil")
+	case !validStreamName(c.StreamName):
+		return fmt.Errorf("relay: Config.StreamName %q must be 1–64 of [a-zA-Z0-9_.-]", c.StreamName)
 	}
 	return bus.ValidateTopic(c.Topics.Poison(c.PoisonGroup))
+}
+
+func validStreamName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func defaultWorkerID() string {

@@ -1,8 +1,13 @@
 package relay
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"fmt"
 
-// metrics are the relay's Prometheus series.
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the relay's Prometheus series. Each carries the const
+// label stream=<Config.StreamName>.
 type metrics struct {
 	records   *prometheus.CounterVec // by outcome: published, skipped, poison
 	batches   prometheus.Counter
@@ -11,7 +16,10 @@ type metrics struct {
 	takeovers prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics builds the series and registers them on reg (when not nil)
+// under the label stream=<stream>. A registerer that already holds them
+// for that stream is an error, and nothing stays registered.
+func newMetrics(reg prometheus.Registerer, stream string) (*metrics, error) {
 	m := &metrics{
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eventpipe_relay_records_total",
@@ -34,8 +42,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Leases taken from another worker after they expired, or stolen to balance.",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.records, m.batches, m.lag, m.held, m.takeovers)
+	if reg == nil {
+		return m, nil
 	}
-	return m
+	reg = prometheus.WrapRegistererWith(prometheus.Labels{"stream": stream}, reg)
+	all := []prometheus.Collector{m.records, m.batches, m.lag, m.held, m.takeovers}
+	for i, c := range all {
+		if err := reg.Register(c); err != nil {
+			for _, done := range all[:i] {
+				reg.Unregister(done)
+			}
+			return nil, fmt.Errorf("relay: register metrics of stream %q: %w", stream, err)
+		}
+	}
+	return m, nil
 }

@@ -10,17 +10,19 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 )
 
 // Relay is one worker: it lists the stream's shards, keeps a lease per
 // shard in the lease table, takes free and expired leases (its share when
 // several workers run), reads each held shard from its checkpoint and
-// publishes the records, checkpointing after Kafka acknowledged them.
+// publishes the records its Translator maps them to, checkpointing after
+// Kafka acknowledged them.
 type Relay struct {
 	cfg        Config
 	leases     *Leases
-	translator Translator
+	translator RecordTranslator
 	metrics    *metrics
 	log        *slog.Logger
 
@@ -42,18 +44,23 @@ type readerExit struct {
 	err   error
 }
 
-// New validates cfg and returns a worker; Run starts it.
+// New validates cfg, registers the metrics on cfg.Registerer and returns
+// a worker; Run starts it. It does no I/O.
 func New(cfg Config) (*Relay, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	m, err := newMetrics(cfg.Registerer, cfg.StreamName)
+	if err != nil {
+		return nil, err
+	}
 	return &Relay{
 		cfg:        cfg,
 		leases:     &Leases{Client: cfg.DynamoDB, Table: cfg.LeaseTable},
-		translator: Translator{Topics: cfg.Topics, Upcasters: cfg.Upcasters},
-		metrics:    newMetrics(cfg.Registerer),
-		log:        cfg.Logger.With("component", "relay", "worker", cfg.WorkerID),
+		translator: cfg.Translator,
+		metrics:    m,
+		log:        cfg.Logger.With("component", "relay", "stream", cfg.StreamName, "worker", cfg.WorkerID),
 		known:      map[string]bool{},
 		observed:   map[string]observation{},
 		running:    map[string]*reader{},
@@ -64,10 +71,19 @@ func New(cfg Config) (*Relay, error) {
 // WorkerID is the id this worker writes into the leases it holds.
 func (r *Relay) WorkerID() string { return r.cfg.WorkerID }
 
-// StreamARN resolves the relayed stream: Config.StreamARN, or the events
-// table's latest stream.
+// StreamName is Config.StreamName: what this worker relays, as its
+// metrics and logs name it.
+func (r *Relay) StreamName() string { return r.cfg.StreamName }
+
+// StreamARN returns the latest stream of table, the stream a relay
+// without Config.StreamARN reads. A table that does not exist or has no
+// enabled stream is an error that says to run `eventpipe migrate`.
 func StreamARN(ctx context.Context, db TableAPI, table string) (string, error) {
 	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	var missing *types.ResourceNotFoundException
+	if errors.As(err, &missing) {
+		return "", fmt.Errorf("relay: table %s does not exist (run `eventpipe migrate`): %w", table, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("relay: describe table %s: %w", table, err)
 	}
@@ -90,7 +106,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		r.stream = arn
 	}
-	r.log.InfoContext(ctx, "relay started", "stream", r.stream, "lease_table", r.cfg.LeaseTable, "lease_duration", r.cfg.LeaseDuration)
+	r.log.InfoContext(ctx, "relay started", "stream_arn", r.stream, "lease_table", r.cfg.LeaseTable, "lease_duration", r.cfg.LeaseDuration)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	err := r.loop(runCtx)

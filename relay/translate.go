@@ -20,10 +20,26 @@ type Outgoing struct {
 	Message *message.Message
 }
 
-// Translator maps stream records to bus messages: EVENT# items to their
-// envelope on Topics.Events(aggregate type), OUTBOUND# items to
-// Topics.Outbound(name); every other item (#METADATA, STATE, #SNAPSHOT,
-// command records) and every REMOVE (TTL expiry) is skipped.
+// RecordTranslator maps one stream record to the message the relay
+// publishes for it (Config.Translator). Translate returns ok=false and a
+// nil error for a record that is not published (the relay counts it as
+// skipped), and an error for a record that can never be published: the
+// relay sends that record to its poison topic with the error as the
+// reason and moves on, so the error should name the record. The message
+// should carry bus.MetadataPartitionKey: records with one key reach
+// Kafka in stream order. Translate does no I/O and is called from one
+// goroutine per shard held, so it must be safe for concurrent use.
+type RecordTranslator interface {
+	Translate(rec st.Record) (out Outgoing, ok bool, err error)
+}
+
+var _ RecordTranslator = Translator{}
+
+// Translator is the RecordTranslator of the event store's table (the
+// default): EVENT# items become their envelope on
+// Topics.Events(aggregate type), OUTBOUND# items Topics.Outbound(name);
+// every other item (#METADATA, STATE, #SNAPSHOT, command records) and
+// every REMOVE (TTL expiry) is skipped.
 type Translator struct {
 	Topics bus.Topics
 	// Upcasters, when set, bring events to their current schema version

@@ -208,6 +208,22 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	return &Subscriber{cfg: cfg}, nil
 }
 
+// SaramaConfig fills c's defaults, validates it and returns the sarama
+// configuration of a consumer group member with c's timeouts, for a
+// consumer that talks to sarama directly (one that needs batches of a
+// partition or its offsets, as analytics/aggregator does).
+func (c SubscriberConfig) SaramaConfig() (*sarama.Config, error) {
+	c.setDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	sc := c.saramaConfig(&connTracker{})
+	if err := sc.Validate(); err != nil {
+		return nil, fmt.Errorf("kafka: consumer group %s: %w", c.ConsumerGroup, err)
+	}
+	return sc, nil
+}
+
 // saramaConfig returns the sarama configuration of one subscription,
 // dialing through conns.
 func (c SubscriberConfig) saramaConfig(conns *connTracker) *sarama.Config {

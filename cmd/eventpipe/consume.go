@@ -17,7 +17,7 @@ func consumeCommand() *cobra.Command {
 		all         bool
 		metricsAddr string
 	)
-	names := catalog.ModelNames
+	names := func() []string { return eventpipe.ConsumerNames(catalog) }
 	cmd := &cobra.Command{
 		Use:   "consume <projection>... | --all",
 		Short: "Run read-model projections into Postgres and Elasticsearch (" + strings.Join(names(), ", ") + ")",
@@ -31,7 +31,13 @@ then follows the live topics. Run 'eventpipe migrate' once before.
 The search models (todos-search, orders-search) write one document per aggregate
 to Elasticsearch through their alias with _bulk, the aggregate's sequence as the
 external version: the index itself refuses duplicates and stale redeliveries,
-and each document carries its position.`,
+and each document carries its position.
+
+The analytics consumer keeps the analytics table's sessions and hourly and
+daily aggregations from the analytics.<source> topics the relay fills: it
+folds a batch of each partition in memory and writes each touched bucket
+and session once, counting every event exactly once (per-partition offset
+watermarks on the buckets, recent event ids on the sessions).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all {
 				args = names()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"text/tabwriter"
@@ -16,6 +17,7 @@ import (
 func relayCommand() *cobra.Command {
 	var (
 		status      bool
+		streams     []string
 		workerID    string
 		metricsAddr string
 		leaseFor    time.Duration
@@ -23,42 +25,62 @@ func relayCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "relay",
-		Short: "Republish the events table's stream onto Kafka (shard leases, checkpoints)",
-		Long: `relay reads the DynamoDB Stream of the events table and publishes every EVENT#
-item as an envelope on events.<aggregate type> and every OUTBOUND# item on
-outbound.<name>, keyed by aggregate id. Several relay processes share the
-stream's shards through leases in EVENTPIPE_LEASES_TABLE; a dead one's shards
-are taken over after --lease-duration. A batch is checkpointed only after Kafka
-acknowledged all of it. Records that cannot be decoded go to poison.relay.
+		Short: "Republish the events and analytics tables' streams onto Kafka (shard leases, checkpoints)",
+		Long: `relay reads DynamoDB Streams and publishes their items onto Kafka, one relay per
+stream, all in this process (--streams picks them):
 
---status prints the leases and checkpoints instead of relaying.`,
+  events     the events table: every EVENT# item as an envelope on
+             events.<aggregate type> and every OUTBOUND# item on outbound.<name>,
+             keyed by aggregate id. Undecodable records go to poison.relay.
+  analytics  the analytics table (EVENTPIPE_ANALYTICS_TABLE): every raw event
+             on analytics.<source>, keyed by session id; sessions and
+             aggregations are not published. Undecodable records go to
+             poison.relay.analytics.
+
+Several relay processes share each stream's shards through leases in
+EVENTPIPE_LEASES_TABLE (one table for both streams); a dead one's shards are
+taken over after --lease-duration. A batch is checkpointed only after Kafka
+acknowledged all of it. If one stream's relay fails (its table is missing:
+run 'eventpipe migrate'), the others stop too and relay exits with the error.
+Metrics carry the label stream=events|analytics.
+
+--status prints each stream's leases and checkpoints instead of relaying.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			ep := eventpipe.EndpointsFromEnv()
 			if status {
-				return printRelayStatus(ctx, cmd, ep)
+				return printRelayStatus(ctx, cmd, ep, streams)
 			}
 			reg := eventpipe.NewMetricsRegistry()
-			r, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{
-				Catalog: catalog, Endpoints: ep, WorkerID: workerID, LeaseDuration: leaseFor, BatchSize: batchSize,
-				Registerer: reg, Logger: slog.Default(),
-			})
-			if err != nil {
-				return err
+			var relays []*eventpipe.Relay
+			defer func() {
+				for _, r := range relays {
+					_ = r.Close()
+				}
+			}()
+			for _, stream := range streams {
+				r, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{
+					Stream: stream, Catalog: catalog, Endpoints: ep, WorkerID: workerID, LeaseDuration: leaseFor,
+					BatchSize: batchSize, Registerer: reg, Logger: slog.Default(),
+				})
+				if err != nil {
+					return err
+				}
+				relays = append(relays, r)
 			}
-			defer r.Close()
 			g, ctx := errgroup.WithContext(ctx)
 			if metricsAddr != "" {
 				g.Go(func() error { return eventpipe.ServeMetrics(ctx, metricsAddr, reg) })
 			}
-			g.Go(func() error {
-				err := r.Run(ctx)
-				if err == nil {
-					err = context.Canceled // stop the metrics server too
-				}
-				return err
-			})
+			for _, r := range relays {
+				g.Go(func() error {
+					if err := r.Run(ctx); err != nil {
+						return fmt.Errorf("relay %s: %w", r.StreamName(), err)
+					}
+					return context.Canceled // a clean stop: stop the other relays and the metrics server too
+				})
+			}
 			if err := g.Wait(); err != nil && err != context.Canceled {
 				return err
 			}
@@ -66,28 +88,43 @@ acknowledged all of it. Records that cannot be decoded go to poison.relay.
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&status, "status", false, "print the shard leases and checkpoints, then exit")
-	f.StringVar(&workerID, "worker-id", "", "id written into held leases (default hostname-pid-random)")
+	f.BoolVar(&status, "status", false, "print the shard leases and checkpoints of --streams, then exit")
+	f.StringSliceVar(&streams, "streams", eventpipe.RelayStreams(), "streams to relay: events, analytics (comma-separated)")
+	f.StringVar(&workerID, "worker-id", "", "id written into held leases (default hostname-pid-random, one per stream)")
 	f.StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9464", "serve /metrics and /healthz here (empty: off)")
 	f.DurationVar(&leaseFor, "lease-duration", 10*time.Second, "a lease not renewed for this long is taken over")
 	f.Int32Var(&batchSize, "batch-size", 1000, "GetRecords limit (1–1000); at most this many records repeat after a crash")
 	return cmd
 }
 
-func printRelayStatus(ctx context.Context, cmd *cobra.Command, ep eventpipe.Endpoints) error {
-	stream, leases, err := eventpipe.RelayStatus(ctx, ep)
-	if err != nil {
-		return err
-	}
+// printRelayStatus prints the leases of each stream. A stream whose
+// leases cannot be read (its table is missing) is reported in place and
+// makes the command fail after the others are printed.
+func printRelayStatus(ctx context.Context, cmd *cobra.Command, ep eventpipe.Endpoints, streams []string) error {
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "stream %s\nleases in %s: %d\n\n", stream, ep.LeasesTable, len(leases))
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SHARD\tPARENT\tOWNER\tCOUNTER\tCHECKPOINT\tFINISHED\tUPDATED")
-	for _, l := range leases {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%v\t%s\n", l.ShardID, dash(l.ParentShardID), dash(l.Owner), l.Counter,
-			dash(l.Checkpoint), l.Finished, l.UpdatedAt.Format(time.RFC3339))
+	var errs []error
+	for i, name := range streams {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		stream, leases, err := eventpipe.RelayStreamStatus(ctx, ep, name)
+		if err != nil {
+			fmt.Fprintf(out, "%s: %v\n", name, err)
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		fmt.Fprintf(out, "%s stream %s\nleases in %s: %d\n\n", name, stream, ep.LeasesTable, len(leases))
+		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "SHARD\tPARENT\tOWNER\tCOUNTER\tCHECKPOINT\tFINISHED\tUPDATED")
+		for _, l := range leases {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%v\t%s\n", l.ShardID, dash(l.ParentShardID), dash(l.Owner), l.Counter,
+				dash(l.Checkpoint), l.Finished, l.UpdatedAt.Format(time.RFC3339))
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
 	}
-	return w.Flush()
+	return errors.Join(errs...)
 }
 
 func dash(s string) string {

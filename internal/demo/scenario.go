@@ -282,7 +282,7 @@ func (s *scenario) readModels(ctx context.Context, n *narrator) error {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	published, err := scrapeSum(ctx, s.http, "http://"+s.cfg.RelayMetricsAddr+"/metrics", "eventpipe_relay_records_total", map[string]string{"outcome": "published"})
+	published, err := scrapeSum(ctx, s.http, "http://"+s.cfg.RelayMetricsAddr+"/metrics", "eventpipe_relay_records_total", map[string]string{"outcome": "published", "stream": "events"})
 	if err == nil {
 		n.line("the relay published %.0f records (events and outbound events) from the table's stream since it started", published)
 	}

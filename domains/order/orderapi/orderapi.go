@@ -1,6 +1,7 @@
-// Package orderapi serves the orders' Elasticsearch read model over HTTP:
-// filters by status, customer and total, with counts by status and by
-// day.
+// Package orderapi serves the orders' read models over HTTP: the
+// Elasticsearch search model (filters by status, customer and total,
+// with counts by status and by day) and the Postgres roll-up of orders
+// per hour and per day (projections/rollups).
 package orderapi
 
 import (
@@ -10,6 +11,7 @@ import (
 	"net/http"
 
 	"github.com/eventpipe/eventpipe/httpapi"
+	"github.com/eventpipe/eventpipe/projections/rollups"
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
 )
 
@@ -23,6 +25,10 @@ type Searcher interface {
 type Config struct {
 	// Search reads the orders search model. Required.
 	Search Searcher
+	// Rollups reads the order roll-up (rollups.Read of
+	// rollups.OrdersName on the read-model database does). When nil,
+	// GET /orders/rollups is not mounted.
+	Rollups func(ctx context.Context, q rollups.Query) ([]rollups.Row, error)
 	// Logger logs failed reads (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -38,10 +44,15 @@ func (c Config) Validate() error {
 // Mount mounts on srv:
 //
 //	GET /orders/search?status=&customer=&min_total=&max_total=&from=&size=
+//	GET /orders/rollups?period=hourly|daily&from=&to=
 //
-// It answers a page of matching orders (newest first; amounts in cents)
-// with the number of all matches, and their counts by status (by_status)
-// and by day placed (per_day). A bad parameter is a 400 naming it.
+// The search answers a page of matching orders (newest first; amounts in
+// cents) with the number of all matches, and their counts by status
+// (by_status) and by day placed (per_day). The roll-ups answer a
+// RollupsResult: the buckets of the period from the one holding from to
+// the one holding to, oldest first, those without an order event left
+// out; from and to are RFC 3339 times or dates (to: the whole day), see
+// rollups.ParseQuery. A bad parameter is a 400 naming it.
 func Mount(srv *httpapi.Server, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -63,5 +74,10 @@ func Mount(srv *httpapi.Server, cfg Config) error {
 		}
 		httpapi.WriteJSON(w, http.StatusOK, res)
 	})
+	if cfg.Rollups != nil {
+		srv.Mux.HandleFunc("GET /orders/rollups", func(w http.ResponseWriter, r *http.Request) {
+			serveRollups(w, r, cfg)
+		})
+	}
 	return nil
 }

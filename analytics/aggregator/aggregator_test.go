@@ -1,0 +1,65 @@
+package aggregator_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/eventpipe/eventpipe/analytics"
+
+	"github.com/eventpipe/eventpipe/analytics/aggregator"
+)
+
+// runConsumer runs an aggregation consumer in this process until the
+// test ends.
+func runConsumer(t *testing.T, w *world) *aggregator.Consumer {
+	t.Helper()
+	c, err := aggregator.New(childConfig(w.db, w.brokers, w.table, w.topics.Prefix, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return c
+}
+
+// waitCounted waits up to a minute for the source's daily aggregations
+// to count want events.
+func waitCounted(t *testing.T, w *world, source string, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got := w.eventsCounted(source)
+		if got == want {
+			return
+		}
+		if got > want || time.Now().After(deadline) {
+			t.Fatalf("%d events counted, want %d", got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestAggregatorCountsLateAndDuplicatedDeliveriesExactly runs the
+// consumer in process on a small workload with late and copied
+// deliveries, two sources on two topics.
+func TestAggregatorCountsLateAndDuplicatedDeliveriesExactly(t *testing.T) {
+	w := newWorld(t)
+	cfg := workloadConfig{Events: 3000, Sessions: 40, Users: 15, Days: 2, LateShare: 0.1, DupShare: 0.05, Seed: 1, Now: time.Now()}
+	a := generateWorkload("site-a", cfg)
+	cfg.Seed = 2
+	b := generateWorkload("site-b", cfg)
+	w.publish(append(append([]analytics.Event(nil), a.Delivered...), b.Delivered...))
+	runConsumer(t, w)
+	waitCounted(t, w, a.Source, int64(len(a.Events)))
+	waitCounted(t, w, b.Source, int64(len(b.Events)))
+	assertExact(t, w, a)
+	assertExact(t, w, b)
+}

@@ -1,0 +1,17 @@
+// Package relay republishes a DynamoDB table's stream onto Kafka: the
+// event store's table (events and outbound events, the default
+// Translator) and, with its own RecordTranslator, any other table whose
+// items belong on the bus, such as the analytics table's raw events
+// (analytics/analyticsbus.Translator).
+//
+// A Relay is one worker on one stream. It keeps a lease per shard in a
+// lease table keyed by stream ARN and shard id, so workers of one stream
+// (in any number of processes) share its shards, and relays of different
+// tables can share one lease table. A shard is read only after its
+// parent is read to its end; each batch is published and acknowledged by
+// Kafka before it is checkpointed, so delivery is at least once and a
+// crash repeats at most one batch per shard. A record the translator
+// refuses goes to the poison topic Topics.Poison(Config.PoisonGroup)
+// with the reason. Metrics carry the label stream=<Config.StreamName>,
+// so several relays can register on one Prometheus registry.
+package relay
