@@ -4,8 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/IBM/sarama"
+
+	"github.com/eventpipe/eventpipe/analytics/aggregator"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/projections"
@@ -38,16 +43,33 @@ type GroupStatus struct {
 	Poisoned    int64
 }
 
-// StatusReport is what Status saw.
-type StatusReport struct {
-	// Stream and Leases: the events table's stream and the relay's shard
-	// leases (owner, checkpoint), as RelayStatus returns them.
+// RelayStreamReport is one relay stream (RelayEvents, RelayAnalytics) as
+// Status saw it.
+type RelayStreamReport struct {
+	// Name is the stream's name, as RelayStreams lists it.
+	Name string
+	// Stream and Leases: the table's stream and the relay's shard leases
+	// on it (owner, checkpoint), as RelayStreamStatus returns them; empty
+	// when Err is set.
 	Stream string
 	Leases []relay.Lease
-	// RelayPoisoned counts the records on the relay's poison topic.
-	RelayPoisoned int64
+	// PoisonTopic and Poisoned: the stream's poison topic
+	// (relay.PoisonGroupFor) and how many records it holds.
+	PoisonTopic string
+	Poisoned    int64
+	// Err says why the leases could not be read (for example a table that
+	// does not exist); it is among StatusReport.Errors too.
+	Err error
+}
+
+// StatusReport is what Status saw.
+type StatusReport struct {
+	// Relays has one report per relay stream, in RelayStreams order.
+	Relays []RelayStreamReport
 	// Groups: the command handlers' groups (one per commands topic), then
-	// one per read model.
+	// one per read model, then the analytics aggregation consumer's
+	// (AnalyticsAggregator), whose topics are the analytics topics that
+	// exist now.
 	Groups []GroupStatus
 	// Errors are the parts that could not be read (for example the relay's
 	// leases before `eventpipe migrate`), each saying which.
@@ -55,10 +77,22 @@ type StatusReport struct {
 	Took   time.Duration
 }
 
-// Status reads, once, where the pipeline stands: the relay's leases, and
-// for the command handlers and every read model of the catalogue their
+// Relay returns the report of relay stream name (RelayEvents,
+// RelayAnalytics), or false when r has none.
+func (r StatusReport) Relay(name string) (RelayStreamReport, bool) {
+	i := slices.IndexFunc(r.Relays, func(s RelayStreamReport) bool { return s.Name == name })
+	if i < 0 {
+		return RelayStreamReport{}, false
+	}
+	return r.Relays[i], true
+}
+
+// Status reads, once, where the pipeline stands: for each relay stream its
+// leases and poisoned records, and for the command handlers, every read
+// model of the catalogue and the analytics aggregation consumer their
 // consumer group's position, lag and poisoned messages. A part that cannot
-// be read is reported in Errors; the rest is still returned.
+// be read (a missing table, an unreachable broker) is reported in Errors,
+// and a relay stream's also in its report; the rest is still returned.
 func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 	logger := slog.New(slog.DiscardHandler)
 	processDefaults(&cfg.Catalog, &cfg.Endpoints, &logger)
@@ -69,9 +103,14 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 	ep := cfg.Endpoints
 	topics := bus.Topics{Prefix: ep.TopicPrefix}
 	var r StatusReport
-	var err error
-	if r.Stream, r.Leases, err = RelayStatus(ctx, ep); err != nil {
-		r.Errors = append(r.Errors, fmt.Errorf("relay leases: %w", err))
+	for _, name := range RelayStreams() {
+		rel := RelayStreamReport{Name: name, PoisonTopic: topics.Poison(relay.PoisonGroupFor(name))}
+		var err error
+		if rel.Stream, rel.Leases, err = RelayStreamStatus(ctx, ep, name); err != nil {
+			rel.Err = fmt.Errorf("relay %s leases: %w", name, err)
+			r.Errors = append(r.Errors, rel.Err)
+		}
+		r.Relays = append(r.Relays, rel)
 	}
 	var groups []GroupStatus
 	for _, t := range cfg.Catalog.AggregateTypes() {
@@ -87,7 +126,19 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 		}
 		groups = append(groups, g)
 	}
-	poisonTopics := []string{topics.Poison(relay.DefaultPoisonGroup)}
+	// The aggregation consumer's group, as NewConsumers runs it: every
+	// analytics topic, one per source, found by prefix as it does.
+	agg := GroupStatus{Group: topics.Prefix + aggregator.DefaultGroup, PoisonTopic: topics.Poison(aggregator.DefaultGroup)}
+	var err error
+	if agg.Topics, err = topicsWithPrefix(ctx, ep.KafkaBrokers, topics.Prefix+bus.AnalyticsPrefix); err != nil {
+		r.Errors = append(r.Errors, fmt.Errorf("analytics topics: %w", err))
+	}
+	groups = append(groups, agg)
+
+	var poisonTopics []string
+	for _, rel := range r.Relays {
+		poisonTopics = append(poisonTopics, rel.PoisonTopic)
+	}
 	for _, g := range groups {
 		poisonTopics = append(poisonTopics, g.PoisonTopic)
 	}
@@ -95,9 +146,15 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 	if err != nil {
 		r.Errors = append(r.Errors, fmt.Errorf("poison topics: %w", err))
 	}
-	r.RelayPoisoned = counts[topics.Poison(relay.DefaultPoisonGroup)]
+	for i := range r.Relays {
+		r.Relays[i].Poisoned = counts[r.Relays[i].PoisonTopic]
+	}
 	for _, g := range groups {
 		g.Poisoned = counts[g.PoisonTopic]
+		if len(g.Topics) == 0 {
+			r.Groups = append(r.Groups, g) // no analytics topic yet: nothing to measure
+			continue
+		}
 		rows, err := kafka.ConsumerLag(ctx, ep.KafkaBrokers, g.Group, g.Topics)
 		if err != nil {
 			r.Errors = append(r.Errors, fmt.Errorf("group %s: %w", g.Group, err))
@@ -111,4 +168,36 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 	}
 	r.Took = time.Since(start)
 	return r
+}
+
+// topicsWithPrefix lists the topics whose name is prefix followed by at
+// least one character, sorted: what the aggregation consumer subscribes
+// to. It does not create topics.
+func topicsWithPrefix(ctx context.Context, brokers []string, prefix string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sc := sarama.NewConfig()
+	sc.Version = kafka.KafkaVersion
+	sc.ClientID = "eventpipe-status"
+	sc.Metadata.AllowAutoTopicCreation = false
+	sc.Metadata.Retry.Max = 1
+	sc.Metadata.Retry.Backoff = 100 * time.Millisecond
+	client, err := sarama.NewClient(brokers, sc)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client on %v: %w", brokers, err)
+	}
+	defer client.Close()
+	all, err := client.Topics()
+	if err != nil {
+		return nil, fmt.Errorf("list topics: %w", err)
+	}
+	var out []string
+	for _, t := range all {
+		if strings.HasPrefix(t, prefix) && len(t) > len(prefix) {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

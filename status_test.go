@@ -3,17 +3,28 @@ package eventpipe_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/analytics"
+	"github.com/eventpipe/eventpipe/analytics/aggregator"
+	"github.com/eventpipe/eventpipe/analytics/analyticsbus"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	"github.com/eventpipe/eventpipe/relay"
 )
 
 // TestStatusShowsEachGroupsPositionLagAndPoison sends three todo
@@ -69,5 +80,110 @@ func TestStatusShowsEachGroupsPositionLagAndPoison(t *testing.T) {
 	}
 	if todoGroup.Newest != 3 || todoGroup.PoisonTopic != ep.TopicPrefix+"poison."+group {
 		t.Fatalf("todo commands group %+v", todoGroup)
+	}
+}
+
+// TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace
+// puts three analytics events on two sources' topics and one message that
+// is not an event, parks a record on the analytics relay's poison topic,
+// and reads Status with no analytics table yet: the analytics relay's
+// report says its table is missing while the events relay's is read, and
+// the aggregator's group, found by its topics' prefix, lags by all four
+// messages. Then the table is created and the aggregation consumer runs:
+// the analytics stream has a report with no leases, and the group has
+// committed all four, its poison topic holding the one that was not an
+// event.
+func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *testing.T) {
+	ep := testEndpoints(t)
+	db := testenv.DynamoDB(t)
+	ep.LeasesTable, ep.AnalyticsTable = testenv.UniqueName(t, "leases"), testenv.UniqueName(t, "analytics")
+	ctx := context.Background()
+	if err := migrate.CreateLeasesTable(ctx, db, ep.LeasesTable); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.DeleteTable(t, db, ep.LeasesTable); testenv.DeleteTable(t, db, ep.AnalyticsTable) })
+	topics := bus.Topics{Prefix: ep.TopicPrefix}
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	for _, e := range []struct{ source, session string }{{"site-a", "s1"}, {"site-a", "s2"}, {"site-b", "s1"}} {
+		msg, err := analyticsbus.Message(analytics.Event{SourceID: e.source, SessionID: e.session, Type: "page_view", URL: "/",
+			EventID: ulid.Make().String(), CreatedAt: time.Now().UTC()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Publish(topics.Analytics(e.source), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Publish(topics.Analytics("site-b"), message.NewMessage(watermill.NewUUID(), []byte("not an event"))); err != nil {
+		t.Fatal(err)
+	}
+	relayPoison := topics.Poison(relay.PoisonGroupFor(eventpipe.RelayAnalytics))
+	if err := pub.Publish(relayPoison, message.NewMessage(watermill.NewUUID(), []byte("{}"))); err != nil {
+		t.Fatal(err)
+	}
+
+	aggGroup := func(r eventpipe.StatusReport) eventpipe.GroupStatus {
+		t.Helper()
+		for _, g := range r.Groups {
+			if g.Group == ep.TopicPrefix+aggregator.DefaultGroup {
+				return g
+			}
+		}
+		t.Fatalf("no aggregator group among %+v", r.Groups)
+		return eventpipe.GroupStatus{}
+	}
+	r := eventpipe.Status(ctx, eventpipe.StatusConfig{Endpoints: ep})
+	events, _ := r.Relay(eventpipe.RelayEvents)
+	an, ok := r.Relay(eventpipe.RelayAnalytics)
+	if events.Err != nil || events.Stream == "" {
+		t.Fatalf("events relay %+v, want its stream read", events)
+	}
+	if !ok || an.Err == nil || !strings.Contains(an.Err.Error(), ep.AnalyticsTable) || !slices.Contains(r.Errors, an.Err) {
+		t.Fatalf("analytics relay %+v (errors %v), want its missing table reported in place and among the errors", an, r.Errors)
+	}
+	if an.PoisonTopic != relayPoison || an.Poisoned != 1 || events.PoisonTopic != topics.Poison(relay.DefaultPoisonGroup) {
+		t.Fatalf("relay poison: events %s, analytics %s with %d, want %s and %s with 1", events.PoisonTopic, an.PoisonTopic, an.Poisoned,
+			topics.Poison(relay.DefaultPoisonGroup), relayPoison)
+	}
+	want := eventpipe.GroupStatus{Group: ep.TopicPrefix + aggregator.DefaultGroup,
+		Topics:    []string{topics.Analytics("site-a"), topics.Analytics("site-b")},
+		Committed: 0, Newest: 4, Lag: 4,
+		PoisonTopic: topics.Poison(aggregator.DefaultGroup)}
+	if g := aggGroup(r); !reflect.DeepEqual(g, want) {
+		t.Fatalf("aggregator group before it ran %+v, want %+v", g, want)
+	}
+	if len(r.Errors) != 1 {
+		t.Fatalf("errors %v, want only the analytics relay's", r.Errors)
+	}
+
+	if err := migrate.CreateAnalyticsTable(ctx, db, ep.AnalyticsTable); err != nil {
+		t.Fatal(err)
+	}
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, ReadModels: []string{eventpipe.AnalyticsAggregator},
+		SkipCatchUp: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumers.Close()
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- consumers.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	want.Committed, want.Lag, want.Poisoned = 4, 0, 1
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		r = eventpipe.Status(ctx, eventpipe.StatusConfig{Endpoints: ep})
+		if g := aggGroup(r); reflect.DeepEqual(g, want) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("aggregator group %+v (errors %v), want %+v", g, r.Errors, want)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if an, _ = r.Relay(eventpipe.RelayAnalytics); an.Err != nil || an.Stream == "" || len(an.Leases) != 0 || len(r.Errors) != 0 {
+		t.Fatalf("analytics relay %+v (errors %v), want its stream and no leases (no relay ran)", an, r.Errors)
 	}
 }

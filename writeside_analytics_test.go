@@ -2,11 +2,16 @@ package eventpipe_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/analytics/analyticsapi"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
@@ -14,8 +19,10 @@ import (
 
 // TestServeMountsTheAnalyticsAPI runs the write side's HTTP server (as
 // `eventpipe serve` does) on a fresh analytics table: a batch posted to
-// /sources/{id}/events is read back per session across the shards, and a
-// bad event is a 400 that stores nothing.
+// /sources/{id}/events is read back per session across the shards, a
+// bad event is a 400 that stores nothing, and with the analytics relay and
+// the aggregation consumer running, the session and the hourly counts
+// follow over the same API.
 func TestServeMountsTheAnalyticsAPI(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -66,5 +73,63 @@ func TestServeMountsTheAnalyticsAPI(t *testing.T) {
 	getJSON(t, base+"/sources/my-site/sessions/s3/events", http.StatusOK, &s3)
 	if len(s3.Events) != 0 {
 		t.Errorf("the refused batch stored %d events of session s3", len(s3.Events))
+	}
+
+	// The analytics relay and the aggregation consumer, as `eventpipe
+	// relay` and `eventpipe consume analytics` run them, turn the events
+	// into sessions and aggregations that the same API reads.
+	ep.LeasesTable = testenv.UniqueName(t, "leases")
+	if err := migrate.CreateLeasesTable(ctx, ddb, ep.LeasesTable); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.DeleteTable(t, ddb, ep.LeasesTable) })
+	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: ep, Stream: eventpipe.RelayAnalytics, DiscoveryInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rel.Close()
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, ReadModels: []string{eventpipe.AnalyticsAggregator}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumers.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = rel.Run(runCtx) }()
+	go func() { defer wg.Done(); _ = consumers.Run(runCtx) }()
+	defer func() { stop(); wg.Wait() }()
+
+	var session analytics.Session
+	deadline := time.Now().Add(time.Minute)
+	for session.EventCount < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("session s1 after a minute: %+v", session)
+		}
+		time.Sleep(200 * time.Millisecond)
+		resp, err := http.Get(base + "/sources/my-site/sessions/s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			_ = json.NewDecoder(resp.Body).Decode(&session)
+		}
+		resp.Body.Close()
+	}
+	if session.EventCount != 3 || session.EntryURL != "/" || session.ExitURL != "/pricing" {
+		t.Errorf("session s1 = %+v, want 3 events from / to /pricing", session)
+	}
+	var hourly analyticsapi.Aggregations
+	var events, pageViews, sessions int64
+	for events < 4 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		getJSON(t, base+"/sources/my-site/aggregations?period=hourly", http.StatusOK, &hourly)
+		events, pageViews, sessions = 0, 0, 0
+		for _, a := range hourly.Aggregations {
+			events, pageViews, sessions = events+a.Events, pageViews+a.PageViews, sessions+a.Sessions
+		}
+	}
+	if events != 4 || pageViews != 3 || sessions != 2 {
+		t.Errorf("hourly aggregations %+v: %d events, %d page views, %d sessions; want 4, 3, 2", hourly.Aggregations, events, pageViews, sessions)
 	}
 }

@@ -19,7 +19,9 @@ func demoCommand() *cobra.Command {
 'consume --all' as child processes, sends bank-account, order and todo commands
 (some refused by the rules), and shows what was accepted and appended, the
 consumers' lag falling to zero, and what each read model then holds, checked
-against what the commands imply. Then it stays up with URLs to try until Ctrl-C;
+against what the commands imply. Its analytics chapter posts a generated
+browsing burst and shows the sessions and hourly counts the aggregation
+consumer makes of it, and the hourly order roll-up. Then it stays up with URLs to try until Ctrl-C;
 --once exits after the story.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

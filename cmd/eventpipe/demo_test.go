@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,7 +22,11 @@ import (
 // each read model must hold (balances from the accepted transactions,
 // each order's status from its last accepted command, each todo from its
 // last accepted request) and checks the read models the demo printed
-// against that.
+// against that. Its analytics chapter is read the same way: from the
+// events each POST carried (and the batch posted twice) it works out
+// every session's count, entry, exit and duration and every hour's
+// events, page views, sessions and users, and from the accepted order
+// commands what they add to the order roll-up.
 func TestDemoOnceTellsAStoryItsReadModelsConfirm(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "eventpipe")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -29,13 +34,17 @@ func TestDemoOnceTellsAStoryItsReadModelsConfirm(t *testing.T) {
 	}
 	ddb := testenv.DynamoDB(t)
 	testenv.KafkaBrokers(t)
-	events, leases := testenv.UniqueName(t, "events"), testenv.UniqueName(t, "leases")
-	t.Cleanup(func() { testenv.DeleteTable(t, ddb, events); testenv.DeleteTable(t, ddb, leases) })
+	events, leases, analytics := testenv.UniqueName(t, "events"), testenv.UniqueName(t, "leases"), testenv.UniqueName(t, "analytics")
+	t.Cleanup(func() {
+		testenv.DeleteTable(t, ddb, events)
+		testenv.DeleteTable(t, ddb, leases)
+		testenv.DeleteTable(t, ddb, analytics)
+	})
 	schema, pgURL := testenv.PostgresSchema(t, "demo")
 	free := func() string { return "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)) }
 	cmd := exec.Command(bin, "demo", "--once", "--postgres-schema", schema, "--log-dir", t.TempDir(),
 		"--relay-metrics-addr", free(), "--consume-metrics-addr", free())
-	cmd.Env = append(os.Environ(), "EVENTPIPE_EVENTS_TABLE="+events, "EVENTPIPE_LEASES_TABLE="+leases,
+	cmd.Env = append(os.Environ(), "EVENTPIPE_EVENTS_TABLE="+events, "EVENTPIPE_LEASES_TABLE="+leases, "EVENTPIPE_ANALYTICS_TABLE="+analytics,
 		"EVENTPIPE_TOPIC_PREFIX="+testenv.UniqueName(t, "ns")+".", "EVENTPIPE_HTTP_ADDR="+free(),
 		"EVENTPIPE_POSTGRES_URL="+pgURL)
 	var out bytes.Buffer
@@ -112,7 +121,146 @@ func TestDemoOnceTellsAStoryItsReadModelsConfirm(t *testing.T) {
 	if shown != 8 {
 		t.Errorf("the story showed %d read-model rows, want 8", shown)
 	}
+	checkAnalyticsChapter(t, story)
 	if t.Failed() {
 		t.Logf("the story:\n%s", story)
+	}
+}
+
+// checkAnalyticsChapter works out from the events the analytics chapter
+// posted what its sessions, hourly aggregations and order roll-up must
+// show, and checks what it printed against that.
+func checkAnalyticsChapter(t *testing.T, story string) {
+	t.Helper()
+	type event struct {
+		hour, typ, url string
+		at             time.Duration
+	}
+	type session struct {
+		user   string
+		events []event
+	}
+	sessions := map[string]*session{}
+	var last *session
+	var lastBatch []event
+	post := regexp.MustCompile(`^\s+POST /sources/\S+/events\s+session (\S+), (?:user (\S+)|anonymous): (\d+) events? → 201`)
+	again := regexp.MustCompile(`^\s+POST /sources/\S+/events\s+session (\S+) again, the same batch .*→ 201 Created: (\d+) more`)
+	step := regexp.MustCompile(`(\d\d):(\d\d):(\d\d) (\S+) (\S+)`)
+	lines := strings.Split(story, "\n")
+	for i, line := range lines {
+		if m := post.FindStringSubmatch(line); m != nil && i+1 < len(lines) {
+			last = &session{user: m[2]}
+			sessions[m[1]] = last
+			lastBatch = nil
+			for _, e := range step.FindAllStringSubmatch(lines[i+1], -1) {
+				h, _ := strconv.Atoi(e[1])
+				mi, _ := strconv.Atoi(e[2])
+				sec, _ := strconv.Atoi(e[3])
+				lastBatch = append(lastBatch, event{hour: e[1], typ: e[4], url: e[5],
+					at: time.Duration(h)*time.Hour + time.Duration(mi)*time.Minute + time.Duration(sec)*time.Second})
+			}
+			if n, _ := strconv.Atoi(m[3]); n != len(lastBatch) {
+				t.Errorf("session %s: %d events stored, %d listed", m[1], n, len(lastBatch))
+			}
+			last.events = append(last.events, lastBatch...)
+		}
+		if m := again.FindStringSubmatch(line); m != nil && last != nil && sessions[m[1]] == last {
+			last.events = append(last.events, lastBatch...)
+		}
+	}
+	if len(sessions) != 4 {
+		t.Fatalf("the analytics chapter posted %d sessions, want 4:\n%s", len(sessions), story)
+	}
+	// What the burst implies. Times are of the last two hours, so the hour
+	// of the day names a bucket; a visit that crosses midnight would be
+	// misread, and the demo's visits last minutes.
+	type hour struct {
+		events, views, sessions int64
+		users                   map[string]bool
+	}
+	hours := map[string]*hour{}
+	at := func(h string) *hour {
+		if hours[h] == nil {
+			hours[h] = &hour{users: map[string]bool{}}
+		}
+		return hours[h]
+	}
+	type want struct {
+		events      int64
+		entry, exit string
+		duration    int64
+	}
+	wants := map[string]want{}
+	for id, s := range sessions {
+		first, lastEv := s.events[0], s.events[0]
+		for _, e := range s.events {
+			if e.at < first.at {
+				first = e
+			}
+			if e.at > lastEv.at {
+				lastEv = e
+			}
+			h := at(e.hour)
+			h.events++
+			if e.typ == "page_view" {
+				h.views++
+			}
+			if s.user != "" {
+				h.users[s.user] = true
+			}
+		}
+		at(first.hour).sessions++
+		d := lastEv.at - first.at
+		if d < 0 {
+			d += 24 * time.Hour
+		}
+		wants[id] = want{events: int64(len(s.events)), entry: first.url, exit: lastEv.url, duration: int64(d / time.Second)}
+	}
+
+	// What the chapter showed.
+	shown := 0
+	for _, m := range regexp.MustCompile(`(?m)^\s+(s\d+)\s+(\S+)\s+(\d+) events?\s+(\S+)\s+→\s+(\S+)\s+(\d+) s\s+\(expected`).FindAllStringSubmatch(story, -1) {
+		shown++
+		w := wants[m[1]]
+		n, _ := strconv.ParseInt(m[3], 10, 64)
+		d, _ := strconv.ParseInt(m[6], 10, 64)
+		if n != w.events || m[4] != w.entry || m[5] != w.exit || d != w.duration {
+			t.Errorf("session %s shows %s events, %s → %s, %s s; the burst implies %d, %s → %s, %d s", m[1], m[3], m[4], m[5], m[6], w.events, w.entry, w.exit, w.duration)
+		}
+		if user := sessions[m[1]].user; m[2] != user && !(user == "" && m[2] == "anonymous") {
+			t.Errorf("session %s shows user %s, the burst says %q", m[1], m[2], user)
+		}
+	}
+	if shown != len(wants) {
+		t.Errorf("the chapter showed %d sessions, want %d", shown, len(wants))
+	}
+	shown = 0
+	for _, m := range regexp.MustCompile(`(?m)^\s+\d{4}-\d\d-\d\dT(\d\d):00:00Z\s+events\s+(\d+)\s+page views\s+(\d+)\s+sessions (\d+)\s+unique users (\d+)`).FindAllStringSubmatch(story, -1) {
+		shown++
+		h := at(m[1])
+		got := [4]string{m[2], m[3], m[4], m[5]}
+		exp := [4]string{strconv.FormatInt(h.events, 10), strconv.FormatInt(h.views, 10), strconv.FormatInt(h.sessions, 10), strconv.Itoa(len(h.users))}
+		if got != exp {
+			t.Errorf("hour %s shows events, page views, sessions, users %v; the burst implies %v", m[1], got, exp)
+		}
+	}
+	if shown != len(hours) || shown < 2 {
+		t.Errorf("the chapter showed %d hourly aggregations, the burst touches %d hours (at least 2)", shown, len(hours))
+	}
+
+	// The order roll-up: what this run's accepted order commands add.
+	var orders, revenue, refunds int64
+	orders = int64(len(regexp.MustCompile(`PlaceOrder\s+\S+\s+.*→ accepted`).FindAllString(story, -1)))
+	refunds = int64(len(regexp.MustCompile(`RefundOrder\s+\S+\s+.*→ accepted`).FindAllString(story, -1)))
+	for _, m := range regexp.MustCompile(`ProcessPayment\s+\S+\s+\{"amount":(\d+)\}\s+→ accepted`).FindAllStringSubmatch(story, -1) {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		revenue += n
+	}
+	m := regexp.MustCompile(`this run's orders added (\d+) orders?, (\d+) in revenue, (\d+) refunds?`).FindStringSubmatch(story)
+	if m == nil {
+		t.Fatalf("the chapter did not show what this run added to the order roll-up:\n%s", story)
+	}
+	if got, exp := m[1:4], []string{strconv.FormatInt(orders, 10), strconv.FormatInt(revenue, 10), strconv.FormatInt(refunds, 10)}; !slices.Equal(got, exp) {
+		t.Errorf("the order roll-up shows this run adding orders, revenue, refunds %v; the order commands imply %v", got, exp)
 	}
 }

@@ -4,7 +4,10 @@
 // orders, todos over HTTP), and shows what was accepted and rejected,
 // what was appended, what the relay published, how the consumers' lag
 // falls to zero and what each read model then holds, checked against
-// what the commands imply. `eventpipe demo` runs it.
+// what the commands imply; then it posts a browsing burst to the analytics
+// API and shows the sessions and hourly aggregations the aggregation
+// consumer makes of it, and the hourly order roll-up, each next to what
+// the burst and the orders imply. `eventpipe demo` runs it.
 package demo
 
 import (
@@ -118,8 +121,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	n.line("DynamoDB tables %s and %s ready at %s; Postgres read models at version %d in schema %s",
-		m.EventsTable, m.LeasesTable, cfg.Endpoints.DynamoDB, m.PostgresVersion, m.PostgresSchema)
+	n.line("DynamoDB tables %s, %s and %s ready at %s; Postgres read models at version %d in schema %s",
+		m.EventsTable, m.LeasesTable, m.AnalyticsTable, cfg.Endpoints.DynamoDB, m.PostgresVersion, m.PostgresSchema)
 
 	n.chapter("The pipeline")
 	procs := &children{binary: cfg.Binary, logDir: cfg.LogDir}
@@ -163,6 +166,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := sc.searchChapter(ctx, n); err != nil {
 		return err
 	}
+	if err := sc.analyticsChapter(ctx, n); err != nil {
+		return err
+	}
 
 	if cfg.Once {
 		n.chapter("Done")
@@ -173,6 +179,11 @@ func Run(ctx context.Context, cfg Config) error {
 	n.line("HTTP API   curl -i http://%s/todo", cfg.Endpoints.HTTPAddr)
 	n.line("search     curl 'http://%s/todo/search?q=coffee'   curl 'http://%s/orders/search?status=delivered&min_total=1000'", cfg.Endpoints.HTTPAddr, cfg.Endpoints.HTTPAddr)
 	n.line("           curl -i -X POST http://%s/todo -d '{\"id\":\"t1\",\"title\":\"TODO\",\"message\":\"Make coffee\"}'", cfg.Endpoints.HTTPAddr)
+	n.line("analytics  curl 'http://%s/sources/%s/sessions'   curl 'http://%s/sources/%s/aggregations?period=daily'",
+		cfg.Endpoints.HTTPAddr, sc.id("demo"), cfg.Endpoints.HTTPAddr, sc.id("demo"))
+	n.line("           curl -X POST http://%s/sources/%s/events -d '{\"type\":\"page_view\",\"sessionId\":\"s9\",\"url\":\"/\"}'", cfg.Endpoints.HTTPAddr, sc.id("demo"))
+	today := time.Now().UTC().Format(time.DateOnly)
+	n.line("roll-ups   curl 'http://%s/orders/rollups?period=hourly&from=%s&to=%s'", cfg.Endpoints.HTTPAddr, today, today)
 	n.line("metrics    http://%s/metrics (serve)  http://%s/metrics (relay)  http://%s/metrics (consume)",
 		cfg.Endpoints.HTTPAddr, cfg.RelayMetricsAddr, cfg.ConsumeMetricsAddr)
 	n.line("commands   bin/eventpipe send CreateTodo --aggregate-id t2 --data '{\"title\":\"hi\"}' --wait")

@@ -23,6 +23,8 @@ import (
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
+	"github.com/eventpipe/eventpipe/projections/rollups"
+	"github.com/eventpipe/eventpipe/rollup"
 )
 
 // scenario sends the demo's commands and keeps what they imply.
@@ -40,6 +42,13 @@ type scenario struct {
 	todos             map[string]*todoRow // nil: deleted
 	customer          string              // of every order of this run
 	accepted, refused int
+
+	// The hourly order roll-up is global: rollupBase holds its buckets
+	// from the hour of rollupFrom (when the orders chapter began) before
+	// this run's orders; rollupWant what their accepted commands add.
+	rollupFrom time.Time
+	rollupBase map[string]rollup.Measures
+	rollupWant rollup.Measures
 }
 
 type orderRow struct {
@@ -66,7 +75,7 @@ func newScenario(ctx context.Context, cfg Config) (*scenario, error) {
 		return nil, fmt.Errorf("demo: read models: %w", err)
 	}
 	return &scenario{cfg: cfg, catalog: catalog, sender: sender, store: store, db: db, http: &http.Client{Timeout: 30 * time.Second},
-		balances: map[string]int64{}, orders: map[string]orderRow{}, todos: map[string]*todoRow{}}, nil
+		balances: map[string]int64{}, orders: map[string]orderRow{}, todos: map[string]*todoRow{}, rollupWant: rollup.Measures{}}, nil
 }
 
 func (s *scenario) close() {
@@ -170,9 +179,18 @@ func (s *scenario) ordersChapter(ctx context.Context, n *narrator) error {
 		{order.PlaceOrder, o3, order.OrderPlacedData{Customer: s.customer, Total: 300}, commands.StatusAccepted},
 		{order.ProcessPayment, o3, order.PaymentProcessedData{Amount: 250}, commands.StatusRejected},
 	}
+	s.rollupFrom = time.Now()
+	var err error
+	if s.rollupBase, err = s.orderRollup(ctx, s.rollupFrom, s.rollupFrom); err != nil {
+		return err
+	}
 	for _, st := range steps {
-		if _, err := s.send(ctx, n, st); err != nil {
+		res, err := s.send(ctx, n, st)
+		if err != nil {
 			return err
+		}
+		if res.Status == commands.StatusAccepted {
+			s.rollupWant.Add(orderRollupMeasures(st.payload))
 		}
 	}
 	s.orders[o1] = orderRow{Status: order.StatusDelivered, Total: 4500, Paid: 4500}
@@ -180,6 +198,20 @@ func (s *scenario) ordersChapter(ctx context.Context, n *narrator) error {
 	s.orders[o3] = orderRow{Status: order.StatusPlaced, Total: 300}
 	n.line("order-2 could not ship before it was paid, order-3's payment did not match its total;")
 	n.line("order-2's refund is a compensating event: its payment stays in the log")
+	return nil
+}
+
+// orderRollupMeasures is what an accepted order command's payload adds
+// to the order roll-up (rollups.OrdersDefinition).
+func orderRollupMeasures(payload any) rollup.Measures {
+	switch d := payload.(type) {
+	case order.OrderPlacedData:
+		return rollup.Measures{rollups.MeasureOrders: 1, rollups.MeasurePlacedTotal: d.Total}
+	case order.PaymentProcessedData:
+		return rollup.Measures{rollups.MeasurePayments: 1, rollups.MeasureRevenue: d.Amount}
+	case order.OrderRefundedData:
+		return rollup.Measures{rollups.MeasureRefunds: 1, rollups.MeasureRefunded: d.Amount}
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -114,22 +115,40 @@ func (s *scenario) compareSearch(ctx context.Context, coffee, milk string, order
 // getJSON GETs path from the HTTP API, checks the status, decodes the
 // body into v (when not nil) and returns the ETag.
 func (s *scenario) getJSON(ctx context.Context, path string, want int, v any) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.cfg.Endpoints.HTTPAddr+path, nil)
+	return s.callJSON(ctx, http.MethodGet, path, nil, want, v)
+}
+
+// callJSON sends body (when not nil) as JSON to path of the HTTP API,
+// checks the answer's status, decodes its body into v (when not nil)
+// and returns its ETag.
+func (s *scenario) callJSON(ctx context.Context, method, path string, body any, want int, v any) (string, error) {
+	var reqBody io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return "", fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		reqBody = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+s.cfg.Endpoints.HTTPAddr+path, reqBody)
 	if err != nil {
 		return "", err
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := s.http.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("GET %s: %w", path, err)
+		return "", fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	answer, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != want {
-		return "", fmt.Errorf("GET %s: %d, want %d: %s", path, resp.StatusCode, want, strings.TrimSpace(string(body)))
+		return "", fmt.Errorf("%s %s: %d, want %d: %s", method, path, resp.StatusCode, want, strings.TrimSpace(string(answer)))
 	}
 	if v != nil {
-		if err := json.Unmarshal(body, v); err != nil {
-			return "", fmt.Errorf("GET %s: %w", path, err)
+		if err := json.Unmarshal(answer, v); err != nil {
+			return "", fmt.Errorf("%s %s: %w", method, path, err)
 		}
 	}
 	return resp.Header.Get("ETag"), nil
