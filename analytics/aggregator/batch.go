@@ -105,15 +105,17 @@ func (c *Consumer) writeBuckets(ctx context.Context, partition int32, contribs [
 	for i, b := range buckets {
 		g.Go(func() error {
 			st := states[b]
-			for attempt := 0; ; attempt++ {
+			for attempt := 1; ; attempt++ {
 				w, skipped, err := c.writeBucket(gctx, partition, b, st, byBucket[b], lastOffset)
-				if !errors.Is(err, errConflict) {
-					results[i] = result{written: w, redelivered: skipped, conflicts: attempt}
+				if err == nil {
+					results[i] = result{written: w, redelivered: skipped, conflicts: attempt - 1}
+					return nil
+				}
+				if err := c.retryable(gctx, err, attempt, "aggregation "+string(b.Period)+" "+b.Name+" of "+b.Series); err != nil {
 					return err
 				}
-				if attempt+1 >= c.cfg.ConflictRetries {
-					return fmt.Errorf("aggregation %s %s of %s: %d conflicting writers in a row", b.Period, b.Name, b.Series, attempt+1)
-				}
+				// Whether or not the write landed, the item read again
+				// says what is left to add.
 				if st, err = c.table.readBucket(gctx, partition, b); err != nil {
 					return err
 				}
@@ -166,6 +168,25 @@ func (c *Consumer) writeBucket(ctx context.Context, partition int32, b rollup.Bu
 	return 1, skipped, nil
 }
 
+// retryable returns nil when a failed conditional write of what may be
+// tried again: a conflict (another writer changed the item) or any other
+// failure (the write may or may not have landed: the caller reads the
+// item again, and its condition makes the retry skip what landed), at
+// most ConflictRetries times, after a back-off for a failure.
+func (c *Consumer) retryable(ctx context.Context, err error, attempt int, what string) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if attempt >= c.cfg.ConflictRetries {
+		return fmt.Errorf("%s: %d attempts: %w", what, attempt, err)
+	}
+	if errors.Is(err, errConflict) {
+		return nil
+	}
+	c.log.Warn("write failed; reading the item again and retrying it", "item", what, "attempt", attempt, "err", err)
+	return sleep(ctx, backoff(attempt))
+}
+
 // writeSessions writes the changed sessions; one that another writer
 // changed meanwhile is read again and its deliveries folded into it
 // again (its contributions are already in the buckets).
@@ -176,14 +197,14 @@ func (c *Consumer) writeSessions(ctx context.Context, source string, ids []strin
 	for i, id := range ids {
 		g.Go(func() error {
 			s := sessions[id]
-			for attempt := 0; ; attempt++ {
+			for attempt := 1; ; attempt++ {
 				err := c.table.putSession(gctx, source, id, s)
-				if !errors.Is(err, errConflict) {
-					return err
+				if err == nil {
+					return nil
 				}
 				counts[i]++
-				if attempt+1 >= c.cfg.ConflictRetries {
-					return fmt.Errorf("session %s/%s: %d conflicting writers in a row", source, id, attempt+1)
+				if err := c.retryable(gctx, err, attempt, "session "+source+"/"+id); err != nil {
+					return err
 				}
 				if s, err = c.table.readSession(gctx, source, id); err != nil {
 					return err

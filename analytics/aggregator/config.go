@@ -28,7 +28,7 @@ type API interface {
 // Defaults of Config.
 const (
 	DefaultGroup        = "analytics-aggregator"
-	DefaultBatchSize    = 500
+	DefaultBatchSize    = 2000
 	DefaultBatchWait    = 50 * time.Millisecond
 	DefaultRecentEvents = 256
 	DefaultSessionTTL   = 90 * 24 * time.Hour
@@ -54,9 +54,11 @@ type Config struct {
 	// (default 90 days): its item's ttl.
 	SessionTTL time.Duration
 	// BatchSize bounds the messages of one partition folded and written
-	// together (default 500); BatchWait is how long a batch waits to
-	// fill once its first message is in (default 50 ms). Bigger batches
-	// mean fewer writes to the hot aggregation items.
+	// together (default 2000); BatchWait is how long a batch waits to
+	// fill once its first message is in (default 50 ms). A consumer that
+	// is behind takes full batches, a live one what arrived within
+	// BatchWait. Bigger batches mean fewer writes to the hot aggregation
+	// items.
 	BatchSize int
 	BatchWait time.Duration
 	// RecentEvents is how many event ids a session item remembers to
@@ -71,8 +73,10 @@ type Config struct {
 	// DiscoveryInterval is how often new source topics are looked for
 	// (default 5 s).
 	DiscoveryInterval time.Duration
-	// ConflictRetries bounds the re-reads after a conditional write
-	// found an item changed by another writer (default 20).
+	// ConflictRetries bounds the attempts at one item's write: after a
+	// conditional write found the item changed by another writer, or
+	// failed (then after a back-off), the item is read again and the
+	// write retried (default 20). Past it the whole batch is retried.
 	ConflictRetries int
 	// Poison, when set, receives every message that is not an analytics
 	// event, on Topics.Poison(group); without it such messages are

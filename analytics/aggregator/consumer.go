@@ -42,6 +42,7 @@ func New(cfg Config) (*Consumer, error) {
 		return nil, fmt.Errorf("aggregator: %w", err)
 	}
 	sc.Consumer.Return.Errors = true
+	sc.ChannelBufferSize = max(sc.ChannelBufferSize, cfg.BatchSize)
 	return &Consumer{
 		cfg:     cfg,
 		sarama:  sc,

@@ -3,6 +3,8 @@ package aggregator
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,7 +46,8 @@ func TestABatchRedeliveredAfterACrashBetweenBucketsAndSessionsCountsOnce(t *test
 	}
 	t.Cleanup(func() { testenv.DeleteTable(t, db, name) })
 	api := &failingPuts{API: db}
-	c := &Consumer{cfg: Config{RecentEvents: 64, WriteConcurrency: 4, ConflictRetries: 3}, table: &table{client: api, name: name, sessionTTL: time.Hour}}
+	c := &Consumer{cfg: Config{RecentEvents: 64, WriteConcurrency: 4, ConflictRetries: 3}, log: slog.Default(),
+		table: &table{client: api, name: name, sessionTTL: time.Hour}}
 
 	var ds []delivery
 	for i := range 40 {
@@ -93,5 +96,82 @@ func TestABatchRedeliveredAfterACrashBetweenBucketsAndSessionsCountsOnce(t *test
 	}
 	if sessions != 40 {
 		t.Errorf("sessions hold %d events, want 40", sessions)
+	}
+}
+
+// landedButFailed performs every first write of an item and then reports
+// it failed (a timeout after DynamoDB applied it).
+type landedButFailed struct {
+	API
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (l *landedButFailed) first(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen[key] {
+		return false
+	}
+	l.seen[key] = true
+	return true
+}
+
+func (l *landedButFailed) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opt ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := l.API.UpdateItem(ctx, in, opt...)
+	if err == nil && l.first(keyOf(in.Key)) {
+		return nil, errors.New("injected: the answer was lost after the write landed")
+	}
+	return out, err
+}
+
+func (l *landedButFailed) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opt ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := l.API.PutItem(ctx, in, opt...)
+	if err == nil && l.first(keyOf(in.Item)) {
+		return nil, errors.New("injected: the answer was lost after the write landed")
+	}
+	return out, err
+}
+
+// TestAWriteThatLandedButFailedIsNotCountedTwice retries each item whose
+// write failed after it landed: the retry reads the item again, its
+// condition finds the watermark (or version) moved, and nothing is added
+// twice.
+func TestAWriteThatLandedButFailedIsNotCountedTwice(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.DynamoDB(t)
+	name := testenv.UniqueName(t, "analytics")
+	if err := migrations.CreateAnalyticsTable(ctx, db, name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.DeleteTable(t, db, name) })
+	api := &landedButFailed{API: db, seen: map[string]bool{}}
+	c := &Consumer{cfg: Config{RecentEvents: 64, WriteConcurrency: 4, ConflictRetries: 5}, log: slog.Default(),
+		table: &table{client: api, name: name, sessionTTL: time.Hour}}
+	var ds []delivery
+	for i := range 12 {
+		d := deliveryAt(int64(i), at(9+i%2, i), "page_view", "/x", "u")
+		d.event.SessionID = []string{"s1", "s2"}[i%2]
+		ds = append(ds, d)
+	}
+	out, err := c.applyBatch(ctx, "site", 3, ds, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Conflicts == 0 {
+		t.Errorf("no write was retried: %+v", out)
+	}
+	st, err := analytics.New(analytics.Config{Client: db, Table: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	day, err := st.AggregationsBetween(ctx, "site", rollup.Daily, at(0, 0), at(0, 0))
+	if err != nil || len(day) != 1 || day[0].Events != 12 || day[0].Sessions != 2 {
+		t.Fatalf("daily = %+v, %v; want 12 events, 2 sessions", day, err)
+	}
+	for _, id := range []string{"s1", "s2"} {
+		if s, _, err := st.Session(ctx, "site", id); err != nil || s.EventCount != 6 {
+			t.Errorf("session %s = %+v, %v; want 6 events", id, s, err)
+		}
 	}
 }
