@@ -6,6 +6,13 @@
 // reducers) that keep an aggregate's current STATE beside its events and
 // publish OUTBOUND events through the same transaction.
 //
+// Rules see the state and one event. A HistoryRule (Processor.HistoryRules)
+// also sees the aggregate's events (History): the stored ones before the
+// event (Past), the others of its append (New, Index). Reading the past
+// costs reads, so only Facet.Recalculate and Facet.Load do it; Facet.Append
+// reads only STATE, and tells a history rule so (PastLoaded false), which
+// refuses with ErrPastNotLoaded when it needs the past.
+//
 // The package imports no AWS code; eventstore/dynamodb is the adapter.
 //
 // Vocabulary: an aggregate is identified by a Ref (type and id); its

@@ -17,7 +17,8 @@ type FacetConfig[S any] struct {
 	// "bankaccount". Required.
 	AggregateType string
 	// Processor gives the initial state and one rule per event type.
-	// Required: Initial and at least one rule.
+	// Required: Initial and at least one rule (in Rules or HistoryRules,
+	// never both for one event type).
 	Processor Processor[S]
 	// Upcasters decide the schema version of new events (the current one)
 	// and must be the store's own, so that rules see current payloads.
@@ -43,8 +44,8 @@ func (c FacetConfig[S]) Validate() error {
 	if c.Processor.Initial == nil {
 		return errors.New("eventstore: FacetConfig.Processor.Initial is nil")
 	}
-	if len(c.Processor.Rules) == 0 {
-		return errors.New("eventstore: FacetConfig.Processor.Rules is empty")
+	if len(c.Processor.Rules) == 0 && len(c.Processor.HistoryRules) == 0 {
+		return errors.New("eventstore: FacetConfig.Processor.Rules and HistoryRules are empty")
 	}
 	for t, r := range c.Processor.Rules {
 		if err := ValidateName("event_type", t); err != nil {
@@ -52,6 +53,17 @@ func (c FacetConfig[S]) Validate() error {
 		}
 		if r == nil {
 			return fmt.Errorf("eventstore: FacetConfig.Processor.Rules[%q] is nil", t)
+		}
+		if _, ok := c.Processor.HistoryRules[t]; ok {
+			return fmt.Errorf("eventstore: FacetConfig.Processor: %q has a rule in both Rules and HistoryRules", t)
+		}
+	}
+	for t, r := range c.Processor.HistoryRules {
+		if err := ValidateName("event_type", t); err != nil {
+			return fmt.Errorf("eventstore: FacetConfig.Processor.HistoryRules: %w", err)
+		}
+		if r == nil {
+			return fmt.Errorf("eventstore: FacetConfig.Processor.HistoryRules[%q] is nil", t)
 		}
 	}
 	return nil
@@ -62,7 +74,9 @@ func (c FacetConfig[S]) Validate() error {
 // is given the state, runs the rules over the new events, and writes the
 // events, the new STATE and any OUTBOUND events in one conditional
 // transaction, so STATE always equals a replay of the log. S must survive
-// a JSON round trip: the state is stored as JSON.
+// a JSON round trip: the state is stored as JSON. Rules that need the
+// aggregate's earlier events (HistoryRule) get them from Recalculate and
+// Load, which read the whole log; Append and AppendTo read only STATE.
 //
 // A Facet is safe for concurrent use; concurrent appends to one aggregate
 // are serialised by the store's optimistic concurrency (losers get
@@ -140,7 +154,9 @@ func (f *Facet[S]) Get(ctx context.Context, id string) (State[S], error) {
 // applied (then the original result comes back with Duplicate). A
 // concurrent append returns *ConcurrencyError. An aggregate whose events
 // were appended without its facet has no up-to-date STATE: every Append
-// conflicts until Recalculate rebuilds it.
+// conflicts until Recalculate rebuilds it. Append reads no past events:
+// history rules see PastLoaded false, and one that needs the past fails
+// the append with ErrPastNotLoaded (use Recalculate).
 func (f *Facet[S]) Append(ctx context.Context, id string, ch Change) (Result[S], error) {
 	ref := f.ref(id)
 	if err := ref.Validate(); err != nil {
@@ -202,12 +218,17 @@ func (f *Facet[S]) appendTo(ctx context.Context, cur State[S], ch Change) (Resul
 }
 
 // Recalculate reads every event of aggregate id, replays them through the
-// rules from the initial state (outbound events of past events are not
-// published again), applies ch's events if any (their outbound events are
-// published) and writes the STATE, and the new events, in one transaction
-// conditional on the version read. With no events stored and none in ch
-// it returns ErrAggregateNotFound. A stored event that a rule now rejects
-// fails the recalculation with that *RuleRejection; nothing is written.
+// rules from the initial state (Processor.Replay: outbound events of past
+// events are not published again), applies ch's events if any
+// (Processor.ApplyWithHistory: their outbound events are published) and
+// writes the STATE, and the new events, in one transaction conditional on
+// the version read. With no events stored and none in ch it returns
+// ErrAggregateNotFound. A stored event that a rule now rejects fails the
+// recalculation with that *RuleRejection; nothing is written.
+//
+// Because it reads the whole log, Recalculate is how events are appended
+// to a facet whose history rules need the past: they see every stored
+// event (History.Past), at the cost of reading them all.
 func (f *Facet[S]) Recalculate(ctx context.Context, id string, ch Change) (Result[S], error) {
 	ref := f.ref(id)
 	if err := ref.Validate(); err != nil {
@@ -217,7 +238,7 @@ func (f *Facet[S]) Recalculate(ctx context.Context, id string, ch Change) (Resul
 	if err != nil && !(errors.Is(err, ErrAggregateNotFound) && len(ch.Events) > 0) {
 		return Result[S]{}, fmt.Errorf("recalculate %s: %w", ref, err)
 	}
-	state, _, err := f.cfg.Processor.Apply(f.cfg.Processor.Initial(), past)
+	state, err := f.cfg.Processor.Replay(past)
 	if err != nil {
 		return Result[S]{}, fmt.Errorf("recalculate %s: replay: %w", ref, err)
 	}
@@ -229,7 +250,7 @@ func (f *Facet[S]) Recalculate(ctx context.Context, id string, ch Change) (Resul
 	if err != nil {
 		return Result[S]{}, fmt.Errorf("recalculate %s: %w", ref, err)
 	}
-	state, outbound, err := f.cfg.Processor.Apply(state, req.Events)
+	state, outbound, err := f.cfg.Processor.ApplyWithHistory(state, past, req.Events)
 	if err != nil {
 		return Result[S]{}, fmt.Errorf("recalculate %s: %w", ref, err)
 	}
@@ -287,10 +308,17 @@ func (f *Facet[S]) duplicate(ctx context.Context, ref Ref, commandID string) (Re
 // that do not trust or use STATE: the latest snapshot (if any) plus the
 // events after it, through the rules. Outbound events are not collected.
 // Returns ErrAggregateNotFound when there is neither snapshot nor event.
+//
+// A facet with history rules ignores the snapshot and replays the whole
+// log (Processor.Replay), so that those rules see the past: a snapshot
+// holds a state, not the events before it.
 func (f *Facet[S]) Load(ctx context.Context, id string) (State[S], error) {
 	ref := f.ref(id)
 	if err := ref.Validate(); err != nil {
 		return State[S]{}, fmt.Errorf("load %s: %w", ref, err)
+	}
+	if len(f.cfg.Processor.HistoryRules) > 0 {
+		return f.loadAll(ctx, ref)
 	}
 	cur := State[S]{Ref: ref, Item: f.cfg.Processor.Initial()}
 	snap, err := f.cfg.Store.Snapshot(ctx, ref)
@@ -317,10 +345,27 @@ func (f *Facet[S]) Load(ctx context.Context, id string) (State[S], error) {
 	return cur, nil
 }
 
+// loadAll is Load from the whole log, without the snapshot.
+func (f *Facet[S]) loadAll(ctx context.Context, ref Ref) (State[S], error) {
+	events, err := f.cfg.Store.Load(ctx, ref, 0)
+	if err == nil && len(events) == 0 {
+		err = ErrAggregateNotFound
+	}
+	if err != nil {
+		return State[S]{}, fmt.Errorf("load %s: %w", ref, err)
+	}
+	item, err := f.cfg.Processor.Replay(events)
+	if err != nil {
+		return State[S]{}, fmt.Errorf("load %s: replay: %w", ref, err)
+	}
+	return State[S]{Ref: ref, Seq: events[len(events)-1].Sequence, Item: item}, nil
+}
+
 // Snapshot loads aggregate id (snapshot plus later events) and stores the
 // result as its new #SNAPSHOT, returning it. A snapshot is an
 // optimisation off the write path: a later trigger calls this every N
-// events. A concurrent snapshot at a later sequence wins.
+// events. A concurrent snapshot at a later sequence wins. A facet with
+// history rules writes snapshots but its Load does not read them.
 func (f *Facet[S]) Snapshot(ctx context.Context, id string) (State[S], error) {
 	cur, err := f.Load(ctx, id)
 	if err != nil {

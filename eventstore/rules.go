@@ -46,27 +46,80 @@ func (o *Outbox) Publish(name string, v any) {
 }
 
 // Processor applies rules to events. Initial gives the state of an
-// aggregate before its first event. A Processor is immutable once built
-// and safe for concurrent use.
+// aggregate before its first event. Each event type has one rule, in
+// Rules or (for a rule that sees the aggregate's other events) in
+// HistoryRules, not both. A Processor is immutable once built and safe for
+// concurrent use.
 type Processor[S any] struct {
-	Initial func() S
-	Rules   map[string]Rule[S]
+	Initial      func() S
+	Rules        map[string]Rule[S]
+	HistoryRules map[string]HistoryRule[S]
 }
 
 // Apply folds events into state in order and returns the new state and
 // every outbound event published. It stops at the first event that has no
 // rule (*ValidationError on "event_type"), is rejected (*RuleRejection,
 // filled with the event type and sequence) or fails, and returns that
-// error with the state as it was before that event.
+// error with the state as it was before that event. A history rule sees
+// New (events) and its Index but no past (PastLoaded false); one that
+// needs it fails with ErrPastNotLoaded.
 func (p Processor[S]) Apply(state S, events []Envelope) (S, []Outbound, error) {
+	return p.apply(state, History{}, events)
+}
+
+// ApplyWithHistory is Apply for events that follow past, the aggregate's
+// whole stored log (sequences 1 to len(past), then events without a gap,
+// else a *ValidationError on "past" or "events" before any rule runs).
+// History rules see Past = past with PastLoaded set. state must be the
+// state after past (see Replay).
+func (p Processor[S]) ApplyWithHistory(state S, past, events []Envelope) (S, []Outbound, error) {
+	if err := checkLog("past", past, 0); err != nil {
+		return state, nil, err
+	}
+	if err := checkLog("events", events, int64(len(past))); err != nil {
+		return state, nil, err
+	}
+	return p.apply(state, History{Past: past[:len(past):len(past)], PastLoaded: true}, events)
+}
+
+// Replay folds an aggregate's whole stored log (sequences 1, 2, … in
+// order, else a *ValidationError on "events") from the initial state and
+// returns the state after it. Outbound events are discarded: they were
+// published when the events were appended. History rules see each event
+// replayed with the stored events before it as Past, PastLoaded and
+// Replayed set, New = [ev] and Index 0. Errors are as for Apply.
+func (p Processor[S]) Replay(log []Envelope) (S, error) {
+	state := p.Initial()
+	if err := checkLog("events", log, 0); err != nil {
+		return state, err
+	}
+	for k := range log {
+		next, _, err := p.apply(state, History{Past: log[:k:k], PastLoaded: true, Replayed: true}, log[k:k+1])
+		if err != nil {
+			return state, err
+		}
+		state = next
+	}
+	return state, nil
+}
+
+// apply folds events with h as their history (h.New becomes events and
+// h.Index each event's position).
+func (p Processor[S]) apply(state S, h History, events []Envelope) (S, []Outbound, error) {
 	var all []Outbound
-	for _, ev := range events {
-		rule, ok := p.Rules[ev.EventType]
-		if !ok {
+	h.New = events[:len(events):len(events)]
+	for i, ev := range events {
+		out := &Outbox{seq: ev.Sequence}
+		var next S
+		var err error
+		if rule, ok := p.Rules[ev.EventType]; ok {
+			next, err = rule(state, ev, out)
+		} else if hrule, ok := p.HistoryRules[ev.EventType]; ok {
+			h.Index = i
+			next, err = hrule(state, ev, h, out)
+		} else {
 			return state, nil, &ValidationError{Field: "event_type", Reason: fmt.Sprintf("%q has no rule", ev.EventType)}
 		}
-		out := &Outbox{seq: ev.Sequence}
-		next, err := rule(state, ev, out)
 		if err == nil {
 			err = out.err
 		}
@@ -85,11 +138,14 @@ func (p Processor[S]) Apply(state S, events []Envelope) (S, []Outbound, error) {
 	return state, all, nil
 }
 
-// Types returns the event types the processor has rules for, as a set
-// usable as Schema.Types.
+// Types returns the event types the processor has rules for (in Rules or
+// HistoryRules), as a set usable as Schema.Types.
 func (p Processor[S]) Types() EventTypes {
-	s := make(EventTypes, len(p.Rules))
+	s := make(EventTypes, len(p.Rules)+len(p.HistoryRules))
 	for t := range p.Rules {
+		s[t] = struct{}{}
+	}
+	for t := range p.HistoryRules {
 		s[t] = struct{}{}
 	}
 	return s

@@ -30,11 +30,12 @@ func runConsumer(t *testing.T, w *world) *aggregator.Consumer {
 	return c
 }
 
-// waitCounted waits up to a minute for the source's daily aggregations
+// waitCounted waits up to three minutes (DynamoDB Local under the load
+// of a whole test run can be slow) for the source's daily aggregations
 // to count want events.
 func waitCounted(t *testing.T, w *world, source string, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		got := w.eventsCounted(source)
 		if got == want {

@@ -106,7 +106,12 @@ func (c *Consumer) writeBuckets(ctx context.Context, partition int32, contribs [
 		g.Go(func() error {
 			st := states[b]
 			for attempt := 1; ; attempt++ {
+				release, err := c.acquire(gctx)
+				if err != nil {
+					return err
+				}
 				w, skipped, err := c.writeBucket(gctx, partition, b, st, byBucket[b], lastOffset)
+				release()
 				if err == nil {
 					results[i] = result{written: w, redelivered: skipped, conflicts: attempt - 1}
 					return nil
@@ -168,6 +173,21 @@ func (c *Consumer) writeBucket(ctx context.Context, partition int32, b rollup.Bu
 	return 1, skipped, nil
 }
 
+// acquire takes one of the consumer's write slots (WriteConcurrency
+// across every partition), waiting while all are taken; release gives it
+// back.
+func (c *Consumer) acquire(ctx context.Context) (release func(), err error) {
+	if c.writeSlots == nil {
+		return func() {}, nil
+	}
+	select {
+	case c.writeSlots <- struct{}{}:
+		return func() { <-c.writeSlots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // retryable returns nil when a failed conditional write of what may be
 // tried again: a conflict (another writer changed the item) or any other
 // failure (the write may or may not have landed: the caller reads the
@@ -198,7 +218,12 @@ func (c *Consumer) writeSessions(ctx context.Context, source string, ids []strin
 		g.Go(func() error {
 			s := sessions[id]
 			for attempt := 1; ; attempt++ {
-				err := c.table.putSession(gctx, source, id, s)
+				release, err := c.acquire(gctx)
+				if err != nil {
+					return err
+				}
+				err = c.table.putSession(gctx, source, id, s)
+				release()
 				if err == nil {
 					return nil
 				}

@@ -67,8 +67,11 @@ type Config struct {
 	// 256, at most MaxRecentEvents. Redelivery at the same offset needs
 	// no memory (see the package documentation).
 	RecentEvents int
-	// WriteConcurrency bounds the DynamoDB writes of one batch in flight
-	// (default 16).
+	// WriteConcurrency bounds the item writes in flight, across every
+	// partition the consumer holds (default 16): each partition's batch
+	// writes its items in parallel, and a table (DynamoDB Local above
+	// all) that gets more concurrent writes to one partition key than it
+	// can take times them out.
 	WriteConcurrency int
 	// DiscoveryInterval is how often new source topics are looked for
 	// (default 5 s).

@@ -29,6 +29,8 @@ type Consumer struct {
 	metrics *metrics
 	log     *slog.Logger
 	prefix  string // topic prefix of the analytics topics
+	// writeSlots bounds the item writes in flight across partitions.
+	writeSlots chan struct{}
 }
 
 // New validates cfg and returns a Consumer; Run starts it.
@@ -44,12 +46,13 @@ func New(cfg Config) (*Consumer, error) {
 	sc.Consumer.Return.Errors = true
 	sc.ChannelBufferSize = max(sc.ChannelBufferSize, cfg.BatchSize)
 	return &Consumer{
-		cfg:     cfg,
-		sarama:  sc,
-		table:   &table{client: cfg.Client, name: cfg.Table, sessionTTL: cfg.SessionTTL},
-		metrics: newMetrics(cfg.Registerer),
-		log:     cfg.Logger.With("component", "analytics-aggregator", "group", cfg.Kafka.ConsumerGroup),
-		prefix:  cfg.Topics.Prefix + bus.AnalyticsPrefix,
+		cfg:        cfg,
+		sarama:     sc,
+		table:      &table{client: cfg.Client, name: cfg.Table, sessionTTL: cfg.SessionTTL},
+		metrics:    newMetrics(cfg.Registerer),
+		log:        cfg.Logger.With("component", "analytics-aggregator", "group", cfg.Kafka.ConsumerGroup),
+		prefix:     cfg.Topics.Prefix + bus.AnalyticsPrefix,
+		writeSlots: make(chan struct{}, cfg.WriteConcurrency),
 	}, nil
 }
 

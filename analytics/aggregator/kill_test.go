@@ -75,6 +75,8 @@ func assertExact(t *testing.T, w *world, wl workload) {
 		from, to = minTime(from, e.CreatedAt), maxTime(to, e.CreatedAt)
 	}
 	seen := 0
+	hourSketches := map[string][][]byte{} // day → its hours' sketches
+	daily := map[string]int64{}
 	for _, p := range rollup.Periods {
 		aggs, err := w.store.AggregationsBetween(ctx, wl.Source, p, from, to)
 		if err != nil {
@@ -90,12 +92,27 @@ func assertExact(t *testing.T, w *world, wl workload) {
 			if a.Events != want.Events || a.PageViews != want.PageViews || a.Sessions != want.Sessions || !equalCounts(a.PerType, want.PerType) {
 				t.Errorf("%s %s: events %d pageViews %d sessions %d perType %v; exact: %s", p, a.Bucket, a.Events, a.PageViews, a.Sessions, a.PerType, want)
 			}
+			if p == rollup.Hourly {
+				hourSketches[a.Bucket[:10]] = append(hourSketches[a.Bucket[:10]], a.UsersSketch)
+			} else {
+				daily[a.Bucket] = a.UniqueUsers
+			}
 			exactUsers := float64(len(want.Users))
 			// Precision 14: a standard error of 0.81%; allow three of
 			// them, and one user of rounding.
 			if diff := math.Abs(float64(a.UniqueUsers) - exactUsers); diff > math.Max(1, 3*0.0081*exactUsers) {
 				t.Errorf("%s %s: %d unique users, exact %v", p, a.Bucket, a.UniqueUsers, exactUsers)
 			}
+		}
+	}
+	// A day's unique users can also be had by merging its hours.
+	for day, sketches := range hourSketches {
+		merged, err := rollup.MergeSketches(sketches...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := int64(merged.Estimate()); got != daily[day] {
+			t.Errorf("day %s: its hours merged estimate %d unique users, the day %d", day, got, daily[day])
 		}
 	}
 	if seen != len(x.buckets) {

@@ -1,0 +1,152 @@
+package bankaccount_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/eventpipe/eventpipe/domains/bankaccount"
+	"github.com/eventpipe/eventpipe/eventstore"
+)
+
+// uniqueDescriptions is the ledger's processor with one more rule, which
+// only history can check: a transaction's description is an idempotency
+// key, so a transaction whose description an earlier transaction of the
+// account already had is refused. The Account state does not keep
+// descriptions; the rule looks at the events, then hands over to the
+// ledger's own TransactionAccepted rule.
+func uniqueDescriptions() eventstore.Processor[bankaccount.Account] {
+	p := bankaccount.Processor()
+	ledgerRule := p.Rules[bankaccount.TransactionAccepted]
+	rules := maps.Clone(p.Rules)
+	delete(rules, bankaccount.TransactionAccepted)
+	return eventstore.Processor[bankaccount.Account]{
+		Initial: p.Initial,
+		Rules:   rules,
+		HistoryRules: map[string]eventstore.HistoryRule[bankaccount.Account]{
+			bankaccount.TransactionAccepted: func(a bankaccount.Account, ev eventstore.Envelope, h eventstore.History, out *eventstore.Outbox) (bankaccount.Account, error) {
+				if err := h.RequirePast(); err != nil {
+					return a, err
+				}
+				var tx bankaccount.TransactionAcceptedData
+				if err := ev.DecodePayload(&tx); err != nil {
+					return a, err
+				}
+				for _, prev := range h.Before() {
+					var p bankaccount.TransactionAcceptedData
+					if prev.EventType == bankaccount.TransactionAccepted && prev.DecodePayload(&p) == nil && p.Desc == tx.Desc {
+						return a, eventstore.Rejectf("transaction %q already recorded at sequence %d", tx.Desc, prev.Sequence)
+					}
+				}
+				return ledgerRule(a, ev, out)
+			},
+		},
+	}
+}
+
+func rejected(t *testing.T, err error, seq int64, reason string) {
+	t.Helper()
+	var rej *eventstore.RuleRejection
+	if !errors.As(err, &rej) || rej.Sequence != seq || rej.Reason != reason {
+		t.Fatalf("got %v, want rejection of sequence %d: %s", err, seq, reason)
+	}
+}
+
+// TestLedgerWithUniqueDescriptionsAppendsThroughRecalculate runs the
+// history rule on a real facet: Append, which reads only STATE, says the
+// rule needs the past and writes nothing; Recalculate reads every event,
+// so it refuses a repeated description (in the log or in the same
+// append) and accepts new ones, outbound events included; its STATE
+// equals a replay of the whole log, Load replays the log rather than
+// trust a snapshot, and a repeat the plain ledger let through is caught
+// on the next recalculation.
+func TestLedgerWithUniqueDescriptionsAppendsThroughRecalculate(t *testing.T) {
+	ctx := context.Background()
+	plain, s, client, table := newLedger(t)
+	ledger, err := eventstore.NewFacet(eventstore.FacetConfig[bankaccount.Account]{Store: s, AggregateType: bankaccount.AggregateType, Processor: uniqueDescriptions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "acc-unique"
+	ref := eventstore.Ref{Type: bankaccount.AggregateType, ID: id}
+	change := func(evs ...eventstore.NewEvent) eventstore.Change { return eventstore.Change{Events: evs} }
+
+	// Events whose rules do not need the past append as usual.
+	if _, err := ledger.Append(ctx, id, change(bankaccount.Opened(id))); err != nil {
+		t.Fatal(err)
+	}
+	before := render(partition(t, client, table, id))
+	_, err = ledger.Append(ctx, id, change(bankaccount.Transacted("rent", -100)))
+	if !errors.Is(err, eventstore.ErrPastNotLoaded) || !eventstore.IsPermanent(err) {
+		t.Fatalf("Append of a transaction: %v, want permanent ErrPastNotLoaded", err)
+	}
+	if after := render(partition(t, client, table, id)); after != before {
+		t.Fatal("an append refused for want of history changed the partition")
+	}
+
+	res, err := ledger.Recalculate(ctx, id, change(bankaccount.Transacted("rent", -100), bankaccount.Transacted("salary", 500)))
+	if err != nil || res.State.Seq != 3 || res.State.Item.Balance != 400 {
+		t.Fatalf("Recalculate with two transactions: %+v, %v", res.State, err)
+	}
+
+	before = render(partition(t, client, table, id))
+	_, err = ledger.Recalculate(ctx, id, change(bankaccount.Transacted("rent", -100)))
+	rejected(t, err, 4, `transaction "rent" already recorded at sequence 2`)
+	_, err = ledger.Recalculate(ctx, id, change(bankaccount.Transacted("gift", 10), bankaccount.Transacted("gift", 10)))
+	rejected(t, err, 5, `transaction "gift" already recorded at sequence 4`)
+	if after := render(partition(t, client, table, id)); after != before {
+		t.Fatal("a rejected recalculation changed the partition")
+	}
+
+	// The ledger's own rule still runs behind the history rule.
+	res, err = ledger.Recalculate(ctx, id, change(bankaccount.Transacted("car", -600)))
+	if err != nil || res.State.Item.Balance != -200 || len(res.Outbound) != 1 || res.Outbound[0].Name != bankaccount.OutboundAccountOverdrawn {
+		t.Fatalf("overdrawing transaction: %+v, outbound %+v, %v", res.State, res.Outbound, err)
+	}
+
+	// STATE, a recalculation and Load all equal a replay of the whole log.
+	events, err := s.Load(ctx, ref, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	folded, err := uniqueDescriptions().Replay(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bankaccount.Account{ID: id, Balance: -200, MinimumBalance: bankaccount.DefaultMinimumBalance}
+	if folded != want {
+		t.Fatalf("replay of the log %+v, want %+v", folded, want)
+	}
+	verified, err := ledger.Recalculate(ctx, id, eventstore.Change{})
+	if err != nil || verified.State.Item != folded || verified.State.Seq != 4 || len(verified.Outbound) != 0 {
+		t.Fatalf("Recalculate %+v (outbound %v, %v), want %+v at 4", verified.State, verified.Outbound, err, folded)
+	}
+	if got, err := ledger.Get(ctx, id); err != nil || got.Item != folded || got.Seq != 4 {
+		t.Fatalf("STATE %+v, %v", got, err)
+	}
+
+	// A snapshot holds no events, so Load of the history facet replays
+	// the log instead (the plain ledger trusts the snapshot).
+	bogus, _ := json.Marshal(bankaccount.Account{ID: id, Balance: 999999})
+	if err := s.PutSnapshot(ctx, ref, eventstore.Stored{Seq: 4, Data: bogus, UpdatedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	if loaded, err := ledger.Load(ctx, id); err != nil || loaded.Item != folded || loaded.Seq != 4 {
+		t.Fatalf("Load %+v, %v; want the replayed %+v at 4", loaded, err, folded)
+	}
+	if loaded, err := plain.Load(ctx, id); err != nil || loaded.Item.Balance != 999999 {
+		t.Fatalf("plain Load %+v, %v: want the snapshot", loaded, err)
+	}
+
+	// Why it needs history: the plain ledger, which reads only STATE,
+	// cannot see that "rent" was used and appends it again. The next
+	// recalculation of the history facet finds the repeat in the log.
+	if _, err := plain.Append(ctx, id, change(bankaccount.Transacted("rent", -100))); err != nil {
+		t.Fatalf("plain ledger: %v", err)
+	}
+	_, err = ledger.Recalculate(ctx, id, eventstore.Change{})
+	rejected(t, err, 5, `transaction "rent" already recorded at sequence 2`)
+}
