@@ -19,11 +19,13 @@ import (
 	"github.com/eventpipe/eventpipe/analytics/aggregator"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/elastic"
+	"github.com/eventpipe/eventpipe/snapshots"
 )
 
 // ConsumersConfig configures NewConsumers.
@@ -34,8 +36,9 @@ type ConsumersConfig struct {
 	// EndpointsFromEnv()).
 	Endpoints Endpoints
 	// ReadModels names the consumers to run: Postgres read models and
-	// Elasticsearch search models alike, and AnalyticsAggregator for the
-	// analytics aggregation consumer. Required.
+	// Elasticsearch search models alike, AnalyticsAggregator for the
+	// analytics aggregation consumer and Snapshotter for the snapshot
+	// consumer. Required.
 	ReadModels []string
 	// DB is the Postgres read models' database (default: a pool on
 	// Endpoints.Postgres, closed by Close, when a Postgres read model is
@@ -51,6 +54,10 @@ type ConsumersConfig struct {
 	// by Close).
 	NewSubscriber bus.SubscriberConstructor
 	Publisher     message.Publisher
+	// SnapshotEvery is the snapshot consumer's N: it snapshots an
+	// aggregate whenever one of its events has a sequence that is a
+	// multiple of it (default snapshots.DefaultEvery).
+	SnapshotEvery int64
 	// SkipCatchUp starts a read model that has applied nothing yet from
 	// the topics alone, instead of first catching up from the event store.
 	SkipCatchUp bool
@@ -72,7 +79,7 @@ func (c ConsumersConfig) Validate() error {
 		return fmt.Errorf("no read model named (have %s)", have)
 	}
 	for _, name := range c.ReadModels {
-		if _, ok := c.Catalog.modelAggregateTypes(name); !ok && name != AnalyticsAggregator {
+		if _, ok := c.Catalog.modelAggregateTypes(name); !ok && name != AnalyticsAggregator && name != Snapshotter {
 			return fmt.Errorf("unknown read model %q (have %s)", name, have)
 		}
 	}
@@ -85,15 +92,22 @@ func (c ConsumersConfig) Validate() error {
 // table from the analytics.<source> topics.
 const AnalyticsAggregator = "analytics"
 
+// Snapshotter names the snapshot consumer (package snapshots) among the
+// consumers NewConsumers runs: in its own consumer group
+// (<prefix>snapshots) it reads the events topics of every domain of the
+// catalogue that can be snapshotted and writes an aggregate's #SNAPSHOT
+// every ConsumersConfig.SnapshotEvery events, off the write path.
+const Snapshotter = "snapshots"
+
 // ConsumerNames lists what NewConsumers can run: the catalog's read and
-// search models and AnalyticsAggregator.
+// search models, AnalyticsAggregator and Snapshotter.
 func ConsumerNames(c *Catalog) []string {
-	return append(c.ModelNames(), AnalyticsAggregator)
+	return append(c.ModelNames(), AnalyticsAggregator, Snapshotter)
 }
 
 // Consumers runs read models, each a projections.Runner in its own
-// consumer group, and the analytics aggregation consumer, on one store,
-// database, Elasticsearch and publisher.
+// consumer group, the analytics aggregation consumer and the snapshot
+// consumer, on one store, database, Elasticsearch and publisher.
 type Consumers struct {
 	runs    []func(context.Context) error
 	closers []func() error
@@ -148,6 +162,14 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 			c.runs = append(c.runs, agg.Run)
 			continue
 		}
+		if name == Snapshotter {
+			snap, err := newSnapshotter(cfg, store, pub)
+			if err != nil {
+				return fail(err)
+			}
+			c.runs = append(c.runs, snap.Run)
+			continue
+		}
 		var applier projections.Sink
 		if p, ok := cfg.Catalog.ReadModel(name); ok {
 			if applier, err = projections.NewApplier(projections.ApplierConfig{DB: db, Store: store, Projection: p}); err != nil {
@@ -192,6 +214,43 @@ func newAggregator(ctx context.Context, cfg ConsumersConfig, poison message.Publ
 		ac.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"projection": AnalyticsAggregator}, cfg.Registerer)
 	}
 	return aggregator.New(ac)
+}
+
+// newSnapshotter builds the snapshot consumer of cfg: every domain of the
+// catalogue with a snapshot function, built on store.
+func newSnapshotter(cfg ConsumersConfig, store eventstore.Store, poison message.Publisher) (*snapshots.Consumer, error) {
+	aggs, err := snapshotFuncs(cfg.Catalog, store)
+	if err != nil {
+		return nil, err
+	}
+	ep := cfg.Endpoints
+	sc := snapshots.Config{Aggregates: aggs, Every: cfg.SnapshotEvery, NewSubscriber: cfg.NewSubscriber, Brokers: ep.KafkaBrokers,
+		Topics: bus.Topics{Prefix: ep.TopicPrefix}, Publisher: poison, Logger: cfg.Logger}
+	if cfg.Registerer != nil {
+		sc.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"projection": Snapshotter}, cfg.Registerer)
+	}
+	return snapshots.New(sc)
+}
+
+// snapshotFuncs builds, on store with the catalogue's upcasters, the
+// snapshot function of every domain of c that has one, by aggregate type.
+func snapshotFuncs(c *Catalog, store eventstore.Store) (map[string]commands.SnapshotFunc, error) {
+	out := map[string]commands.SnapshotFunc{}
+	for _, t := range c.AggregateTypes() {
+		d := c.domains[t]
+		if d.NewSnapshot == nil {
+			continue
+		}
+		fn, err := d.NewSnapshot(store, &c.upcasters)
+		if err != nil {
+			return nil, fmt.Errorf("eventpipe: snapshots of %s: %w", t, err)
+		}
+		out[t] = fn
+	}
+	if len(out) == 0 {
+		return nil, errors.New("eventpipe: no domain of the catalogue can be snapshotted")
+	}
+	return out, nil
 }
 
 // Run runs every read model until ctx ends or one of them fails.

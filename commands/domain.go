@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -23,7 +24,22 @@ type Domain struct {
 	// events get their current schema version from upcasters (nil: 1).
 	// Required.
 	NewHandlers func(store eventstore.Store, upcasters *eventstore.Upcasters) ([]Handler, error)
+	// NewSnapshot builds, on store, the function that snapshots one
+	// aggregate of this type (the snapshot consumer calls it every N
+	// events, off the write path). Optional: nil means the domain's
+	// aggregates are never snapshotted. FacetDomain sets it, unless the
+	// processor has history rules (their Load never reads a snapshot).
+	NewSnapshot func(store eventstore.Store, upcasters *eventstore.Upcasters) (SnapshotFunc, error)
 }
+
+// SnapshotFunc stores the current state of aggregate id (its latest
+// snapshot plus the events after it, through the rules) as its new
+// snapshot and returns the sequence the snapshot was taken at. A snapshot
+// is a cache: calling it again, concurrently or after a crash, is safe,
+// and a snapshot never moves backwards (see eventstore.Store.PutSnapshot).
+// The error of a stored event the rules now reject is the rules'
+// *eventstore.RuleRejection; the store's errors are wrapped.
+type SnapshotFunc func(ctx context.Context, id string) (seq int64, err error)
 
 // Validate reports the first unusable field.
 func (d Domain) Validate() error {
@@ -49,7 +65,7 @@ func FacetDomain[S any](aggregateType string, p eventstore.Processor[S], decide 
 		types = append(types, t)
 	}
 	sort.Strings(types)
-	return Domain{
+	d := Domain{
 		AggregateType: aggregateType,
 		EventTypes:    p.Types(),
 		CommandTypes:  types,
@@ -60,6 +76,28 @@ func FacetDomain[S any](aggregateType string, p eventstore.Processor[S], decide 
 			}
 			return FacetHandlers(facet, decide)
 		},
+		NewSnapshot: func(store eventstore.Store, upcasters *eventstore.Upcasters) (SnapshotFunc, error) {
+			facet, err := eventstore.NewFacet(eventstore.FacetConfig[S]{Store: store, AggregateType: aggregateType, Processor: p, Upcasters: upcasters})
+			if err != nil {
+				return nil, err
+			}
+			return FacetSnapshot(facet), nil
+		},
+	}
+	if len(p.HistoryRules) > 0 {
+		// Load replays such a facet's whole log and never reads a
+		// snapshot: taking one would only cost reads.
+		d.NewSnapshot = nil
+	}
+	return d
+}
+
+// FacetSnapshot is the SnapshotFunc of facet: Facet.Snapshot, returning
+// the sequence of the state it stored.
+func FacetSnapshot[S any](facet *eventstore.Facet[S]) SnapshotFunc {
+	return func(ctx context.Context, id string) (int64, error) {
+		st, err := facet.Snapshot(ctx, id)
+		return st.Seq, err
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/parking"
 )
 
 // RunnerConfig configures a Runner.
@@ -32,6 +33,15 @@ type RunnerConfig struct {
 	Topics bus.Topics
 	// Publisher publishes poisoned messages. Required.
 	Publisher message.Publisher
+	// Parking, when set, parks instead of poisoning (see package
+	// parking): an event that fails permanently is parked, and so is
+	// every later event of its aggregate, until `eventpipe parked replay`
+	// re-drives them; the other aggregates keep flowing. Parking is keyed
+	// by the Applier's name. A message that is not an event (it does not
+	// decode) still goes to the poison topic. Without Parking every
+	// permanent failure goes to the poison topic and the aggregate's later
+	// events are applied after the hole.
+	Parking *parking.Store
 	// History, when set, lets a projection that has applied nothing yet
 	// catch up from the event store before it consumes the live topics
 	// (see CatchUp). Without it a new projection relies on the topics
@@ -70,14 +80,22 @@ func (c RunnerConfig) Validate() error {
 // applies the events through the Applier, many messages (of different
 // partitions) per transaction. A message is acked only after its
 // transaction committed; a redelivery is skipped by the positions. When a
-// batch fails, its messages are applied one by one, so that an
-// undecodable message or a permanent apply error sends only its own
-// message to poison.projection.<name>; transient errors are retried in
-// order.
+// batch fails, its messages are applied one by one, so that a permanent
+// apply error parks only its own event and its aggregate (with Parking),
+// or sends only its own message to poison.projection.<name> (without);
+// an undecodable message is always poisoned; transient errors are
+// retried in order.
+//
+// With Parking, each batch first asks which of its aggregates are parked:
+// their events (from the first parked sequence on) are parked behind,
+// durably, before their messages are acked, and never reach the Applier,
+// so its gap repair never reads a parked aggregate's events back from the
+// store either.
 type Runner struct {
 	cfg     RunnerConfig
 	age     prometheus.Gauge
 	applied prometheus.Counter
+	parked  prometheus.Counter
 	batches prometheus.Histogram
 	queue   chan pending
 }
@@ -117,6 +135,10 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 			Name: "eventpipe_projection_events_applied_total",
 			Help: "Events applied (duplicates skipped by the positions not counted).",
 		}),
+		parked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventpipe_projection_events_parked_total",
+			Help: "Deliveries parked: events that failed permanently and events parked behind them (see eventpipe parked list).",
+		}),
 	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(r.age); err != nil {
@@ -127,6 +149,11 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 		}
 		if err := cfg.Registerer.Register(r.batches); err != nil {
 			return nil, fmt.Errorf("projections: register metrics: %w", err)
+		}
+		if cfg.Parking != nil {
+			if err := cfg.Registerer.Register(r.parked); err != nil {
+				return nil, fmt.Errorf("projections: register metrics: %w", err)
+			}
 		}
 	}
 	return r, nil
@@ -153,8 +180,14 @@ func ConsumerGroup(t bus.Topics, name string) string { return t.Prefix + "projec
 func PoisonTopic(t bus.Topics, name string) string { return t.Poison("projection." + name) }
 
 // Run catches a new projection up from the store (when History is set)
-// and then consumes until ctx ends.
+// and then consumes until ctx ends. With Parking, it first checks that
+// the parked events' table exists.
 func (r *Runner) Run(ctx context.Context) error {
+	if r.cfg.Parking != nil {
+		if err := r.cfg.Parking.Ready(ctx); err != nil {
+			return fmt.Errorf("projections: %s: %w", r.cfg.Applier.Name(), err)
+		}
+	}
 	if r.cfg.History != nil {
 		has, err := r.cfg.Applier.HasPositions(ctx)
 		if err != nil {
@@ -270,7 +303,16 @@ func (r *Runner) batch(ctx context.Context) {
 
 // applyBatch applies batch in one transaction and answers every handler;
 // when that fails it applies each event alone so each gets its own error.
+// With Parking, the events of parked aggregates are parked first and the
+// rest applied; an event that fails permanently alone is parked, with the
+// later events of its aggregate in the batch.
 func (r *Runner) applyBatch(ctx context.Context, batch []pending) {
+	if r.cfg.Parking != nil {
+		batch = r.parkBehind(ctx, batch)
+		if len(batch) == 0 {
+			return
+		}
+	}
 	events := make([]eventstore.Envelope, len(batch))
 	for i, p := range batch {
 		events[i] = p.e
@@ -279,18 +321,119 @@ func (r *Runner) applyBatch(ctx context.Context, batch []pending) {
 	if err == nil || len(batch) == 1 {
 		r.observe(out, events)
 		r.batches.Observe(float64(len(batch)))
+		if err != nil && r.cfg.Parking != nil && eventstore.IsPermanent(err) {
+			err = r.park(ctx, batch[0].e, err)
+		}
 		for _, p := range batch {
 			p.done <- err
 		}
 		return
 	}
 	r.cfg.Logger.WarnContext(ctx, "a batch failed; applying its events one by one", "projection", r.cfg.Applier.Name(), "events", len(batch), "err", err)
+	// blocked holds the aggregates an event of this batch parked (or
+	// failed to park): their later events are parked behind it (or
+	// fail), never applied past it.
+	type block struct {
+		seq int64
+		err error // the park error; nil when parked
+	}
+	blocked := map[eventstore.Ref]block{}
 	for _, p := range batch {
+		ref := p.e.Aggregate()
+		if b, ok := blocked[ref]; ok && p.e.Sequence >= b.seq {
+			if b.err != nil {
+				p.done <- fmt.Errorf("projections: %s: %s waits behind sequence %d, which could not be parked: %w", r.cfg.Applier.Name(), p.e, b.seq, b.err)
+				continue
+			}
+			p.done <- r.parkOne(ctx, p.e, parking.BehindReason(b.seq))
+			continue
+		}
 		out, err := r.cfg.Applier.Apply(ctx, []eventstore.Envelope{p.e})
 		r.observe(out, []eventstore.Envelope{p.e})
 		r.batches.Observe(1)
+		if err != nil && r.cfg.Parking != nil && eventstore.IsPermanent(err) {
+			err = r.park(ctx, p.e, err)
+			blocked[ref] = block{seq: p.e.Sequence, err: err}
+		}
 		p.done <- err
 	}
+}
+
+// parkBehind parks the events of batch whose aggregate is parked (at or
+// below their sequence), answers their handlers, and returns the rest.
+// When it cannot tell or park, it answers every event with the error
+// (transient: they are retried) and returns none.
+func (r *Runner) parkBehind(ctx context.Context, batch []pending) []pending {
+	name := r.cfg.Applier.Name()
+	var refs []eventstore.Ref
+	seen := map[eventstore.Ref]bool{}
+	for _, p := range batch {
+		if ref := p.e.Aggregate(); !seen[ref] {
+			seen[ref] = true
+			refs = append(refs, ref)
+		}
+	}
+	first, err := r.cfg.Parking.Parked(ctx, name, refs)
+	if err != nil {
+		for _, p := range batch {
+			p.done <- err
+		}
+		return nil
+	}
+	if len(first) == 0 {
+		return batch // the usual case: nothing parked
+	}
+	var behind []pending
+	for _, p := range batch {
+		if seq, ok := first[p.e.Aggregate()]; ok && p.e.Sequence >= seq {
+			behind = append(behind, p)
+		}
+	}
+	if len(behind) == 0 {
+		return batch
+	}
+	events := make([]eventstore.Envelope, len(behind))
+	for i, p := range behind {
+		events[i] = p.e
+	}
+	parked, err := r.cfg.Parking.ParkBehind(ctx, name, events)
+	if err != nil {
+		for _, p := range batch {
+			p.done <- err
+		}
+		return nil
+	}
+	done := map[chan error]bool{}
+	for i, p := range behind {
+		if parked[i] {
+			r.parked.Inc()
+			done[p.done] = true
+			p.done <- nil
+		} // else a replay unparked the aggregate meanwhile: apply it
+	}
+	var live []pending // in the batch's order
+	for _, p := range batch {
+		if !done[p.done] {
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
+// park parks e, which failed permanently with cause; it returns nil when
+// e is parked (its message is acked) and the park error otherwise (the
+// message is retried, and fails and parks again).
+func (r *Runner) park(ctx context.Context, e eventstore.Envelope, cause error) error {
+	return r.parkOne(ctx, e, cause.Error())
+}
+
+// parkOne parks e with reason.
+func (r *Runner) parkOne(ctx context.Context, e eventstore.Envelope, reason string) error {
+	if err := r.cfg.Parking.Park(ctx, r.cfg.Applier.Name(), e, reason); err != nil {
+		return err
+	}
+	r.parked.Inc()
+	return nil
 }
 
 // observe updates the metrics after a committed transaction.

@@ -10,17 +10,19 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/snapshots"
 )
 
 func consumeCommand() *cobra.Command {
 	var (
-		all         bool
-		metricsAddr string
+		all           bool
+		metricsAddr   string
+		snapshotEvery int64
 	)
 	names := func() []string { return eventpipe.ConsumerNames(catalog) }
 	cmd := &cobra.Command{
 		Use:   "consume <projection>... | --all",
-		Short: "Run read-model projections into Postgres and Elasticsearch (" + strings.Join(names(), ", ") + ")",
+		Short: "Run read-model projections into Postgres and Elasticsearch, the analytics and snapshot consumers (" + strings.Join(names(), ", ") + ")",
 		Long: `consume runs projections: each consumes its event topics in its own consumer
 group (projection.<name>) and applies every event to its Postgres read model in
 the same transaction as its position per aggregate, so redeliveries are skipped
@@ -37,7 +39,15 @@ The analytics consumer keeps the analytics table's sessions and hourly and
 daily aggregations from the analytics.<source> topics the relay fills: it
 folds a batch of each partition in memory and writes each touched bucket
 and session once, counting every event exactly once (per-partition offset
-watermarks on the buckets, recent event ids on the sessions).`,
+watermarks on the buckets, recent event ids on the sessions).
+
+The snapshots consumer reads every domain's events topics in its own group
+(snapshots) and, for each event whose sequence is a multiple of
+--snapshot-every, stores the aggregate's current state as its #SNAPSHOT
+(latest snapshot plus later events, through the rules), so that loading an
+aggregate replays at most about that many events. Commands never wait for
+it; a redelivery or a restart only snapshots again, and a snapshot that can
+never be taken (the rules reject a stored event) goes to poison.snapshots.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all {
 				args = names()
@@ -48,7 +58,7 @@ watermarks on the buckets, recent event ids on the sessions).`,
 			ctx := cmd.Context()
 			reg := eventpipe.NewMetricsRegistry()
 			consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{
-				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), ReadModels: args, Registerer: reg, Logger: slog.Default(),
+				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), ReadModels: args, SnapshotEvery: snapshotEvery, Registerer: reg, Logger: slog.Default(),
 			})
 			if err != nil {
 				return fmt.Errorf("consume: %w", err)
@@ -66,6 +76,7 @@ watermarks on the buckets, recent event ids on the sessions).`,
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "run every projection")
+	cmd.Flags().Int64Var(&snapshotEvery, "snapshot-every", snapshots.DefaultEvery, "the snapshots consumer snapshots an aggregate every this many events")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9465", "serve /metrics and /healthz here (empty: off)")
 	return cmd
 }

@@ -43,7 +43,7 @@ Addresses come from the environment; 'eventpipe stack env' prints them.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(stackCommand(), migrateCommand(), serveCommand(), sendCommand(), eventsCommand(), relayCommand(), consumeCommand(), replayCommand(), demoCommand(), statusCommand(), trackCommand(), analyticsCommand(), benchReportCommand())
+	root.AddCommand(stackCommand(), migrateCommand(), serveCommand(), sendCommand(), eventsCommand(), relayCommand(), consumeCommand(), replayCommand(), demoCommand(), statusCommand(), trackCommand(), analyticsCommand(), benchReportCommand(), parkedCommand())
 	return root
 }
 

@@ -63,7 +63,7 @@ func TestMigrateCreatesTheReadModelsOnceAndRefusesANewerSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"account_transactions", "accounts", postgres.VersionTable, "orders", "projection_positions", "todos"}
+	want := []string{"account_transactions", "accounts", postgres.VersionTable, "orders", "parked_events", "projection_positions", "todos"}
 	if len(tables) != len(want) {
 		t.Fatalf("tables in %s: %v, want %v", schema, tables, want)
 	}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/eventstore"
+)
+
+func parkedCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "parked",
+		Short: "Show and re-drive the events projections parked (list, replay)",
+		Long: `When a projection cannot apply an event (a permanent error: a payload it refuses,
+an unknown event type), 'eventpipe consume' parks the event and, from then on,
+every later event of the same aggregate, in Postgres (table parked_events),
+while the projection's other aggregates keep flowing. 'parked list' shows them;
+once the cause is fixed (deploy the fixed binary first), 'parked replay'
+re-drives each parked aggregate's events in sequence order through the
+projection, exactly once, and unparks the aggregate when all applied.`,
+	}
+	cmd.AddCommand(parkedListCommand(), parkedReplayCommand())
+	return cmd
+}
+
+func parkedListCommand() *cobra.Command {
+	var projection, aggregate string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List parked events: projection, aggregate, sequence, event type, parked at, reason",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ref, err := parseAggregate(aggregate)
+			if err != nil {
+				return err
+			}
+			events, err := eventpipe.ParkedList(cmd.Context(), eventpipe.ParkedListConfig{
+				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Projection: projection, Aggregate: ref, Logger: slog.Default(),
+			})
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "PROJECTION\tAGGREGATE\tSEQUENCE\tEVENT TYPE\tPARKED AT\tREASON")
+			for _, ev := range events {
+				e := ev.Envelope
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", ev.Consumer, e.Aggregate(), e.Sequence, e.EventType,
+					ev.ParkedAt.UTC().Format(time.RFC3339), oneLine(ev.Reason))
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if len(events) == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "nothing parked")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&projection, "projection", "", "only this read or search model's parked events")
+	cmd.Flags().StringVar(&aggregate, "aggregate", "", "only this aggregate (type/id) or aggregate type")
+	return cmd
+}
+
+func parkedReplayCommand() *cobra.Command {
+	var projection, aggregate string
+	cmd := &cobra.Command{
+		Use:   "replay --projection <name> [--aggregate <type>/<id>]",
+		Short: "Re-drive parked aggregates in sequence order and unpark them",
+		Long: `replay applies each parked aggregate's events in sequence order through the
+projection (the same applier 'eventpipe consume' uses, so anything applied
+already is skipped) and unparks the aggregate when all applied. A running
+consumer keeps parking the aggregate's new events until then, and replay
+applies those too. An aggregate whose event fails again stays parked with the
+new reason, and replay exits non-zero.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if projection == "" {
+				return errors.New("parked replay: --projection is required")
+			}
+			ref, err := parseAggregate(aggregate)
+			if err != nil {
+				return err
+			}
+			res, err := eventpipe.ParkedReplay(cmd.Context(), eventpipe.ParkedReplayConfig{
+				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Projection: projection, Aggregate: ref, Logger: slog.Default(),
+			})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for _, a := range res.Aggregates {
+				if a.Unparked {
+					fmt.Fprintf(out, "%s: unparked, %d parked events re-driven, %d applied\n", a.Aggregate, a.Redriven, a.Applied)
+				} else {
+					fmt.Fprintf(out, "%s: still parked after %d re-driven: %s\n", a.Aggregate, a.Redriven, oneLine(fmt.Sprint(a.Err)))
+				}
+			}
+			if len(res.Aggregates) == 0 {
+				fmt.Fprintf(out, "%s: nothing parked\n", projection)
+			}
+			if n := res.StillParked(); n > 0 {
+				return fmt.Errorf("parked replay: %d of %d aggregates still parked", n, len(res.Aggregates))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&projection, "projection", "", "the read or search model whose parked aggregates to re-drive (required)")
+	cmd.Flags().StringVar(&aggregate, "aggregate", "", "only this aggregate (type/id) or aggregate type")
+	return cmd
+}
+
+// parseAggregate reads "type/id" or "type" ("" is none).
+func parseAggregate(s string) (eventstore.Ref, error) {
+	if s == "" {
+		return eventstore.Ref{}, nil
+	}
+	typ, id, _ := strings.Cut(s, "/")
+	if typ == "" {
+		return eventstore.Ref{}, fmt.Errorf("--aggregate %q: want <type>/<id> or <type>", s)
+	}
+	return eventstore.Ref{Type: typ, ID: id}, nil
+}
+
+// oneLine keeps a reason on one line of a table.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -1,0 +1,86 @@
+package eventpipe_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/domains/bankaccount"
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+)
+
+// TestConsumeSnapshotsSnapshotsWhatTheWriteSideAppended runs the pipeline
+// as the binary does: commands through the write side's dispatcher (no
+// snapshot consumer running: nothing waits for one), then the relay and
+// `consume snapshots` with N = 5. The account's 12 events cross 5 and 10,
+// and its #SNAPSHOT ends at its version, equal to its STATE.
+func TestConsumeSnapshotsSnapshotsWhatTheWriteSideAppended(t *testing.T) {
+	ctx := context.Background()
+	if !slices.Contains(eventpipe.ConsumerNames(eventpipe.Builtin()), eventpipe.Snapshotter) {
+		t.Fatalf("ConsumerNames lacks %q", eventpipe.Snapshotter)
+	}
+	ep := testEndpoints(t)
+	ep.LeasesTable = testenv.UniqueName(t, "leases")
+	if err := migrate.CreateLeasesTable(ctx, testenv.DynamoDB(t), ep.LeasesTable); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.DeleteTable(t, testenv.DynamoDB(t), ep.LeasesTable) })
+	svc := newService(t, ep, testenv.UniqueName(t, "g"))
+	id := "acc-snap"
+	if res, err := svc.Dispatcher.Dispatch(ctx, mustCmd(t, bankaccount.OpenAccount, bankaccount.AggregateType, id, struct{}{})); err != nil || res.Version != 1 {
+		t.Fatalf("open: %+v, %v", res, err)
+	}
+	for i := range 11 {
+		cmd := mustCmd(t, bankaccount.RecordTransaction, bankaccount.AggregateType, id, bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: int64(10 + i)})
+		if _, err := svc.Dispatcher.Dispatch(ctx, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: ep, DiscoveryInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rel.Close()
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, ReadModels: []string{eventpipe.Snapshotter}, SnapshotEvery: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumers.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = rel.Run(runCtx) }()
+	go func() { defer wg.Done(); _ = consumers.Run(runCtx) }()
+	defer func() { stop(); wg.Wait() }()
+
+	ref := eventstore.Ref{Type: bankaccount.AggregateType, ID: id}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		snap, err := svc.Store.Snapshot(ctx, ref)
+		if err != nil && !errors.Is(err, eventstore.ErrAggregateNotFound) {
+			t.Fatal(err)
+		}
+		if snap.Seq == 12 {
+			state, err := svc.Store.State(ctx, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(snap.Data, state.Data) || state.Seq != 12 {
+				t.Errorf("snapshot %s at 12, STATE %s at %d", snap.Data, state.Data, state.Seq)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshot at %d after a minute, want 12", snap.Seq)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,29 @@
+// Package snapshots keeps aggregates' #SNAPSHOT items fresh, off the
+// write path (seed 000: "snapshot every N events").
+//
+// A Consumer reads the events topics of the aggregate types it is given,
+// in its own consumer group (<prefix>snapshots), and for every event whose
+// sequence is a multiple of N (Config.Every, per type EveryByType) calls
+// that type's commands.SnapshotFunc: load the latest snapshot plus the
+// later events through the rules, store the result as the new snapshot.
+// No command waits for it; a command handler or Facet.Load that reads an
+// aggregate then replays at most about N events after its snapshot
+// instead of its whole log.
+//
+// A snapshot is taken at the aggregate's current version, which may be
+// past the event that triggered it when the consumer lags; the consumer
+// remembers the latest sequence it snapshotted per aggregate, so the
+// triggers a snapshot already covers (a backlog holding many events of
+// one aggregate) are acked without any I/O: one snapshot for many
+// triggers.
+//
+// Crash safety and idempotence come from the store: PutSnapshot never
+// moves a snapshot backwards nor past the log, so a redelivered event, a
+// second consumer or a restart only snapshots again. A failing snapshot
+// is retried with back-off (bus.Middlewares); one that can never succeed
+// (the rules reject a stored event, the state does not decode, the
+// aggregate is not in the store), or whose transient failures outlast
+// Config.GiveUpAfter, returns a *FailedError: its message goes to the
+// poison topic (<prefix>poison.snapshots) with the reason, is logged, and
+// its partition moves on. The aggregate's next trigger tries again.
+package snapshots
