@@ -8,6 +8,7 @@ import (
 	"github.com/eventpipe/eventpipe/analytics"
 
 	"github.com/eventpipe/eventpipe/analytics/aggregator"
+	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
 // runConsumer runs an aggregation consumer in this process until the
@@ -61,6 +62,11 @@ func TestAggregatorCountsLateAndDuplicatedDeliveriesExactly(t *testing.T) {
 	runConsumer(t, w)
 	waitCounted(t, w, a.Source, int64(len(a.Events)))
 	waitCounted(t, w, b.Source, int64(len(b.Events)))
+	// The daily counts are written alongside the hourly ones and before
+	// the sessions; a batch is done once its offsets are committed.
+	group := w.topics.Prefix + aggregator.DefaultGroup
+	testenv.WaitCommitted(t, w.brokers, group, w.topics.Analytics(a.Source), int64(len(a.Delivered)))
+	testenv.WaitCommitted(t, w.brokers, group, w.topics.Analytics(b.Source), int64(len(b.Delivered)))
 	assertExact(t, w, a)
 	assertExact(t, w, b)
 }
