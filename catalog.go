@@ -9,6 +9,7 @@ import (
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/domains/order"
 	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/domains/transfer"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/projections"
@@ -16,6 +17,8 @@ import (
 	"github.com/eventpipe/eventpipe/projections/readmodels"
 	"github.com/eventpipe/eventpipe/projections/rollups"
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
+	"github.com/eventpipe/eventpipe/sagas"
+	"github.com/eventpipe/eventpipe/sagas/transfersaga"
 )
 
 // Catalog is what a deployment knows, built without I/O: its domains
@@ -32,6 +35,7 @@ type Catalog struct {
 	readModels    map[string]projections.Projection
 	searchModels  map[string]elastic.Projection
 	httpResources map[string]HTTPResource
+	sagas         map[string]sagas.Definition
 }
 
 // HTTPResource mounts a resource's handlers on the write side's HTTP
@@ -42,18 +46,21 @@ type HTTPResource func(srv *httpapi.Server, w *WriteSide) error
 // NewCatalog returns an empty catalogue.
 func NewCatalog() *Catalog {
 	return &Catalog{domains: map[string]commands.Domain{}, commands: map[string]string{}, readModels: map[string]projections.Projection{},
-		searchModels: map[string]elastic.Projection{}, httpResources: map[string]HTTPResource{}}
+		searchModels: map[string]elastic.Projection{}, httpResources: map[string]HTTPResource{},
+		sagas: map[string]sagas.Definition{}}
 }
 
 // Builtin returns a catalogue of the example domains (bank accounts,
-// orders, todos), their Postgres read models (accounts, orders, todos,
+// orders, todos, and money transfers between bank accounts), the
+// Postgres read models of the first three (accounts, orders, todos,
 // and order-rollups, the orders per hour and per day), their
 // Elasticsearch read models (todos-search, orders-search), the todo and
-// order HTTP APIs and the analytics API (package analytics), the ones the
-// eventpipe binary runs. Add your own to it, or start from NewCatalog.
+// order HTTP APIs, the analytics API (package analytics) and the
+// money-transfer saga (sagas/transfersaga), the ones the eventpipe binary
+// runs. Add your own to it, or start from NewCatalog.
 func Builtin() *Catalog {
 	c := NewCatalog()
-	for _, d := range []commands.Domain{bankaccount.Domain(), order.Domain(), todo.Domain()} {
+	for _, d := range []commands.Domain{bankaccount.Domain(), order.Domain(), todo.Domain(), transfer.Domain()} {
 		if err := c.AddDomain(d); err != nil {
 			panic(fmt.Sprintf("eventpipe: built-in domain: %v", err)) // the built-in set is fixed and tested
 		}
@@ -76,6 +83,9 @@ func Builtin() *Catalog {
 	}
 	if err := c.AddHTTPResource("analytics", analyticsResource); err != nil {
 		panic(fmt.Sprintf("eventpipe: built-in HTTP resource: %v", err))
+	}
+	if err := c.AddSaga(transfersaga.New(transfersaga.Config{})); err != nil {
+		panic(fmt.Sprintf("eventpipe: built-in saga: %v", err))
 	}
 	return c
 }

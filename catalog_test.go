@@ -214,7 +214,7 @@ func TestAnUpcasterRegisteredOnceIsAppliedByTheStoreTheFacetAndTheRelay(t *testi
 // second registration of an aggregate, command or read-model name fails.
 func TestCatalogRefusesDuplicatesAndKnowsTheBuiltins(t *testing.T) {
 	c := eventpipe.Builtin()
-	for cmd, agg := range map[string]string{"CreateTodo": "todo", "OpenAccount": "bankaccount", "PlaceOrder": "order"} {
+	for cmd, agg := range map[string]string{"CreateTodo": "todo", "OpenAccount": "bankaccount", "CloseAccount": "bankaccount", "PlaceOrder": "order", "RequestTransfer": "transfer", "CompleteTransfer": "transfer"} {
 		if got, ok := c.AggregateTypeOf(cmd); !ok || got != agg {
 			t.Errorf("AggregateTypeOf(%s) = %q, %v; want %s", cmd, got, ok, agg)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
+	"github.com/eventpipe/eventpipe/parking"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/elastic"
 	"github.com/eventpipe/eventpipe/snapshots"
@@ -37,12 +38,16 @@ type ConsumersConfig struct {
 	Endpoints Endpoints
 	// ReadModels names the consumers to run: Postgres read models and
 	// Elasticsearch search models alike, AnalyticsAggregator for the
-	// analytics aggregation consumer and Snapshotter for the snapshot
-	// consumer. Required.
+	// analytics aggregation consumer, Snapshotter for the snapshot
+	// consumer, and SagaConsumer(name) for a saga of the catalogue.
+	// Required.
 	ReadModels []string
-	// DB is the Postgres read models' database (default: a pool on
-	// Endpoints.Postgres, closed by Close, when a Postgres read model is
-	// named). Its search_path picks the schema of the tables.
+	// DB is the Postgres read models' database, which also holds the
+	// parked events (table parked_events) of every read and search model
+	// and the sagas' state (default: a pool on Endpoints.Postgres, closed
+	// by Close, when a Postgres read model or a saga is named, or a search
+	// model with parking on).
+	// Its search_path picks the schema of the tables.
 	DB *pgxpool.Pool
 	// Search is the search models' Elasticsearch (default: a client of
 	// Endpoints.Elasticsearch). Each search model writes through its
@@ -61,6 +66,23 @@ type ConsumersConfig struct {
 	// SkipCatchUp starts a read model that has applied nothing yet from
 	// the topics alone, instead of first catching up from the event store.
 	SkipCatchUp bool
+	// NoParking poisons permanent failures instead of parking them (the
+	// pre-parking behaviour): an event a read or search model can never
+	// apply goes to its poison topic, and so does each later event of its
+	// aggregate whose gap repair reads the refused event back from the
+	// store and fails again. By default each read and search model parks
+	// the event instead, and every later event of its aggregate, in DB's
+	// parked_events under the model's name, while its other aggregates
+	// flow (see package parking and projections.RunnerConfig.Parking);
+	// `eventpipe parked list|replay` (ParkedList, ParkedReplay) show and
+	// re-drive them. Parking needs `eventpipe migrate` (Migrate): a model
+	// whose database has no parked_events table fails at the start of
+	// Run. It covers the live topics only: a new read model's catch-up
+	// from the event store (see SkipCatchUp), like Replay, applies
+	// without parking, so an event that fails permanently there makes
+	// Run return the error. The analytics aggregation consumer and the
+	// snapshot consumer do not park either way.
+	NoParking bool
 	// Registerer receives each read model's metrics, labelled
 	// projection=<name> (default: none).
 	Registerer prometheus.Registerer
@@ -79,7 +101,8 @@ func (c ConsumersConfig) Validate() error {
 		return fmt.Errorf("no read model named (have %s)", have)
 	}
 	for _, name := range c.ReadModels {
-		if _, ok := c.Catalog.modelAggregateTypes(name); !ok && name != AnalyticsAggregator && name != Snapshotter {
+		_, saga := c.Catalog.sagaByConsumer(name)
+		if _, ok := c.Catalog.modelAggregateTypes(name); !ok && !saga && name != AnalyticsAggregator && name != Snapshotter {
 			return fmt.Errorf("unknown read model %q (have %s)", name, have)
 		}
 	}
@@ -100,22 +123,30 @@ const AnalyticsAggregator = "analytics"
 const Snapshotter = "snapshots"
 
 // ConsumerNames lists what NewConsumers can run: the catalog's read and
-// search models, AnalyticsAggregator and Snapshotter.
+// search models, AnalyticsAggregator, Snapshotter and the catalog's sagas
+// (SagaConsumer of each name).
 func ConsumerNames(c *Catalog) []string {
-	return append(c.ModelNames(), AnalyticsAggregator, Snapshotter)
+	names := append(c.ModelNames(), AnalyticsAggregator, Snapshotter)
+	for _, s := range c.SagaNames() {
+		names = append(names, SagaConsumer(s))
+	}
+	return names
 }
 
 // Consumers runs read models, each a projections.Runner in its own
-// consumer group, the analytics aggregation consumer and the snapshot
-// consumer, on one store, database, Elasticsearch and publisher.
+// consumer group, the analytics aggregation consumer, the snapshot
+// consumer and sagas (each a sagas.Runner in its own group), on one
+// store, database, Elasticsearch and publisher.
 type Consumers struct {
 	runs    []func(context.Context) error
 	closers []func() error
 }
 
 // NewConsumers opens the store, the database and the publisher cfg does
-// not give, and builds one Runner per read model. Run them with Run;
-// Close releases what NewConsumers opened.
+// not give, and builds one Runner per read model, each parking its
+// permanent failures unless cfg.NoParking is set. Run them with Run;
+// Close releases what NewConsumers opened (when NewConsumers fails, it
+// has released it already).
 func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -131,17 +162,30 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 		return nil, err
 	}
 	db, es := cfg.DB, cfg.Search
+	needDB := false // a Postgres read model, a saga, or parking of a search model
 	for _, name := range cfg.ReadModels {
-		if _, ok := cfg.Catalog.ReadModel(name); ok && db == nil {
-			if db, err = pgxpool.New(ctx, cfg.Endpoints.Postgres); err != nil {
-				return nil, fmt.Errorf("read-model database: %w", err)
-			}
-			c.closers = append(c.closers, func() error { db.Close(); return nil })
-		}
-		if _, ok := cfg.Catalog.SearchModel(name); ok && es == nil {
+		_, read := cfg.Catalog.ReadModel(name)
+		_, search := cfg.Catalog.SearchModel(name)
+		_, saga := cfg.Catalog.sagaByConsumer(name)
+		needDB = needDB || read || saga || (search && !cfg.NoParking)
+		if search && es == nil {
 			if es, err = esclient.NewClient(cfg.Endpoints.Elasticsearch); err != nil {
 				return fail(err)
 			}
+		}
+	}
+	if needDB && db == nil {
+		pool, err := pgxpool.New(ctx, cfg.Endpoints.Postgres)
+		if err != nil {
+			return fail(fmt.Errorf("read-model database: %w", err))
+		}
+		c.closers = append(c.closers, func() error { pool.Close(); return nil })
+		db = pool
+	}
+	var lot *parking.Store // shared: each Runner parks under its model's name
+	if needDB && !cfg.NoParking {
+		if lot, err = parking.New(parking.Config{DB: db, Logger: cfg.Logger}); err != nil {
+			return fail(err)
 		}
 	}
 	pub, closePub, err := publisher(cfg.Publisher, cfg.Endpoints, "eventpipe-consume", cfg.Logger)
@@ -170,9 +214,17 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 			c.runs = append(c.runs, snap.Run)
 			continue
 		}
+		if d, ok := cfg.Catalog.sagaByConsumer(name); ok {
+			runner, err := newSagaRunner(cfg, d, db, store, pub)
+			if err != nil {
+				return fail(err)
+			}
+			c.runs = append(c.runs, runner.Run)
+			continue
+		}
 		var applier projections.Sink
 		if p, ok := cfg.Catalog.ReadModel(name); ok {
-			if applier, err = projections.NewApplier(projections.ApplierConfig{DB: db, Store: store, Projection: p}); err != nil {
+			if applier, err = projections.NewApplier(projections.ApplierConfig{DB: db, Store: store, Projection: p, Logger: cfg.Logger}); err != nil {
 				return fail(err)
 			}
 		} else {
@@ -186,7 +238,7 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 			}
 		}
 		rc := projections.RunnerConfig{Applier: applier, NewSubscriber: cfg.NewSubscriber, Brokers: cfg.Endpoints.KafkaBrokers,
-			Topics: bus.Topics{Prefix: cfg.Endpoints.TopicPrefix}, Publisher: pub, History: history, Logger: cfg.Logger}
+			Topics: bus.Topics{Prefix: cfg.Endpoints.TopicPrefix}, Publisher: pub, Parking: lot, History: history, Logger: cfg.Logger}
 		if cfg.Registerer != nil {
 			rc.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"projection": name}, cfg.Registerer)
 		}

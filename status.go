@@ -9,12 +9,15 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe/analytics/aggregator"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/parking"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/sagas"
 )
 
 // StatusConfig configures Status.
@@ -28,6 +31,9 @@ type StatusConfig struct {
 	// CommandGroup is the command handlers' consumer group (default
 	// DefaultCommandGroup).
 	CommandGroup string
+	// DB holds the parked events (default: a pool on Endpoints.Postgres,
+	// closed before Status returns). Its search_path picks the schema.
+	DB *pgxpool.Pool
 }
 
 // GroupStatus is one consumer group's position on its topics.
@@ -41,6 +47,16 @@ type GroupStatus struct {
 	// messages it holds.
 	PoisonTopic string
 	Poisoned    int64
+	// Projection names the read or search model whose group this is; it
+	// is empty for the command handlers' and the aggregator's groups.
+	Projection string
+	// Saga names the saga whose group this is (see StatusReport.Sagas).
+	Saga string
+	// Parked is, for a projection's group, how many events the
+	// projection parked and for how many aggregates (package parking;
+	// `eventpipe parked list` shows them). It is zero when
+	// StatusReport.ParkedErr is set.
+	Parked parking.Counts
 }
 
 // RelayStreamReport is one relay stream (RelayEvents, RelayAnalytics) as
@@ -69,12 +85,27 @@ type StatusReport struct {
 	// Groups: the command handlers' groups (one per commands topic), then
 	// one per read model, then the analytics aggregation consumer's
 	// (AnalyticsAggregator), whose topics are the analytics topics that
-	// exist now.
+	// exist now, then one per saga.
 	Groups []GroupStatus
+	// Sagas has one report per saga of the catalogue, in name order.
+	Sagas []SagaReport
+	// ParkedErr says why the projections' parked events could not be
+	// counted (for example parking.ErrNoTable before `eventpipe migrate`);
+	// it is among Errors too.
+	ParkedErr error
 	// Errors are the parts that could not be read (for example the relay's
 	// leases before `eventpipe migrate`), each saying which.
 	Errors []error
 	Took   time.Duration
+}
+
+// SagaReport is one saga's instances as Status saw them.
+type SagaReport struct {
+	Name    string
+	Summary sagas.Summary
+	// Err says why they could not be counted (for example no saga tables
+	// before `eventpipe migrate`); it is among StatusReport.Errors too.
+	Err error
 }
 
 // Relay returns the report of relay stream name (RelayEvents,
@@ -88,11 +119,14 @@ func (r StatusReport) Relay(name string) (RelayStreamReport, bool) {
 }
 
 // Status reads, once, where the pipeline stands: for each relay stream its
-// leases and poisoned records, and for the command handlers, every read
-// model of the catalogue and the analytics aggregation consumer their
-// consumer group's position, lag and poisoned messages. A part that cannot
-// be read (a missing table, an unreachable broker) is reported in Errors,
-// and a relay stream's also in its report; the rest is still returned.
+// leases and poisoned records, for the command handlers, every read model
+// of the catalogue and the analytics aggregation consumer their consumer
+// group's position, lag and poisoned messages, for every read model
+// what it parked, and for every saga its instances (running, finished by
+// outcome), timeouts and effects not run yet. A part that cannot be read (a missing table, an
+// unreachable broker or database) is reported in Errors, a relay stream's
+// also in its report and the parked events' in ParkedErr; the rest is
+// still returned.
 func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 	logger := slog.New(slog.DiscardHandler)
 	processDefaults(&cfg.Catalog, &cfg.Endpoints, &logger)
@@ -120,7 +154,7 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 	}
 	for _, name := range cfg.Catalog.ModelNames() {
 		aggTypes, _ := cfg.Catalog.modelAggregateTypes(name)
-		g := GroupStatus{Group: projections.ConsumerGroup(topics, name), PoisonTopic: projections.PoisonTopic(topics, name)}
+		g := GroupStatus{Group: projections.ConsumerGroup(topics, name), PoisonTopic: projections.PoisonTopic(topics, name), Projection: name}
 		for _, t := range aggTypes {
 			g.Topics = append(g.Topics, topics.Events(t))
 		}
@@ -134,6 +168,43 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 		r.Errors = append(r.Errors, fmt.Errorf("analytics topics: %w", err))
 	}
 	groups = append(groups, agg)
+	for _, name := range cfg.Catalog.SagaNames() {
+		groups = append(groups, GroupStatus{Group: sagas.ConsumerGroup(topics, name), Topics: cfg.Catalog.sagas[name].Topics(topics),
+			PoisonTopic: sagas.PoisonTopic(topics, name), Saga: name})
+	}
+	db := cfg.DB
+	if db == nil {
+		// pgxpool.New does not connect: a bad URL is its only error, and
+		// the reads below report an unreachable database.
+		pool, err := pgxpool.New(ctx, ep.Postgres)
+		if err != nil {
+			r.ParkedErr = fmt.Errorf("postgres: %w", err)
+			r.Errors = append(r.Errors, r.ParkedErr)
+		} else {
+			defer pool.Close()
+			db = pool
+		}
+	}
+	if db != nil {
+		r.Sagas = sagaReports(ctx, db, cfg.Catalog.SagaNames())
+		for _, s := range r.Sagas {
+			if s.Err != nil {
+				r.Errors = append(r.Errors, s.Err)
+			}
+		}
+	}
+	if len(cfg.Catalog.ModelNames()) > 0 && db != nil {
+		parked, err := parkedCounts(ctx, db, ep, logger)
+		if err != nil {
+			r.ParkedErr = fmt.Errorf("parked events: %w", err)
+			r.Errors = append(r.Errors, r.ParkedErr)
+		}
+		for i := range groups {
+			if groups[i].Projection != "" {
+				groups[i].Parked = parked[groups[i].Projection]
+			}
+		}
+	}
 
 	var poisonTopics []string
 	for _, rel := range r.Relays {
@@ -168,6 +239,42 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 	}
 	r.Took = time.Since(start)
 	return r
+}
+
+// parkedTimeout bounds the parked events' count (and the sagas'), so that
+// an unreachable database does not hold Status up.
+const parkedTimeout = 10 * time.Second
+
+// sagaReports counts the instances of each saga in names.
+func sagaReports(ctx context.Context, db *pgxpool.Pool, names []string) []SagaReport {
+	ctx, cancel := context.WithTimeout(ctx, parkedTimeout)
+	defer cancel()
+	var out []SagaReport
+	for _, name := range names {
+		rep := SagaReport{Name: name}
+		err := sagas.Ready(ctx, db)
+		if err == nil {
+			rep.Summary, err = sagas.Summarize(ctx, db, name)
+		}
+		if err != nil {
+			rep.Err = fmt.Errorf("saga %s: %w", name, err)
+		}
+		out = append(out, rep)
+	}
+	return out
+}
+
+// parkedCounts counts the parked events by consumer in db, or in a pool
+// of ep.Postgres that it closes.
+func parkedCounts(ctx context.Context, db *pgxpool.Pool, ep Endpoints, logger *slog.Logger) (map[string]parking.Counts, error) {
+	ctx, cancel := context.WithTimeout(ctx, parkedTimeout)
+	defer cancel()
+	_, lot, closeDB, err := openParking(ctx, db, ep, logger)
+	if err != nil {
+		return nil, err
+	}
+	defer closeDB()
+	return lot.Counts(ctx)
 }
 
 // topicsWithPrefix lists the topics whose name is prefix followed by at

@@ -3,6 +3,7 @@ package eventpipe_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -24,6 +25,8 @@ import (
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	"github.com/eventpipe/eventpipe/parking"
+	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/relay"
 )
 
@@ -95,6 +98,7 @@ func TestStatusShowsEachGroupsPositionLagAndPoison(t *testing.T) {
 // event.
 func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *testing.T) {
 	ep := testEndpoints(t)
+	ep.Postgres = migratedPostgres(t) // parked_events, which Status counts
 	db := testenv.DynamoDB(t)
 	ep.LeasesTable, ep.AnalyticsTable = testenv.UniqueName(t, "leases"), testenv.UniqueName(t, "analytics")
 	ctx := context.Background()
@@ -185,5 +189,33 @@ func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *tes
 	}
 	if an, _ = r.Relay(eventpipe.RelayAnalytics); an.Err != nil || an.Stream == "" || len(an.Leases) != 0 || len(r.Errors) != 0 {
 		t.Fatalf("analytics relay %+v (errors %v), want its stream and no leases (no relay ran)", an, r.Errors)
+	}
+}
+
+// TestStatusReportsAMissingParkedEventsTableInPlace reads Status on a
+// Postgres schema that was never migrated: the read models' groups are
+// still measured, ParkedErr says to migrate (parking.ErrNoTable) and is
+// among the errors, and no group claims parked events.
+func TestStatusReportsAMissingParkedEventsTableInPlace(t *testing.T) {
+	ep := testEndpoints(t)
+	_, ep.Postgres = testenv.PostgresSchema(t, "bare")
+	r := eventpipe.Status(context.Background(), eventpipe.StatusConfig{Endpoints: ep})
+	if !errors.Is(r.ParkedErr, parking.ErrNoTable) || !slices.Contains(r.Errors, r.ParkedErr) {
+		t.Fatalf("parked error %v (errors %v), want ErrNoTable reported in place and among the errors", r.ParkedErr, r.Errors)
+	}
+	projectionGroups := 0
+	for _, g := range r.Groups {
+		if g.Parked != (parking.Counts{}) {
+			t.Fatalf("group %+v has parked events", g)
+		}
+		if g.Projection != "" {
+			projectionGroups++
+			if g.Group != projections.ConsumerGroup(bus.Topics{Prefix: ep.TopicPrefix}, g.Projection) || len(g.Topics) == 0 {
+				t.Fatalf("projection group %+v", g)
+			}
+		}
+	}
+	if want := len(eventpipe.Builtin().ModelNames()); projectionGroups != want {
+		t.Fatalf("%d projection groups, want %d", projectionGroups, want)
 	}
 }

@@ -28,10 +28,12 @@ import (
 )
 
 // TestMain turns the test binary into a child process when a test
-// started it as one: a serve child (child_test.go) or a Kafka broker
+// started it as one: a serve child (child_test.go), a saga child
+// (sagas_transfer_test.go) or a Kafka broker
 // (the crash tests that run their own broker).
 func TestMain(m *testing.M) {
 	runServeChildIfRequested()
+	runSagaChildIfRequested()
 	testenv.RunChildIfRequested()
 	os.Exit(m.Run())
 }

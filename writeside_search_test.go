@@ -38,6 +38,7 @@ func TestSearchModelsFollowCommandsEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ep := testEndpoints(t)
+	ep.Postgres = migratedPostgres(t) // parked_events: the search models park by default
 	ep.LeasesTable = testenv.UniqueName(t, "leases")
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	if err := migrate.CreateLeasesTable(ctx, testenv.DynamoDB(t), ep.LeasesTable); err != nil {

@@ -73,18 +73,70 @@ func New(cfg Config) (*Store, error) {
 	return &Store{cfg: cfg}, nil
 }
 
-// Ready reports whether the parked_events table exists, with an error
-// that says to migrate when it does not: a consumer checks it once before
-// it consumes, rather than failing every batch.
+// ErrNoTable is returned by Ready and Counts when the database's schema
+// has no parked_events table: `eventpipe migrate` (eventpipe.Migrate)
+// creates it.
+var ErrNoTable = errors.New("parking: no parked_events table in the database's schema: run `eventpipe migrate` (migrations/postgres 004)")
+
+// Ready reports whether the parked_events table exists, with ErrNoTable,
+// which says to migrate, when it does not: a consumer checks it once
+// before it consumes, rather than failing every batch.
 func (s *Store) Ready(ctx context.Context) error {
 	var exists bool
 	if err := s.cfg.DB.QueryRow(ctx, `SELECT to_regclass('parked_events') IS NOT NULL`).Scan(&exists); err != nil {
 		return fmt.Errorf("parking: %w", err)
 	}
 	if !exists {
-		return errors.New("parking: no parked_events table in the database's schema: run `eventpipe migrate` (migrations/postgres 004)")
+		return ErrNoTable
 	}
 	return nil
+}
+
+// Counts is how much one consumer has parked.
+type Counts struct {
+	// Events is how many events are parked; Aggregates how many
+	// aggregates they belong to, each of them parked for the consumer.
+	Events, Aggregates int64
+}
+
+// Counts returns, by consumer, how many events are parked and for how
+// many aggregates, in one query; a consumer with nothing parked is
+// absent. It returns ErrNoTable when the table does not exist.
+func (s *Store) Counts(ctx context.Context) (map[string]Counts, error) {
+	rows, err := s.cfg.DB.Query(ctx, `SELECT consumer, count(*), count(DISTINCT (aggregate_type, aggregate_id))
+		FROM parked_events GROUP BY consumer`)
+	if err != nil {
+		return nil, countsError(err)
+	}
+	defer rows.Close()
+	out := map[string]Counts{}
+	for rows.Next() {
+		var (
+			consumer string
+			c        Counts
+		)
+		if err := rows.Scan(&consumer, &c.Events, &c.Aggregates); err != nil {
+			return nil, countsError(err)
+		}
+		out[consumer] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, countsError(err)
+	}
+	return out, nil
+}
+
+// undefinedTable is Postgres' SQLSTATE for a relation that does not
+// exist.
+const undefinedTable = "42P01"
+
+// countsError wraps an error of Counts; a missing table is ErrNoTable.
+func countsError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == undefinedTable {
+		return ErrNoTable
+	}
+	return fmt.Errorf("parking: counts: %w", err)
 }
 
 // Event is a parked event.

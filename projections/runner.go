@@ -39,8 +39,9 @@ type RunnerConfig struct {
 	// re-drives them; the other aggregates keep flowing. Parking is keyed
 	// by the Applier's name. A message that is not an event (it does not
 	// decode) still goes to the poison topic. Without Parking every
-	// permanent failure goes to the poison topic and the aggregate's later
-	// events are applied after the hole.
+	// permanent failure goes to the poison topic, and so do the
+	// aggregate's later events: gap repair reads the refused event back
+	// from the store and fails on it again.
 	Parking *parking.Store
 	// History, when set, lets a projection that has applied nothing yet
 	// catch up from the event store before it consumes the live topics

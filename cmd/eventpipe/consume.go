@@ -18,6 +18,7 @@ func consumeCommand() *cobra.Command {
 		all           bool
 		metricsAddr   string
 		snapshotEvery int64
+		noParking     bool
 	)
 	names := func() []string { return eventpipe.ConsumerNames(catalog) }
 	cmd := &cobra.Command{
@@ -34,6 +35,15 @@ The search models (todos-search, orders-search) write one document per aggregate
 to Elasticsearch through their alias with _bulk, the aggregate's sequence as the
 external version: the index itself refuses duplicates and stale redeliveries,
 and each document carries its position.
+
+An event a read or search model can never apply (a permanent error) is parked,
+not poisoned: it and every later event of its aggregate wait, in order, in the
+Postgres table parked_events, while the other aggregates flow. 'eventpipe
+parked list' shows them; once the cause is fixed, 'eventpipe parked replay'
+re-drives them. --no-parking sends such an event to poison.projection.<name>
+instead, and with it each later event of the aggregate whose gap repair fails
+on it again. Catch-up from the event store does not park: a permanent failure
+there stops consume.
 
 The analytics consumer keeps the analytics table's sessions and hourly and
 daily aggregations from the analytics.<source> topics the relay fills: it
@@ -58,7 +68,8 @@ never be taken (the rules reject a stored event) goes to poison.snapshots.`,
 			ctx := cmd.Context()
 			reg := eventpipe.NewMetricsRegistry()
 			consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{
-				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), ReadModels: args, SnapshotEvery: snapshotEvery, Registerer: reg, Logger: slog.Default(),
+				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), ReadModels: args, SnapshotEvery: snapshotEvery, NoParking: noParking,
+				Registerer: reg, Logger: slog.Default(),
 			})
 			if err != nil {
 				return fmt.Errorf("consume: %w", err)
@@ -77,6 +88,7 @@ never be taken (the rules reject a stored event) goes to poison.snapshots.`,
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "run every projection")
 	cmd.Flags().Int64Var(&snapshotEvery, "snapshot-every", snapshots.DefaultEvery, "the snapshots consumer snapshots an aggregate every this many events")
+	cmd.Flags().BoolVar(&noParking, "no-parking", false, "poison permanent failures of read and search models instead of parking them (the pre-parking behaviour)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9465", "serve /metrics and /healthz here (empty: off)")
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,8 +91,8 @@ func TestDemoOnceTellsAStoryItsReadModelsConfirm(t *testing.T) {
 	for _, m := range regexp.MustCompile(`DELETE /todo/(\S+)\s.*→ 204`).FindAllStringSubmatch(story, -1) {
 		todos[m[1]] = "deleted"
 	}
-	if len(balances) != 3 || len(orders) != 3 || len(todos) != 2 {
-		t.Fatalf("the story sent %d accounts, %d orders, %d todos; want 3, 3, 2:\n%s", len(balances), len(orders), len(todos), story)
+	if len(balances) != 4 || len(orders) != 3 || len(todos) != 2 {
+		t.Fatalf("the story sent %d accounts, %d orders, %d todos; want 4 (one opened for the transfers), 3, 2:\n%s", len(balances), len(orders), len(todos), story)
 	}
 
 	// What the read models showed.
@@ -122,6 +123,7 @@ func TestDemoOnceTellsAStoryItsReadModelsConfirm(t *testing.T) {
 		t.Errorf("the story showed %d read-model rows, want 8", shown)
 	}
 	checkAnalyticsChapter(t, story)
+	checkTransfersChapter(t, story, balances)
 	if t.Failed() {
 		t.Logf("the story:\n%s", story)
 	}
@@ -262,5 +264,60 @@ func checkAnalyticsChapter(t *testing.T, story string) {
 	}
 	if got, exp := m[1:4], []string{strconv.FormatInt(orders, 10), strconv.FormatInt(revenue, 10), strconv.FormatInt(refunds, 10)}; !slices.Equal(got, exp) {
 		t.Errorf("the order roll-up shows this run adding orders, revenue, refunds %v; the order commands imply %v", got, exp)
+	}
+}
+
+// checkTransfersChapter reads the transfers chapter: each transfer's
+// outcome must match the money it shows moving on the accounts (a
+// completed transfer a debit and a credit of its amount, a compensated
+// one a debit and a refund, a failed one nothing), and the balances it
+// ends with must be the balances the commands imply plus the completed
+// transfers.
+func checkTransfersChapter(t *testing.T, story string, balances map[string]int64) {
+	t.Helper()
+	want := map[string]int64{}
+	for id, b := range balances {
+		want[id] = b
+	}
+	lines := regexp.MustCompile(`(?m)^\s+(\S+)\s+(\S+) → (\S+)\s+(\d+)\s+(completed|compensated|failed)\b.*?\s{2,}(debit .*|no money moved)$`).FindAllStringSubmatch(story, -1)
+	if len(lines) != 3 {
+		t.Fatalf("the transfers chapter showed %d transfers, want 3:\n%s", len(lines), story)
+	}
+	outcomes := map[string]bool{}
+	for _, m := range lines {
+		from, to, outcome, moved := m[2], m[3], m[5], m[6]
+		amount, _ := strconv.ParseInt(m[4], 10, 64)
+		outcomes[outcome] = true
+		wantMoved := map[string]string{
+			"completed":   fmt.Sprintf("debit -%d, credit +%d", amount, amount),
+			"compensated": fmt.Sprintf("debit -%d, refund +%d", amount, amount),
+			"failed":      "no money moved",
+		}[outcome]
+		if moved != wantMoved {
+			t.Errorf("transfer %s (%s) shows %q, want %q", m[1], outcome, moved, wantMoved)
+		}
+		if outcome == "completed" {
+			want[from] -= amount
+			want[to] += amount
+		}
+	}
+	if len(outcomes) != 3 {
+		t.Errorf("the transfers ended %v, want one of each outcome", outcomes)
+	}
+	m := regexp.MustCompile(`balances in the accounts read model: alice (-?\d+), bob (-?\d+), carol (-?\d+), erin (-?\d+)`).FindStringSubmatch(story)
+	if m == nil {
+		t.Fatalf("the transfers chapter showed no balances:\n%s", story)
+	}
+	for i, name := range []string{"alice", "bob", "carol", "erin"} {
+		got, _ := strconv.ParseInt(m[i+1], 10, 64)
+		var id string
+		for acc := range want {
+			if strings.HasPrefix(acc, name+"-") {
+				id = acc
+			}
+		}
+		if id == "" || got != want[id] {
+			t.Errorf("after the transfers %s shows %d, the commands and outcomes imply %d", name, got, want[id])
+		}
 	}
 }

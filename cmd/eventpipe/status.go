@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,7 +18,7 @@ func statusCommand() *cobra.Command {
 	var group string
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "One screen: the stack, each relay stream's leases, every consumer group's position and lag, poisoned messages",
+		Short: "One screen: the stack, each relay stream's leases, every consumer group's position and lag, poisoned messages, parked events, sagas",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
@@ -48,12 +50,25 @@ func statusCommand() *cobra.Command {
 
 			fmt.Fprintln(out, "\nCONSUMER GROUPS")
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "GROUP\tTOPICS\tCOMMITTED\tNEWEST\tLAG\tPOISONED")
+			fmt.Fprintln(w, "GROUP\tTOPICS\tCOMMITTED\tNEWEST\tLAG\tPOISONED\tPARKED")
 			for _, g := range r.Groups {
-				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\n", g.Group, len(g.Topics), g.Committed, g.Newest, g.Lag, g.Poisoned)
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", g.Group, len(g.Topics), g.Committed, g.Newest, g.Lag, g.Poisoned, parkedCell(g, r.ParkedErr))
 			}
 			_ = w.Flush()
-			for _, err := range r.Errors {
+			if len(r.Sagas) > 0 {
+				fmt.Fprintln(out, "\nSAGAS")
+				w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "SAGA\tRUNNING\tFINISHED\tTIMEOUTS\tOVERDUE\tEFFECTS PENDING")
+				for _, s := range r.Sagas {
+					if s.Err != nil {
+						fmt.Fprintf(w, "%s\t?\t?\t?\t?\t?\n", s.Name)
+						continue
+					}
+					fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%d\n", s.Name, s.Summary.Running, outcomes(s.Summary.Outcomes), s.Summary.Timeouts, s.Summary.Overdue, s.Summary.Effects)
+				}
+				_ = w.Flush()
+			}
+			for _, err := range r.Errors { // under the table: a PARKED of "?" is explained here
 				if !slices.ContainsFunc(r.Relays, func(rel eventpipe.RelayStreamReport) bool { return rel.Err != nil && errors.Is(err, rel.Err) }) {
 					fmt.Fprintln(out, "could not read:", err) // a relay stream's was printed in place
 				}
@@ -70,4 +85,34 @@ func statusCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&group, "group", eventpipe.DefaultCommandGroup, "consumer group of the command handlers")
 	return cmd
+}
+
+// parkedCell is the PARKED column of g: what its projection parked
+// ("3 (1 aggregate)"), "?" when that could not be read, "-" for a group
+// that is not a projection's.
+func parkedCell(g eventpipe.GroupStatus, parkedErr error) string {
+	switch {
+	case g.Projection == "":
+		return "-"
+	case parkedErr != nil:
+		return "?"
+	case g.Parked.Events == 0:
+		return "0"
+	case g.Parked.Aggregates == 1:
+		return fmt.Sprintf("%d (1 aggregate)", g.Parked.Events)
+	}
+	return fmt.Sprintf("%d (%d aggregates)", g.Parked.Events, g.Parked.Aggregates)
+}
+
+// outcomes is the FINISHED column of a saga: its finished instances by
+// outcome ("12 completed, 3 compensated"), or "0".
+func outcomes(by map[string]int64) string {
+	if len(by) == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, o := range slices.Sorted(maps.Keys(by)) {
+		parts = append(parts, fmt.Sprintf("%d %s", by[o], o))
+	}
+	return strings.Join(parts, ", ")
 }

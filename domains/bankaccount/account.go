@@ -4,6 +4,12 @@
 // balance below the overdraft limit is rejected ("insufficient funds"),
 // and the transaction that takes a balance from ≥ 0 to below 0 publishes
 // an accountOverdrawn outbound event.
+//
+// An account can be closed (AccountClosed). Closing deletes nothing: the
+// account keeps its balance and its history, and refuses every later
+// transaction ("account closed") except a refund, a credit marked Refund
+// (money paid back to it, such as a compensated transfer), which it
+// accepts so that money owed back is never lost.
 package bankaccount
 
 import "github.com/eventpipe/eventpipe/eventstore"
@@ -16,6 +22,7 @@ const (
 	AccountOpened       = "AccountOpened"       // payload AccountOpenedData
 	OwnerRenamed        = "OwnerRenamed"        // payload OwnerRenamedData
 	TransactionAccepted = "TransactionAccepted" // payload TransactionAcceptedData
+	AccountClosed       = "AccountClosed"       // payload AccountClosedData
 )
 
 // OutboundAccountOverdrawn is published (payload AccountOverdrawnData) by
@@ -32,6 +39,8 @@ type Account struct {
 	OwnerLast      string `json:"ownerLast"`
 	Balance        int64  `json:"balance"`
 	MinimumBalance int64  `json:"minimumBalance"`
+	// Closed is set by AccountClosed; the balance stays as it was.
+	Closed bool `json:"closed"`
 }
 
 // AccountOpenedData is the payload of AccountOpened.
@@ -47,9 +56,18 @@ type OwnerRenamedData struct {
 
 // TransactionAcceptedData is the payload of TransactionAccepted and
 // RecordTransaction: the balance moves by Amount (negative: a debit).
+// Refund marks money paid back to the account (for example a compensated
+// transfer): it must be a credit (Amount > 0), and it is the one
+// transaction a closed account accepts.
 type TransactionAcceptedData struct {
 	Desc   string `json:"desc"`
 	Amount int64  `json:"amount"`
+	Refund bool   `json:"refund,omitempty"`
+}
+
+// AccountClosedData is the payload of AccountClosed.
+type AccountClosedData struct {
+	Reason string `json:"reason,omitempty"`
 }
 
 // AccountOverdrawnData is the payload of the accountOverdrawn outbound
@@ -75,4 +93,15 @@ func Renamed(first, last string) eventstore.NewEvent {
 // Transacted is the event of a transaction of amount.
 func Transacted(desc string, amount int64) eventstore.NewEvent {
 	return eventstore.Event(TransactionAccepted, TransactionAcceptedData{Desc: desc, Amount: amount})
+}
+
+// Refunded is the event of a refund of amount (a credit, amount > 0,
+// that a closed account accepts too).
+func Refunded(desc string, amount int64) eventstore.NewEvent {
+	return eventstore.Event(TransactionAccepted, TransactionAcceptedData{Desc: desc, Amount: amount, Refund: true})
+}
+
+// Closed is the event that closes the account, giving reason.
+func Closed(reason string) eventstore.NewEvent {
+	return eventstore.Event(AccountClosed, AccountClosedData{Reason: reason})
 }

@@ -1,6 +1,8 @@
 package bankaccount
 
 import (
+	"fmt"
+
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
 )
@@ -9,14 +11,20 @@ import (
 const (
 	OpenAccount       = "OpenAccount"       // payload {}
 	RenameOwner       = "RenameOwner"       // payload OwnerRenamedData
-	RecordTransaction = "RecordTransaction" // payload TransactionAcceptedData; rejected past the overdraft
+	RecordTransaction = "RecordTransaction" // payload TransactionAcceptedData; rejected past the overdraft or on a closed account (but a refund)
+	CloseAccount      = "CloseAccount"      // payload CloseAccountData
 )
+
+// CloseAccountData is the payload of CloseAccount.
+type CloseAccountData struct {
+	Reason string `json:"reason,omitempty"`
+}
 
 // Domain describes the ledger's write model: its events and its
 // commands, each deciding against the account's STATE.
 func Domain() commands.Domain {
 	return commands.FacetDomain(AggregateType, Processor(), map[string]commands.Decide[Account]{
-		OpenAccount: decideOpen, RenameOwner: decideRename, RecordTransaction: decideTransact,
+		OpenAccount: decideOpen, RenameOwner: decideRename, RecordTransaction: decideTransact, CloseAccount: decideClose,
 	})
 }
 
@@ -48,7 +56,8 @@ func decideRename(cur eventstore.State[Account], cmd commands.Command) ([]events
 }
 
 // decideTransact records the transaction; the ledger's rule refuses it
-// (a rejected result) when it would pass the overdraft limit.
+// (a rejected result) when it would pass the overdraft limit, or when the
+// account is closed and it is not a refund. A refund must be a credit.
 func decideTransact(cur eventstore.State[Account], cmd commands.Command) ([]eventstore.NewEvent, error) {
 	var d TransactionAcceptedData
 	if err := cmd.DecodePayload(&d); err != nil {
@@ -57,8 +66,26 @@ func decideTransact(cur eventstore.State[Account], cmd commands.Command) ([]even
 	if d.Amount == 0 {
 		return nil, &eventstore.ValidationError{Field: "amount", Reason: "is 0"}
 	}
+	if d.Refund && d.Amount < 0 {
+		return nil, &eventstore.ValidationError{Field: "amount", Reason: fmt.Sprintf("is %d, want > 0 for a refund", d.Amount)}
+	}
 	if cur.Item.ID == "" {
 		return nil, commands.NotFound("account %s does not exist", cmd.AggregateID)
 	}
-	return []eventstore.NewEvent{Transacted(d.Desc, d.Amount)}, nil
+	return []eventstore.NewEvent{eventstore.Event(TransactionAccepted, d)}, nil
+}
+
+// decideClose closes an open account; its balance stays where it is.
+func decideClose(cur eventstore.State[Account], cmd commands.Command) ([]eventstore.NewEvent, error) {
+	var d CloseAccountData
+	if err := cmd.DecodePayload(&d); err != nil {
+		return nil, err
+	}
+	if cur.Item.ID == "" {
+		return nil, commands.NotFound("account %s does not exist", cmd.AggregateID)
+	}
+	if cur.Item.Closed {
+		return nil, commands.Conflict("account %s is already closed", cmd.AggregateID)
+	}
+	return []eventstore.NewEvent{Closed(d.Reason)}, nil
 }

@@ -12,6 +12,7 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
 	store "github.com/eventpipe/eventpipe/eventstore/dynamodb"
@@ -199,5 +200,60 @@ func TestLedgerRedeliveredCommandReturnsOriginalResult(t *testing.T) {
 	}
 	if after := render(partition(t, client, table, id)); after != before {
 		t.Fatal("a redelivered command changed the partition")
+	}
+}
+
+// TestLedgerCommandsCloseAnAccountAndStillTakeRefunds runs the ledger's
+// handlers on the real store: a closed account keeps its balance, refuses
+// debits and credits (rejected: account closed) and accepts a refund;
+// closing an unknown account is not_found, a closed one conflict; a
+// refund that is a debit is invalid.
+func TestLedgerCommandsCloseAnAccountAndStillTakeRefunds(t *testing.T) {
+	ctx := context.Background()
+	ledger, s, _, _ := newLedger(t)
+	hs, err := bankaccount.Domain().NewHandlers(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := &commands.Registry{}
+	if err := reg.Register(hs...); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name, typ, id, payload string
+		want                   commands.Status
+		reason                 string
+		version                int64
+	}{
+		{"close unknown", bankaccount.CloseAccount, "c1", `{}`, commands.StatusNotFound, "account c1 does not exist", 0},
+		{"open", bankaccount.OpenAccount, "c1", `{}`, commands.StatusAccepted, "", 1},
+		{"deposit", bankaccount.RecordTransaction, "c1", `{"desc":"in","amount":500}`, commands.StatusAccepted, "", 2},
+		{"close", bankaccount.CloseAccount, "c1", `{"reason":"customer left"}`, commands.StatusAccepted, "", 3},
+		{"close again", bankaccount.CloseAccount, "c1", `{}`, commands.StatusConflict, "account c1 is already closed", 3},
+		{"debit closed", bankaccount.RecordTransaction, "c1", `{"desc":"out","amount":-100}`, commands.StatusRejected, "account closed", 3},
+		{"credit closed", bankaccount.RecordTransaction, "c1", `{"desc":"in","amount":100}`, commands.StatusRejected, "account closed", 3},
+		{"refund closed", bankaccount.RecordTransaction, "c1", `{"desc":"refund","amount":70,"refund":true}`, commands.StatusAccepted, "", 4},
+		{"refund as a debit", bankaccount.RecordTransaction, "c1", `{"desc":"refund","amount":-70,"refund":true}`, commands.StatusInvalid, "invalid amount: is -70, want > 0 for a refund", 4},
+	}
+	for _, st := range steps {
+		h, ok := reg.Lookup(st.typ)
+		if !ok {
+			t.Fatalf("no handler for %s", st.typ)
+		}
+		res, err := h.Handle(ctx, commands.New(st.typ, bankaccount.AggregateType, st.id, json.RawMessage(st.payload)))
+		var invalid *commands.InvalidError
+		switch {
+		case st.want == commands.StatusInvalid && !errors.As(err, &invalid):
+			t.Errorf("%s: %+v, %v; want an InvalidError", st.name, res, err)
+		case st.want != commands.StatusInvalid && err != nil:
+			t.Errorf("%s: %v", st.name, err)
+		case res.Status != st.want || res.Version != st.version || res.Reason != st.reason:
+			t.Errorf("%s: %s at version %d (%q), want %s at %d (%q)", st.name, res.Status, res.Version, res.Reason, st.want, st.version, st.reason)
+		}
+	}
+	got, err := ledger.Get(ctx, "c1")
+	want := bankaccount.Account{ID: "c1", Balance: 570, MinimumBalance: bankaccount.DefaultMinimumBalance, Closed: true}
+	if err != nil || got.Item != want || got.Seq != 4 {
+		t.Fatalf("account c1: %+v at %d, %v; want %+v at 4", got.Item, got.Seq, err, want)
 	}
 }

@@ -52,3 +52,63 @@ func TestRulesPublishOverdrawnOnceAndRejectPastTheOverdraft(t *testing.T) {
 		t.Fatalf("second creation: %v", err)
 	}
 }
+
+// TestRulesClosedAccountKeepsItsBalanceAndTakesOnlyRefunds closes an
+// account without a store: the balance stays, every later transaction is
+// rejected ("account closed") but a refund, which is credited; a refund
+// must be a credit, open or closed; an account closes once, and only
+// after it was opened.
+func TestRulesClosedAccountKeepsItsBalanceAndTakesOnlyRefunds(t *testing.T) {
+	p := bankaccount.Processor()
+	open, _, err := p.Apply(p.Initial(), envelopes(t, bankaccount.Opened("1"), bankaccount.Transacted("A", 300)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, _, err := p.Apply(open, envelopes(t, bankaccount.Closed("moved away")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bankaccount.Account{ID: "1", Balance: 300, MinimumBalance: bankaccount.DefaultMinimumBalance, Closed: true}
+	if closed != want {
+		t.Fatalf("closed %+v, want %+v", closed, want)
+	}
+
+	refunded, out, err := p.Apply(closed, envelopes(t, bankaccount.Refunded("refund of t1", 50), bankaccount.Refunded("refund of t2", 25)))
+	if err != nil || refunded.Balance != 375 || !refunded.Closed || len(out) != 0 {
+		t.Fatalf("refunds to a closed account: %+v, outbound %v, %v; want balance 375, still closed", refunded, out, err)
+	}
+	// A refund to an open account is an ordinary credit.
+	if st, _, err := p.Apply(open, envelopes(t, bankaccount.Refunded("R", 10))); err != nil || st.Balance != 310 {
+		t.Fatalf("refund to an open account: %+v, %v", st, err)
+	}
+
+	refusals := map[string]struct {
+		from   bankaccount.Account
+		ev     eventstore.NewEvent
+		reason string
+	}{
+		"debit of a closed account":         {closed, bankaccount.Transacted("D", -1), "account closed"},
+		"credit of a closed account":        {closed, bankaccount.Transacted("C", 1), "account closed"},
+		"refund that is a debit, closed":    {closed, refundOf(-5), "a refund must be a credit, got -5"},
+		"refund of nothing, closed":         {closed, refundOf(0), "a refund must be a credit, got 0"},
+		"refund that is a debit, open":      {open, refundOf(-5), "a refund must be a credit, got -5"},
+		"closing a closed account":          {closed, bankaccount.Closed(""), "account 1 is already closed"},
+		"closing an account never opened":   {p.Initial(), bankaccount.Closed(""), "account was never opened"},
+		"reopening a closed account (open)": {closed, bankaccount.Opened("1"), "account 1 already exists"},
+	}
+	for name, tc := range refusals {
+		st, _, err := p.Apply(tc.from, envelopes(t, tc.ev))
+		var rej *eventstore.RuleRejection
+		if !errors.As(err, &rej) || rej.Reason != tc.reason || rej.EventType != tc.ev.Type {
+			t.Errorf("%s: %v, want a RuleRejection of %s: %s", name, err, tc.ev.Type, tc.reason)
+		}
+		if st != tc.from {
+			t.Errorf("%s: state moved to %+v", name, st)
+		}
+	}
+}
+
+// refundOf is a refund event of amount, whatever its sign.
+func refundOf(amount int64) eventstore.NewEvent {
+	return eventstore.Event(bankaccount.TransactionAccepted, bankaccount.TransactionAcceptedData{Desc: "R", Amount: amount, Refund: true})
+}

@@ -169,6 +169,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := sc.analyticsChapter(ctx, n); err != nil {
 		return err
 	}
+	if err := sc.transfersChapter(ctx, n); err != nil {
+		return err
+	}
 
 	if cfg.Once {
 		n.chapter("Done")
@@ -186,6 +189,8 @@ func Run(ctx context.Context, cfg Config) error {
 	n.line("roll-ups   curl 'http://%s/orders/rollups?period=hourly&from=%s&to=%s'", cfg.Endpoints.HTTPAddr, today, today)
 	n.line("metrics    http://%s/metrics (serve)  http://%s/metrics (relay)  http://%s/metrics (consume)",
 		cfg.Endpoints.HTTPAddr, cfg.RelayMetricsAddr, cfg.ConsumeMetricsAddr)
+	n.line("transfers  bin/eventpipe send RequestTransfer --aggregate-id tr-1 --data '{\"from\":\"%s\",\"to\":\"%s\",\"amount\":25}' --wait",
+		sc.id("bob"), sc.id("carol"))
 	n.line("commands   bin/eventpipe send CreateTodo --aggregate-id t2 --data '{\"title\":\"hi\"}' --wait")
 	n.line("logs       %s", filepath.Join(cfg.LogDir, "*.log"))
 	n.line("Ctrl-C stops serve, relay and consume (the stack keeps running; make stack-down stops it).")

@@ -124,20 +124,34 @@ func Elasticsearch(tb testing.TB) *elasticsearch.Client {
 
 var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
 
+// maxNameLen bounds UniqueName's result: Postgres' identifier limit (63
+// bytes; PostgresSchema lowercases the name into one), well within
+// DynamoDB's table names and Kafka's topics and consumer groups.
+const maxNameLen = 63
+
 // UniqueName returns prefix-<test name>-<random> restricted to characters
 // valid in DynamoDB table names, Kafka topics and consumer groups, so that
-// tests sharing one stack never collide.
+// tests sharing one stack never collide. It is at most 63 bytes (a
+// Postgres identifier): a long test name is cut, never the prefix or the
+// 8 hex digits of the random suffix, so two names from one test differ
+// even where Postgres would truncate a longer one.
 func UniqueName(tb testing.TB, prefix string) string {
 	tb.Helper()
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		tb.Fatalf("random name: %v", err)
 	}
+	suffix := "-" + hex.EncodeToString(b[:])
+	prefix = unsafeName.ReplaceAllString(prefix, "-")
 	name := unsafeName.ReplaceAllString(tb.Name(), "-")
-	if len(name) > 60 {
-		name = name[:60]
+	if room := maxNameLen - len(suffix) - len(prefix) - len("-"); len(name) > room {
+		name = name[:max(room, 0)]
 	}
-	return strings.Trim(prefix+"-"+name, "-") + "-" + hex.EncodeToString(b[:])
+	head := strings.Trim(prefix+"-"+name, "-")
+	if len(head) > maxNameLen-len(suffix) {
+		head = head[:maxNameLen-len(suffix)] // a prefix longer than the limit
+	}
+	return head + suffix
 }
 
 // DeleteTable deletes a DynamoDB table a test created, reporting (not

@@ -63,7 +63,8 @@ func TestMigrateCreatesTheReadModelsOnceAndRefusesANewerSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"account_transactions", "accounts", postgres.VersionTable, "orders", "parked_events", "projection_positions", "todos"}
+	want := []string{"account_transactions", "accounts", postgres.VersionTable, "orders", "parked_events", "projection_positions",
+		"saga_inputs", "saga_instances", "saga_outbox", "saga_timeouts", "todos"}
 	if len(tables) != len(want) {
 		t.Fatalf("tables in %s: %v, want %v", schema, tables, want)
 	}

@@ -9,7 +9,8 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 )
 
-// Accounts keeps accounts (owner, balance) and their transaction history.
+// Accounts keeps accounts (owner, balance, whether and when they were
+// closed) and their transaction history. A closed account keeps its row.
 type Accounts struct{}
 
 // Name implements projections.Projection.
@@ -49,6 +50,9 @@ func (Accounts) Apply(_ context.Context, b *pgx.Batch, e eventstore.Envelope) er
 		b.Queue(`INSERT INTO account_transactions (account_id, seq, description, amount, balance, occurred_at)
 			SELECT $1, $2, $3, $4, balance, $5 FROM accounts WHERE account_id = $1`,
 			e.AggregateID, e.Sequence, t.Desc, t.Amount, e.OccurredAt)
+		return nil
+	case bankaccount.AccountClosed:
+		touch(b, "accounts", "account_id", e, `closed = true, closed_at = $3, updated_at = $3`)
 		return nil
 	default:
 		return unknownEvent(e)

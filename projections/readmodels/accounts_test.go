@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"time"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -116,7 +118,7 @@ func (w *world) assertEqualsScratchReplay(t *testing.T, ids []string, label stri
 		t.Fatal(err)
 	}
 	for _, q := range []string{
-		`SELECT account_id, balance, version, apply_count FROM accounts ORDER BY 1`,
+		`SELECT account_id, balance, version, apply_count, closed, closed_at FROM accounts ORDER BY 1`,
 		`SELECT account_id, seq, description, amount, balance FROM account_transactions ORDER BY 1, 2`,
 		`SELECT aggregate_id, seq FROM projection_positions ORDER BY 1`,
 		`SELECT count(*) FROM accounts WHERE apply_count <> version`,
@@ -250,4 +252,52 @@ func TestConcurrentAppliersApplyEachEventOnce(t *testing.T) {
 			t.Errorf("%s: read model %+v, want %+v", id, got, w)
 		}
 	}
+}
+
+// TestClosedAccountKeepsItsRowAndItsRefunds closes an account and then
+// refunds it, through the ledger's rules: delivered twice over, the row
+// is closed at the closing event's time, keeps its balance plus the
+// refund, and each event is applied once; an open account stays open.
+func TestClosedAccountKeepsItsRowAndItsRefunds(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	ledger, err := bankaccount.NewFacet(w.store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ledger.Append(ctx, "acc-closed", eventstore.Change{Events: []eventstore.NewEvent{
+		bankaccount.Opened("acc-closed"), bankaccount.Transacted("in", 500), bankaccount.Closed("customer left"), bankaccount.Refunded("refund of t1", 70),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, balance := w.openAccount(t, "acc-open", 3)
+	events := append(append([]eventstore.Envelope{}, res.Events...), open...)
+	a := w.applier(t)
+	for _, batch := range [][]eventstore.Envelope{events[:3], events, events[2:]} {
+		if _, err := a.Apply(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Four events, two of them transactions.
+	if got, w := w.row(t, "acc-closed"), (row{balance: 570, version: 4, applyCount: 4, transactions: 2, position: 4}); got != w {
+		t.Fatalf("closed account %+v, want %+v", got, w)
+	}
+	if got, w := w.row(t, "acc-open"), want(open, balance); got != w {
+		t.Fatalf("open account %+v, want %+v", got, w)
+	}
+	for id, wantClosed := range map[string]*time.Time{"acc-closed": &res.Events[2].OccurredAt, "acc-open": nil} {
+		var closed bool
+		var closedAt *time.Time
+		if err := w.db.QueryRow(ctx, `SELECT closed, closed_at FROM accounts WHERE account_id = $1`, id).Scan(&closed, &closedAt); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case wantClosed == nil && (closed || closedAt != nil):
+			t.Errorf("%s: closed %v at %v, want open", id, closed, closedAt)
+		case wantClosed != nil && (!closed || closedAt == nil || !closedAt.Equal(wantClosed.Truncate(time.Microsecond))):
+			t.Errorf("%s: closed %v at %v, want closed at %v", id, closed, closedAt, *wantClosed)
+		}
+	}
+	w.assertEqualsScratchReplay(t, []string{"acc-closed", "acc-open"}, "closed and open accounts")
 }

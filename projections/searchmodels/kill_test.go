@@ -31,6 +31,7 @@ import (
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/probe"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 	"github.com/eventpipe/eventpipe/projections/elastic"
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
 )
@@ -128,10 +129,16 @@ func TestKilledSearchConsumerEndsEqualToTheReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The search model parks into Postgres (NewConsumers' default): a
+	// migrated schema of the test's own, for the child.
+	schema, pgURL := testenv.PostgresSchema(t, "rm")
+	if _, err := pgmigrate.Migrate(context.Background(), pgmigrate.Config{URL: testenv.Endpoints().Postgres, Schema: schema}); err != nil {
+		t.Fatal(err)
+	}
 	start := func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), envConsumeChild+"=1",
-			endpoints.EnvEventsTable+"="+w.store.Table(), endpoints.EnvTopicPrefix+"="+topics.Prefix)
+			endpoints.EnvEventsTable+"="+w.store.Table(), endpoints.EnvTopicPrefix+"="+topics.Prefix, endpoints.EnvPostgres+"="+pgURL)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -1,0 +1,306 @@
+package sagas_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/domains/bankaccount"
+	"github.com/eventpipe/eventpipe/eventstore"
+	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
+	"github.com/eventpipe/eventpipe/sagas"
+)
+
+// pingState is the state of the test saga.
+type pingState struct {
+	Pings  int    `json:"pings"`
+	Answer string `json:"answer,omitempty"`
+}
+
+// pingSaga counts "Pinged" events of "pinger" aggregates per aggregate;
+// the first one sends an OpenAccount for the bank account of the same id
+// (step "open") and sets a timeout "expire" that cancels it. The answer,
+// real or the cancel's, finishes the instance with its status.
+func pingSaga(expire time.Duration) sagas.Saga[pingState] {
+	return sagas.Saga[pingState]{
+		Name:    "ping",
+		Events:  []string{"pinger"},
+		Route:   func(in sagas.Input) (string, bool) { return in.Event.AggregateID, in.Event.EventType == "Pinged" },
+		Initial: func(string) pingState { return pingState{} },
+		Handle: func(s pingState, in sagas.Input, fx *sagas.Effects) (pingState, error) {
+			switch in.Kind {
+			case sagas.KindEvent:
+				s.Pings++
+				if s.Pings == 1 {
+					cmd, err := commands.NewJSON(bankaccount.OpenAccount, bankaccount.AggregateType, fx.Instance(), struct{}{})
+					if err != nil {
+						return s, err
+					}
+					fx.Send("open", cmd)
+					fx.After("expire", expire)
+				}
+			case sagas.KindTimeout:
+				fx.Cancel("open", eventstore.Ref{Type: bankaccount.AggregateType, ID: fx.Instance()}, "expired")
+			case sagas.KindResult:
+				s.Answer = in.Result.Reason
+				fx.Finish(string(in.Result.Status))
+			}
+			return s, nil
+		},
+	}
+}
+
+// rig is a Runner of pingSaga on the real stack.
+type rig struct {
+	t      *testing.T
+	topics bus.Topics
+	db     *pgxpool.Pool
+	store  *ddbstore.Store
+	pub    message.Publisher
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	ctx := context.Background()
+	schema, url := testenv.PostgresSchema(t, "sagas")
+	if _, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: testenv.Endpoints().Postgres, Schema: schema}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	client := testenv.DynamoDB(t)
+	table := testenv.UniqueName(t, "events")
+	if err := migrate.CreateEventsTable(ctx, client, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.DeleteTable(t, client, table) })
+	store, err := ddbstore.New(ddbstore.Config{Client: client, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: testenv.KafkaBrokers(t), Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	return &rig{t: t, topics: bus.Topics{Prefix: testenv.UniqueName(t, "ns") + "."}, db: db, store: store, pub: pub}
+}
+
+// run starts a Runner of saga publishing through pub (default the rig's)
+// until t ends.
+func (r *rig) run(saga sagas.Definition, pub message.Publisher) {
+	r.t.Helper()
+	if pub == nil {
+		pub = r.pub
+	}
+	runner, err := sagas.New(sagas.Config{Saga: saga, DB: r.db, Publisher: pub, Outcomes: r.store, Brokers: testenv.KafkaBrokers(r.t),
+		Topics: r.topics, PollInterval: 100 * time.Millisecond, SweepAfter: time.Second})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runner.Run(ctx) }()
+	r.t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			r.t.Errorf("runner: %v", err)
+		}
+	})
+}
+
+// ping publishes a Pinged event of pinger id with event id eventID.
+func (r *rig) ping(id, eventID string) {
+	r.t.Helper()
+	msg, err := bus.EventMessage(eventstore.Envelope{EventID: eventID, EventType: "Pinged", AggregateType: "pinger", AggregateID: id,
+		Sequence: 1, SchemaVersion: 1, OccurredAt: time.Now().UTC(), Payload: []byte(`{}`)})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.pub.Publish(r.topics.Events("pinger"), msg); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// answer publishes a command's answer on the replies topic, as the
+// command handlers do.
+func (r *rig) answer(res commands.Result) {
+	r.t.Helper()
+	msg, err := res.ToMessage("")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.pub.Publish(r.topics.Replies(), msg); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// instance waits until the instance id exists and cond holds for it.
+func (r *rig) instance(id string, cond func(sagas.Instance) bool) sagas.Instance {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		in, err := sagas.Get(context.Background(), r.db, "ping", id)
+		if err != nil && !errors.Is(err, sagas.ErrNoInstance) {
+			r.t.Fatal(err)
+		}
+		if err == nil && cond(in) {
+			return in
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("instance %s: %+v, %v after 30 s", id, in, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// sent reads the commands the saga published for bank accounts.
+func (r *rig) sent(n int) []commands.Command {
+	r.t.Helper()
+	var out []commands.Command
+	for _, msg := range testenv.Consume(r.t, testenv.KafkaBrokers(r.t), testenv.UniqueName(r.t, "reader"), r.topics.Commands(bankaccount.AggregateType), n) {
+		cmd, err := commands.FromMessage(msg)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		out = append(out, cmd)
+	}
+	return out
+}
+
+func TestEachInputTakesEffectOnceAndAFinishedInstanceTakesNoMore(t *testing.T) {
+	r := newRig(t)
+	r.run(pingSaga(time.Hour), nil)
+	first, second := ulid.Make().String(), ulid.Make().String()
+	r.ping("i1", first)
+	r.ping("i1", first) // a redelivery
+	r.ping("i1", second)
+	in := r.instance("i1", func(in sagas.Instance) bool { return in.Version == 2 })
+	if string(in.State) != `{"pings": 2}` && string(in.State) != `{"pings":2}` {
+		t.Errorf("state %s, want 2 pings", in.State)
+	}
+	cmds := r.sent(1)
+	if cmds[0].ID != "ping.i1.open" || cmds[0].Type != bankaccount.OpenAccount || cmds[0].AggregateID != "i1" {
+		t.Errorf("sent %+v", cmds[0])
+	}
+
+	res := commands.Result{CommandID: "ping.i1.open", Status: commands.StatusAccepted, Version: 1}
+	r.answer(res)
+	r.answer(res)
+	r.answer(commands.Result{CommandID: "other.i1.open", Status: commands.StatusRejected}) // not this saga's
+	in = r.instance("i1", func(in sagas.Instance) bool { return in.Outcome != "" })
+	if in.Outcome != "accepted" || in.Version != 3 {
+		t.Errorf("after the answer: outcome %q version %d, want accepted at 3", in.Outcome, in.Version)
+	}
+	r.ping("i1", ulid.Make().String())
+	r.ping("i2", ulid.Make().String()) // a later instance, to know the third ping was consumed
+	r.instance("i2", func(sagas.Instance) bool { return true })
+	if in := r.instance("i1", func(sagas.Instance) bool { return true }); in.Version != 3 {
+		t.Errorf("a finished instance took an input: version %d", in.Version)
+	}
+	var handled int
+	if err := r.db.QueryRow(context.Background(), `SELECT count(*) FROM saga_inputs WHERE saga = 'ping' AND instance = 'i1'`).Scan(&handled); err != nil {
+		t.Fatal(err)
+	}
+	if handled != 4 { // two pings, one answer, the ping after the finish
+		t.Errorf("%d inputs recorded for i1, want 4", handled)
+	}
+}
+
+func TestATimeoutCancelsAnUnansweredCommandUnlessItWasAnsweredFirst(t *testing.T) {
+	r := newRig(t)
+	r.run(pingSaga(500*time.Millisecond), nil)
+
+	// Nobody answers i1's command: the timeout cancels it, and the
+	// cancel's refusal is the answer, recorded in the store.
+	r.ping("i1", ulid.Make().String())
+	in := r.instance("i1", func(in sagas.Instance) bool { return in.Outcome != "" })
+	if in.Outcome != string(commands.StatusRejected) || string(in.State) == "" {
+		t.Errorf("i1: outcome %q, state %s", in.Outcome, in.State)
+	}
+	var refused *eventstore.RefusedCommandError
+	_, err := r.store.CommandResult(context.Background(), eventstore.Ref{Type: bankaccount.AggregateType, ID: "i1"}, "ping.i1.open")
+	if !errors.As(err, &refused) || refused.Refusal.Reason != "expired" {
+		t.Fatalf("the store's answer to ping.i1.open: %v, want the refusal", err)
+	}
+
+	// i2's command was applied (its answer still unread) when the
+	// timeout fires: the cancel loses, and the answer is the acceptance.
+	facet, err := bankaccount.NewFacet(r.store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := facet.Append(context.Background(), "i2", eventstore.Change{Events: []eventstore.NewEvent{bankaccount.Opened("i2")}, CommandID: "ping.i2.open"}); err != nil {
+		t.Fatal(err)
+	}
+	r.ping("i2", ulid.Make().String())
+	if in := r.instance("i2", func(in sagas.Instance) bool { return in.Outcome != "" }); in.Outcome != string(commands.StatusAccepted) {
+		t.Errorf("i2: outcome %q, want accepted (the command won the race)", in.Outcome)
+	}
+	if v, err := r.store.Version(context.Background(), eventstore.Ref{Type: bankaccount.AggregateType, ID: "i2"}); err != nil || v != 1 {
+		t.Errorf("i2's account at %d, %v; want 1", v, err)
+	}
+}
+
+// failingPublisher fails the first publish onto a commands topic.
+type failingPublisher struct {
+	message.Publisher
+	failed atomic.Int32
+	once   sync.Once
+	topics bus.Topics
+}
+
+func (p *failingPublisher) Publish(topic string, msgs ...*message.Message) error {
+	if topic == p.topics.Commands(bankaccount.AggregateType) {
+		var fail bool
+		p.once.Do(func() { fail = true })
+		if fail {
+			p.failed.Add(1)
+			return errors.New("broker unavailable (injected)")
+		}
+	}
+	return p.Publisher.Publish(topic, msgs...)
+}
+
+func TestEffectsThatFailedAfterTheCommitAreRunByTheSweep(t *testing.T) {
+	r := newRig(t)
+	pub := &failingPublisher{Publisher: r.pub, topics: r.topics}
+	r.run(pingSaga(time.Hour), pub)
+	r.ping("i1", ulid.Make().String())
+	r.instance("i1", func(in sagas.Instance) bool { return in.Version == 1 })
+	cmds := r.sent(1) // published by the sweep, after SweepAfter
+	if pub.failed.Load() != 1 || cmds[0].ID != "ping.i1.open" {
+		t.Errorf("failed publishes %d, sent %+v", pub.failed.Load(), cmds[0])
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, err := sagas.Summarize(context.Background(), r.db, "ping")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Effects == 0 && s.Running == 1 && s.Timeouts == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("summary %+v, want no effects left, 1 running with its timeout", s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
