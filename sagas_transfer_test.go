@@ -86,6 +86,7 @@ func runSagaChildIfRequested() {
 type transferRig struct {
 	t       *testing.T
 	ep      endpoints.Endpoints
+	cat     *eventpipe.Catalog
 	timeout time.Duration
 	svc     *eventpipe.WriteSide
 	db      *pgxpool.Pool
@@ -93,9 +94,19 @@ type transferRig struct {
 	child   *exec.Cmd
 }
 
-// newTransferRig starts the command handlers (with mws around the
-// dispatcher) and the relay; startSaga starts the saga.
+// newTransferRig starts the command handlers of transferCatalog(timeout)
+// (with mws around the dispatcher) and the relay; startSaga starts the
+// saga.
 func newTransferRig(t *testing.T, timeout time.Duration, mws ...message.HandlerMiddleware) *transferRig {
+	t.Helper()
+	r := newSagaRig(t, transferCatalog(timeout), mws...)
+	r.timeout = timeout
+	return r
+}
+
+// newSagaRig starts the command handlers of cat (with mws around the
+// dispatcher) and the relay, on fresh tables, topics and schema.
+func newSagaRig(t *testing.T, cat *eventpipe.Catalog, mws ...message.HandlerMiddleware) *transferRig {
 	t.Helper()
 	ctx := context.Background()
 	ep := testEndpoints(t)
@@ -114,7 +125,6 @@ func newTransferRig(t *testing.T, timeout time.Duration, mws ...message.HandlerM
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	cat := transferCatalog(timeout)
 	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, Catalog: cat, ConsumerGroup: testenv.UniqueName(t, "g"), Middlewares: mws})
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +144,28 @@ func newTransferRig(t *testing.T, timeout time.Duration, mws ...message.HandlerM
 	go func() { defer wg.Done(); _ = svc.RunCommandHandlers(runCtx) }()
 	go func() { defer wg.Done(); _ = rel.Run(runCtx) }()
 	t.Cleanup(func() { stop(); wg.Wait(); _ = rel.Close(); _ = pub.Close() })
-	return &transferRig{t: t, ep: ep, timeout: timeout, svc: svc, db: db, pub: pub}
+	return &transferRig{t: t, ep: ep, cat: cat, svc: svc, db: db, pub: pub}
+}
+
+// runSaga runs the saga called name in this process, as `eventpipe
+// consume <name>-saga` does, until t ends.
+func (r *transferRig) runSaga(name string) {
+	r.t.Helper()
+	cons, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Catalog: r.cat, Endpoints: r.ep, DB: r.db,
+		ReadModels: []string{eventpipe.SagaConsumer(name)}})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cons.Run(ctx) }()
+	r.t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			r.t.Errorf("saga %s: %v", name, err)
+		}
+		_ = cons.Close()
+	})
 }
 
 // startSaga starts the saga's child process.

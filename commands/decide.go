@@ -66,7 +66,9 @@ type facetHandler[S any] struct {
 }
 
 // NewFacetHandler returns a Handler that loads the aggregate's STATE,
-// decides, and appends with the command id through the facet. On a
+// decides, and appends with the command id through the facet (with
+// Facet.AppendWithHistory when the facet has history rules, so that they
+// see the aggregate's past). On a
 // concurrent append it reloads and decides again (bounded, jittered)
 // unless the command carried an expected version: then the stale version
 // is a StatusConflict result. A command id already applied returns the
@@ -115,7 +117,11 @@ func (h *facetHandler[S]) Handle(ctx context.Context, cmd Command) (Result, erro
 		if err != nil {
 			return h.refused(res, err)
 		}
-		out, err := h.cfg.Facet.AppendTo(ctx, cur, eventstore.Change{
+		appendTo := h.cfg.Facet.AppendTo
+		if h.cfg.Facet.NeedsHistory() {
+			appendTo = h.cfg.Facet.AppendWithHistory // the rules read the log
+		}
+		out, err := appendTo(ctx, cur, eventstore.Change{
 			Events:    events,
 			CommandID: cmd.ID,
 			Metadata:  eventstore.Metadata{CorrelationID: cmd.CorrelationID, CausationID: cmd.ID, Actor: cmd.Actor, IP: cmd.IP},

@@ -182,16 +182,66 @@ func (f *Facet[S]) Append(ctx context.Context, id string, ch Change) (Result[S],
 // since, it returns *ConcurrencyError and writes nothing. cur.Item is not
 // modified. cur.Ref must name an aggregate of this facet.
 func (f *Facet[S]) AppendTo(ctx context.Context, cur State[S], ch Change) (Result[S], error) {
-	if cur.Ref.Type != f.cfg.AggregateType {
-		return Result[S]{}, fmt.Errorf("append %s: %w", cur.Ref, &ValidationError{Field: "aggregate_type", Reason: fmt.Sprintf("is %q, this facet holds %q", cur.Ref.Type, f.cfg.AggregateType)})
-	}
-	if err := cur.Ref.Validate(); err != nil {
-		return Result[S]{}, fmt.Errorf("append %s: %w", cur.Ref, err)
+	if err := f.own(cur.Ref); err != nil {
+		return Result[S]{}, err
 	}
 	return f.appendTo(ctx, cur, ch)
 }
 
+// NeedsHistory reports whether the facet's processor has history rules,
+// whose appends must go through AppendWithHistory (or Recalculate).
+func (f *Facet[S]) NeedsHistory() bool { return len(f.cfg.Processor.HistoryRules) > 0 }
+
+// AppendWithHistory is AppendTo for a facet whose history rules need the
+// past: it reads the aggregate's events, which must end at cur.Seq (a
+// longer log means someone appended since: *ConcurrencyError), applies
+// ch's events to cur.Item with that past (Processor.ApplyWithHistory) and
+// writes conditional on cur.Seq. It reads the whole log, as Recalculate
+// does, but trusts cur instead of replaying it; command handlers of such
+// a facet append this way.
+func (f *Facet[S]) AppendWithHistory(ctx context.Context, cur State[S], ch Change) (Result[S], error) {
+	ref := cur.Ref
+	if err := f.own(ref); err != nil {
+		return Result[S]{}, err
+	}
+	if len(ch.Events) == 0 {
+		return Result[S]{}, fmt.Errorf("append %s: %w", ref, &ValidationError{Field: "events", Reason: "is empty"})
+	}
+	past, err := f.cfg.Store.Load(ctx, ref, 0)
+	if err != nil && !errors.Is(err, ErrAggregateNotFound) {
+		return Result[S]{}, fmt.Errorf("append %s: %w", ref, err)
+	}
+	var actual int64
+	if len(past) > 0 {
+		actual = past[len(past)-1].Sequence
+	}
+	if actual != cur.Seq {
+		return Result[S]{}, fmt.Errorf("append %s: %w", ref, &ConcurrencyError{Aggregate: ref, Expected: cur.Seq, Actual: actual})
+	}
+	if past == nil {
+		past = []Envelope{} // loaded, and empty: a new aggregate
+	}
+	return f.apply(ctx, cur, ch, past)
+}
+
+// own checks that ref is a valid aggregate of this facet.
+func (f *Facet[S]) own(ref Ref) error {
+	if ref.Type != f.cfg.AggregateType {
+		return fmt.Errorf("append %s: %w", ref, &ValidationError{Field: "aggregate_type", Reason: fmt.Sprintf("is %q, this facet holds %q", ref.Type, f.cfg.AggregateType)})
+	}
+	if err := ref.Validate(); err != nil {
+		return fmt.Errorf("append %s: %w", ref, err)
+	}
+	return nil
+}
+
 func (f *Facet[S]) appendTo(ctx context.Context, cur State[S], ch Change) (Result[S], error) {
+	return f.apply(ctx, cur, ch, nil)
+}
+
+// apply prepares ch on cur, runs the rules (with past when it is not
+// nil) and writes.
+func (f *Facet[S]) apply(ctx context.Context, cur State[S], ch Change, past []Envelope) (Result[S], error) {
 	ref := cur.Ref
 	if len(ch.Events) == 0 {
 		return Result[S]{}, fmt.Errorf("append %s: %w", ref, &ValidationError{Field: "events", Reason: "is empty"})
@@ -204,7 +254,12 @@ func (f *Facet[S]) appendTo(ctx context.Context, cur State[S], ch Change) (Resul
 	if err != nil {
 		return Result[S]{}, fmt.Errorf("append %s: %w", ref, err)
 	}
-	state, outbound, err := f.cfg.Processor.Apply(state, req.Events)
+	var outbound []Outbound
+	if past != nil {
+		state, outbound, err = f.cfg.Processor.ApplyWithHistory(state, past, req.Events)
+	} else {
+		state, outbound, err = f.cfg.Processor.Apply(state, req.Events)
+	}
 	if err != nil {
 		var rej *RuleRejection
 		if errors.As(err, &rej) && ch.CommandID != "" {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
 )
@@ -149,4 +152,86 @@ func TestLedgerWithUniqueDescriptionsAppendsThroughRecalculate(t *testing.T) {
 	}
 	_, err = ledger.Recalculate(ctx, id, eventstore.Change{})
 	rejected(t, err, 5, `transaction "rent" already recorded at sequence 2`)
+}
+
+// TestCommandHandlersOfAHistoryFacetSeeThePast runs commands through
+// commands.NewFacetHandler on the ledger with unique descriptions: the
+// handler appends with the past loaded (Facet.AppendWithHistory), so a
+// repeated description is a rejected command, not an invalid one, and
+// concurrent commands on one account each land once after retrying on
+// the versions they raced for.
+func TestCommandHandlersOfAHistoryFacetSeeThePast(t *testing.T) {
+	ctx := context.Background()
+	_, s, _, _ := newLedger(t)
+	ledger, err := eventstore.NewFacet(eventstore.FacetConfig[bankaccount.Account]{Store: s, AggregateType: bankaccount.AggregateType, Processor: uniqueDescriptions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ledger.NeedsHistory() {
+		t.Fatal("NeedsHistory is false for a processor with history rules")
+	}
+	open, err := commands.NewFacetHandler(commands.FacetHandlerConfig[bankaccount.Account]{CommandType: bankaccount.OpenAccount, Facet: ledger,
+		Decide: func(cur eventstore.State[bankaccount.Account], cmd commands.Command) ([]eventstore.NewEvent, error) {
+			return []eventstore.NewEvent{bankaccount.Opened(cmd.AggregateID)}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	transact, err := commands.NewFacetHandler(commands.FacetHandlerConfig[bankaccount.Account]{CommandType: bankaccount.RecordTransaction, Facet: ledger,
+		MaxAttempts: 50, Decide: func(cur eventstore.State[bankaccount.Account], cmd commands.Command) ([]eventstore.NewEvent, error) {
+			var d bankaccount.TransactionAcceptedData
+			if err := cmd.DecodePayload(&d); err != nil {
+				return nil, err
+			}
+			return []eventstore.NewEvent{bankaccount.Transacted(d.Desc, d.Amount)}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "acc-history-commands"
+	cmd := func(typ string, payload any) commands.Command {
+		c, err := commands.NewJSON(typ, bankaccount.AggregateType, id, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if res, err := open.Handle(ctx, cmd(bankaccount.OpenAccount, struct{}{})); err != nil || res.Status != commands.StatusAccepted {
+		t.Fatalf("open: %+v, %v", res, err)
+	}
+	rent := cmd(bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "rent", Amount: -100})
+	if res, err := transact.Handle(ctx, rent); err != nil || res.Status != commands.StatusAccepted || res.Version != 2 {
+		t.Fatalf("rent: %+v, %v", res, err)
+	}
+	if res, err := transact.Handle(ctx, rent); err != nil || res.Status != commands.StatusAccepted || !res.Duplicate {
+		t.Fatalf("rent again, same command id: %+v, %v; want the first answer", res, err)
+	}
+	res, err := transact.Handle(ctx, cmd(bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "rent", Amount: -100}))
+	if err != nil || res.Status != commands.StatusRejected || res.Reason != `transaction "rent" already recorded at sequence 2` {
+		t.Fatalf("a second rent: %+v, %v; want rejected by the history rule", res, err)
+	}
+
+	const racers = 3
+	var wg sync.WaitGroup
+	errs := make(chan error, racers)
+	for i := range racers {
+		wg.Go(func() {
+			res, err := transact.Handle(ctx, cmd(bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: fmt.Sprintf("gift %d", i), Amount: 10}))
+			if err == nil && res.Status != commands.StatusAccepted {
+				err = fmt.Errorf("gift %d: %+v", i, res)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	got, err := ledger.Get(ctx, id)
+	if err != nil || got.Seq != 2+racers || got.Item.Balance != -100+10*racers {
+		t.Fatalf("after the race: %+v, %v", got, err)
+	}
 }
