@@ -49,6 +49,11 @@ type Config struct {
 	// the handler that queued it runs it right after its commit, so an
 	// older row was left by a crash (default 5s).
 	SweepAfter time.Duration
+	// KeepInputs is how long the ids of a finished instance's inputs are
+	// kept after it finished (default 24h): a finished instance skips
+	// every input anyway, so its ids only matter while a redelivery of
+	// one could race its last transaction. A running instance's are kept.
+	KeepInputs time.Duration
 	// Registerer receives the saga's metrics (default: none).
 	Registerer prometheus.Registerer
 	// Logger defaults to slog.Default().
@@ -61,6 +66,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SweepAfter == 0 {
 		c.SweepAfter = 5 * time.Second
+	}
+	if c.KeepInputs == 0 {
+		c.KeepInputs = 24 * time.Hour
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -83,8 +91,8 @@ func (c Config) Validate() error {
 		return errors.New("sagas: Config.Outcomes is nil")
 	case c.NewSubscriber == nil:
 		return errors.New("sagas: Config needs NewSubscriber or Brokers")
-	case c.PollInterval < 0 || c.SweepAfter < 0:
-		return errors.New("sagas: negative Config.PollInterval or Config.SweepAfter")
+	case c.PollInterval < 0 || c.SweepAfter < 0 || c.KeepInputs < 0:
+		return errors.New("sagas: negative Config.PollInterval, SweepAfter or KeepInputs")
 	}
 	return nil
 }
@@ -506,6 +514,7 @@ func (r *Runner) cancel(ctx context.Context, c Cancellation) (commands.Result, e
 func (r *Runner) poll(ctx context.Context) {
 	t := time.NewTicker(r.cfg.PollInterval)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		if err := r.fireTimeouts(ctx); err != nil && ctx.Err() == nil {
 			r.cfg.Logger.WarnContext(ctx, "saga timeouts", "saga", r.saga.name, "err", err)
@@ -513,12 +522,38 @@ func (r *Runner) poll(ctx context.Context) {
 		if err := r.sweep(ctx); err != nil && ctx.Err() == nil {
 			r.cfg.Logger.WarnContext(ctx, "saga outbox sweep", "saga", r.saga.name, "err", err)
 		}
+		if time.Since(pruned) >= min(pruneEvery, r.cfg.KeepInputs) {
+			if err := r.prune(ctx); err != nil && ctx.Err() == nil {
+				r.cfg.Logger.WarnContext(ctx, "saga inputs prune", "saga", r.saga.name, "err", err)
+			}
+			pruned = time.Now()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// pruneEvery is how often the Runner deletes the input ids of instances
+// finished longer than KeepInputs ago (more often when KeepInputs is
+// shorter).
+const pruneEvery = time.Minute
+
+// prune deletes the input ids of instances that finished more than
+// KeepInputs ago.
+func (r *Runner) prune(ctx context.Context) error {
+	tag, err := r.cfg.DB.Exec(ctx, `DELETE FROM saga_inputs i USING saga_instances s
+		WHERE i.saga = $1 AND s.saga = $1 AND s.instance = i.instance AND s.outcome <> '' AND s.updated_at < now() - make_interval(secs => $2)`,
+		r.saga.name, r.cfg.KeepInputs.Seconds())
+	if err != nil {
+		return err
+	}
+	if n := tag.RowsAffected(); n > 0 {
+		r.cfg.Logger.DebugContext(ctx, "saga inputs pruned", "saga", r.saga.name, "rows", n)
+	}
+	return nil
 }
 
 // retryTimeoutAfter is how long a timeout whose handling failed

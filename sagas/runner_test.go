@@ -105,13 +105,17 @@ func newRig(t *testing.T) *rig {
 
 // run starts a Runner of saga publishing through pub (default the rig's)
 // until t ends.
-func (r *rig) run(saga sagas.Definition, pub message.Publisher) {
+func (r *rig) run(saga sagas.Definition, pub message.Publisher, opts ...func(*sagas.Config)) {
 	r.t.Helper()
 	if pub == nil {
 		pub = r.pub
 	}
-	runner, err := sagas.New(sagas.Config{Saga: saga, DB: r.db, Publisher: pub, Outcomes: r.store, Brokers: testenv.KafkaBrokers(r.t),
-		Topics: r.topics, PollInterval: 100 * time.Millisecond, SweepAfter: time.Second})
+	cfg := sagas.Config{Saga: saga, DB: r.db, Publisher: pub, Outcomes: r.store, Brokers: testenv.KafkaBrokers(r.t),
+		Topics: r.topics, PollInterval: 100 * time.Millisecond, SweepAfter: time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	runner, err := sagas.New(cfg)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -302,5 +306,40 @@ func TestEffectsThatFailedAfterTheCommitAreRunByTheSweep(t *testing.T) {
 			t.Fatalf("summary %+v, want no effects left, 1 running with its timeout", s)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestTheInputsOfAFinishedInstanceArePrunedAndItStillTakesNoMore(t *testing.T) {
+	r := newRig(t)
+	r.run(pingSaga(time.Hour), nil, func(c *sagas.Config) { c.KeepInputs = 300 * time.Millisecond })
+	first := ulid.Make().String()
+	r.ping("i1", first)
+	r.ping("i2", ulid.Make().String())
+	r.instance("i1", func(in sagas.Instance) bool { return in.Version == 1 })
+	r.answer(commands.Result{CommandID: "ping.i1.open", Status: commands.StatusAccepted, Version: 1})
+	r.instance("i1", func(in sagas.Instance) bool { return in.Outcome != "" })
+	r.instance("i2", func(sagas.Instance) bool { return true })
+	inputs := func(instance string) int {
+		var n int
+		if err := r.db.QueryRow(context.Background(), `SELECT count(*) FROM saga_inputs WHERE saga = 'ping' AND instance = $1`, instance).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for inputs("i1") > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("i1 (finished) still has %d input ids after 10 s", inputs("i1"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := inputs("i2"); n != 1 {
+		t.Errorf("i2 (running) has %d input ids, want its 1 kept", n)
+	}
+	r.ping("i1", first) // a redelivery after the prune
+	r.ping("i3", ulid.Make().String())
+	r.instance("i3", func(sagas.Instance) bool { return true })
+	if in := r.instance("i1", func(sagas.Instance) bool { return true }); in.Version != 2 || in.Outcome != "accepted" {
+		t.Errorf("i1 after a redelivery: version %d outcome %q, want 2 and accepted", in.Version, in.Outcome)
 	}
 }
