@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eventpipe/eventpipe/internal/pause"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -60,7 +62,7 @@ func (s *Store) writeBatch(ctx context.Context, items []item) (map[string]bool, 
 		}
 		wait := s.backoff(attempt)
 		s.cfg.Logger.DebugContext(ctx, "retrying unprocessed items", "table", s.cfg.Table, "items", len(reqs), "attempt", attempt, "backoff", wait)
-		if err := sleep(ctx, wait); err != nil {
+		if err := pause.Sleep(ctx, wait); err != nil {
 			return pendingKeys(reqs), fmt.Errorf("batch write: backing off with %d items unprocessed: %w", len(reqs), err)
 		}
 	}
@@ -87,23 +89,7 @@ func skOf(it item) string {
 // backoff is the wait after the attempt-th call: BackoffBase doubled per
 // earlier attempt, capped at BackoffMax, with its upper half random.
 func (s *Store) backoff(attempt int) time.Duration {
-	d := s.cfg.BackoffBase
-	for i := 1; i < attempt && d < s.cfg.BackoffMax; i++ {
-		d *= 2
-	}
-	d = min(d, s.cfg.BackoffMax)
+	d := pause.Backoff(attempt, s.cfg.BackoffBase, s.cfg.BackoffMax)
 	half := d / 2
 	return d - half + time.Duration(s.cfg.Rand(int(half)+1))
-}
-
-// sleep waits d or until ctx ends, returning ctx's error then.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

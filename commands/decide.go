@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
+
+	"github.com/eventpipe/eventpipe/internal/pause"
 
 	"github.com/eventpipe/eventpipe/eventstore"
 )
@@ -184,15 +185,8 @@ func (e *InvalidError) Unwrap() error { return e.Err }
 // eventstore.IsPermanent.
 func (e *InvalidError) Permanent() bool { return true }
 
-// sleep waits a jittered, growing pause before attempt+1 (10ms·2^n, at
-// most ~1s) or until ctx ends.
+// sleep waits a jittered, growing pause before attempt+1 (20 ms doubled,
+// at most 1.28 s) or until ctx ends.
 func sleep(ctx context.Context, attempt int) {
-	base := 10 * time.Millisecond << min(attempt, 7)
-	d := base/2 + rand.N(base)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	_ = pause.Sleep(ctx, pause.Jittered(pause.Backoff(attempt, 20*time.Millisecond, 1280*time.Millisecond)))
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eventpipe/eventpipe/internal/pause"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
@@ -158,7 +160,7 @@ func (rd *reader) handle(ctx context.Context, b batch) error {
 				break
 			}
 			r.log.Warn("publish failed; retrying", "shard", rd.lease.ShardID, "err", err, "retry_in", delay)
-			if err := sleep(ctx, delay); err != nil {
+			if err := pause.Sleep(ctx, delay); err != nil {
 				return err
 			}
 			if time.Since(rd.lease.UpdatedAt) > r.cfg.LeaseDuration/3 {
@@ -243,14 +245,14 @@ func (rd *reader) fetch(ctx context.Context, after string, out chan<- batch) err
 			return rd.trimmed(after, err)
 		case errors.As(err, &limit):
 			r.log.Warn("GetRecords throttled; backing off", "shard", rd.shard, "retry_in", idle)
-			if err := sleep(ctx, idle); err != nil {
+			if err := pause.Sleep(ctx, idle); err != nil {
 				return err
 			}
 			idle = min(2*idle, r.cfg.MaxIdlePoll)
 			continue
 		default:
 			r.log.Warn("GetRecords failed; retrying", "shard", rd.shard, "err", err, "retry_in", idle)
-			if err := sleep(ctx, idle); err != nil {
+			if err := pause.Sleep(ctx, idle); err != nil {
 				return err
 			}
 			idle = min(2*idle, r.cfg.MaxIdlePoll)
@@ -278,7 +280,7 @@ func (rd *reader) fetch(ctx context.Context, after string, out chan<- batch) err
 		iter = res.NextShardIterator
 		if len(res.Records) == 0 {
 			r.metrics.lag.WithLabelValues(rd.shard).Set(0)
-			if err := sleep(ctx, idle); err != nil {
+			if err := pause.Sleep(ctx, idle); err != nil {
 				return err
 			}
 			idle = min(2*idle, r.cfg.MaxIdlePoll)
@@ -319,7 +321,7 @@ func (rd *reader) iterator(ctx context.Context, after string) (*string, error) {
 			return nil, rd.trimmed(after, err)
 		}
 		r.log.Warn("GetShardIterator failed; retrying", "shard", rd.shard, "err", err, "retry_in", delay)
-		if err := sleep(ctx, delay); err != nil {
+		if err := pause.Sleep(ctx, delay); err != nil {
 			return nil, err
 		}
 	}
@@ -360,20 +362,9 @@ func (rd *reader) notReadableYet(ctx context.Context, err error) error {
 		log.Debug("shard without checkpoint has nothing to read yet (trimmed answer for TRIM_HORIZON); retrying",
 			"shard", rd.shard, "retry_in", delay, "err", err)
 	}
-	return sleep(ctx, delay)
+	return pause.Sleep(ctx, delay)
 }
 
 func (rd *reader) trimmed(after string, err error) error {
 	return &TrimmedError{StreamARN: rd.stream, ShardID: rd.shard, Checkpoint: after, LeaseTable: rd.relay.cfg.LeaseTable, Err: err}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

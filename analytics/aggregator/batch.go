@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/eventpipe/eventpipe/internal/pause"
+
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eventpipe/eventpipe/rollup"
@@ -204,7 +206,7 @@ func (c *Consumer) retryable(ctx context.Context, err error, attempt int, what s
 		return nil
 	}
 	c.log.Warn("write failed; reading the item again and retrying it", "item", what, "attempt", attempt, "err", err)
-	return sleep(ctx, backoff(attempt))
+	return pause.Sleep(ctx, backoff(attempt))
 }
 
 // writeSessions writes the changed sessions; one that another writer

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eventpipe/eventpipe/internal/pause"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/oklog/ulid/v2"
@@ -92,7 +94,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.log.WarnContext(ctx, "list topics failed; retrying", "err", err)
 		}
 		if len(topics) == 0 {
-			if sleep(ctx, c.cfg.DiscoveryInterval) != nil {
+			if pause.Sleep(ctx, c.cfg.DiscoveryInterval) != nil {
 				break
 			}
 			continue
@@ -103,7 +105,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		if err != nil && ctx.Err() == nil {
 			c.log.WarnContext(ctx, "group session ended with an error; rejoining", "err", err)
-			_ = sleep(ctx, time.Second)
+			_ = pause.Sleep(ctx, time.Second)
 		}
 	}
 	c.log.Info("aggregation consumer stopped")
@@ -119,7 +121,7 @@ func (c *Consumer) consume(ctx context.Context, client sarama.Client, group sara
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for sleep(sctx, c.cfg.DiscoveryInterval) == nil {
+		for pause.Sleep(sctx, c.cfg.DiscoveryInterval) == nil {
 			now, err := c.topics(client)
 			if err == nil && !slices.Equal(now, topics) {
 				c.log.Info("analytics topics changed; rejoining", "topics", now)
@@ -244,7 +246,7 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, source string, 
 		}
 		wait := backoff(attempt)
 		log.Warn("batch failed; retrying", "events", len(deliveries), "last_offset", last, "attempt", attempt, "retry_in", wait, "err", err)
-		if err := sleep(ctx, wait); err != nil {
+		if err := pause.Sleep(ctx, wait); err != nil {
 			return err
 		}
 	}
@@ -294,7 +296,7 @@ func (c *Consumer) poison(ctx context.Context, log *slog.Logger, m *sarama.Consu
 			return nil
 		}
 		log.Warn("publish to the poison topic failed; retrying", "err", err)
-		if err := sleep(ctx, backoff(attempt)); err != nil {
+		if err := pause.Sleep(ctx, backoff(attempt)); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/eventpipe/eventpipe/internal/pause"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -50,7 +52,7 @@ func (t *table) getAll(ctx context.Context, keys []analytics.Key, projection str
 		pending := map[string]types.KeysAndAttributes{t.name: ka}
 		for attempt := 0; len(pending) > 0; attempt++ {
 			if attempt > 0 {
-				if err := sleep(ctx, backoff(attempt)); err != nil {
+				if err := pause.Sleep(ctx, backoff(attempt)); err != nil {
 					return nil, err
 				}
 			}
@@ -353,16 +355,5 @@ func (t *table) writeBucket(ctx context.Context, partition int32, b rollup.Bucke
 // backoff is the pause before retry attempt (1, 2, …): 25 ms doubled
 // up to 2 s.
 func backoff(attempt int) time.Duration {
-	return min(25*time.Millisecond<<min(attempt-1, 10), 2*time.Second)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return pause.Backoff(attempt, 25*time.Millisecond, 2*time.Second)
 }
