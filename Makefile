@@ -8,7 +8,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TESTFLAGS   ?=
 BENCHFLAGS  ?= -benchtime=300x
 
-.PHONY: build test bench demo lint stack-up stack-down stack-status clean
+.PHONY: build test bench demo lint stack-up stack-down stack-status chromium clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/eventpipe
@@ -22,9 +22,21 @@ stack-down: build
 stack-status: build
 	$(BIN) stack status
 
+# The status page's browser test drives Debian's chromium. As the stack
+# does for Java and PostgreSQL, install it when it is missing, running as
+# root and unless EVENTPIPE_STACK_NO_INSTALL is set; otherwise say how
+# (the test then fails, saying so too).
+chromium:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && [ -z "$$EVENTPIPE_STACK_NO_INSTALL" ]; then \
+	    echo "chromium is missing: installing it with apt-get"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium; \
+	  else echo "chromium is missing: run \`sudo apt-get update && sudo apt-get install -y chromium\`"; fi; }
+
 # Integration tests talk to the stack's real services; they fail (never
 # skip) when one is missing.
-test: stack-up
+test: stack-up chromium
 	$(GO) test -race -count=1 -timeout 25m $(TESTFLAGS) ./...
 
 # Benchmarks report ratios against raw baselines measured in the same run;

@@ -33,6 +33,7 @@ import (
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
+	"github.com/eventpipe/eventpipe/statuspage"
 )
 
 // DefaultCommandGroup is the consumer group of the command handlers.
@@ -111,6 +112,9 @@ type WriteSide struct {
 	readModels *pgxpool.Pool // connects on first use
 	search     *elasticsearch.Client
 	analytics  *analytics.Store
+
+	// statusPages were mounted by NewHTTP; Run and Close stop them.
+	statusPages []*statuspage.Page
 }
 
 // NewWriteSide connects to DynamoDB and (without an injected Publisher)
@@ -198,8 +202,12 @@ func (s *WriteSide) SearchAlias(name string) string {
 	return elastic.Alias(s.cfg.Endpoints.TopicPrefix, name)
 }
 
-// Close releases the read-model pool and the publisher NewWriteSide opened.
+// Close stops the status pages' sampling and releases the read-model pool
+// and the publisher NewWriteSide opened.
 func (s *WriteSide) Close() error {
+	for _, p := range s.statusPages {
+		_ = p.Close()
+	}
 	s.readModels.Close()
 	if !s.ownPub {
 		return nil
@@ -250,13 +258,22 @@ func (s *WriteSide) RunCommandHandlers(ctx context.Context) error {
 // one commands topic.
 func commandGroup(group, topic string) string { return group + "." + topic }
 
-// NewHTTP returns the HTTP API on Endpoints.HTTPAddr with every HTTP
-// resource of the catalogue mounted, in name order.
+// NewHTTP returns the HTTP API on Endpoints.HTTPAddr with the status
+// page (package statuspage: GET /status and /status.json, sampling from
+// the first request until Close) and every HTTP resource of the
+// catalogue mounted, in name order.
 func (s *WriteSide) NewHTTP() (*httpapi.Server, error) {
 	srv, err := httpapi.New(httpapi.Config{Addr: s.cfg.Endpoints.HTTPAddr, Registry: s.Registry, Logger: s.cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
+	page, err := statuspage.New(statuspage.Config{Reader: StatusPageReader(StatusConfig{Catalog: s.cfg.Catalog, Endpoints: s.cfg.Endpoints,
+		CommandGroup: s.cfg.ConsumerGroup, DB: s.readModels}), Logger: s.cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("write side: status page: %w", err)
+	}
+	page.Mount(srv.Mux)
+	s.statusPages = append(s.statusPages, page)
 	for _, name := range sortedKeys(s.cfg.Catalog.httpResources) {
 		if err := s.cfg.Catalog.httpResources[name](srv, s); err != nil {
 			return nil, fmt.Errorf("write side: HTTP resource %s: %w", name, err)
@@ -272,6 +289,7 @@ func (s *WriteSide) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer s.statusPages[len(s.statusPages)-1].Close() // srv's: it stops with srv
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 2)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/parking"
 )
@@ -24,7 +25,9 @@ type RunnerConfig struct {
 	// Sink, such as an Elasticsearch read model's. Required.
 	Applier Sink
 	// NewSubscriber returns the subscriber of each event topic, in the
-	// projection's consumer group (default: Kafka subscribers on Brokers).
+	// projection's consumer group (default: key-ordered Kafka subscribers
+	// on Brokers, package bus/kafka/keyed: many messages of a partition
+	// in flight, each aggregate's in order).
 	NewSubscriber bus.SubscriberConstructor
 	// Brokers are the Kafka seed brokers: required without NewSubscriber;
 	// with a Registerer they also feed the Kafka offset lag metric.
@@ -51,9 +54,10 @@ type RunnerConfig struct {
 	// BatchSize is the most messages applied in one transaction (default
 	// 100). Messages that arrive while a transaction runs go into the
 	// next one, so batches grow with the load and a lone message waits
-	// for nobody. (The Kafka subscriber holds one unacked message per
-	// partition, so a batch holds at most one message per partition the
-	// runner is assigned.)
+	// for nobody. (An aggregate's next event is delivered once its
+	// previous one is acked, so a batch holds at most one event per
+	// aggregate; with a subscriber that holds one unacked message per
+	// partition, such as watermill-kafka's, at most one per partition.)
 	BatchSize int
 	// Registerer receives the router's metrics (default: none).
 	Registerer prometheus.Registerer
@@ -119,7 +123,9 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 		cfg.BatchSize = 100
 	}
 	if cfg.NewSubscriber == nil {
-		cfg.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: cfg.Brokers, ClientID: "eventpipe-consume",
+		// Key-ordered: many messages of a partition in flight, one
+		// aggregate's in order, so a batch can fill up to BatchSize.
+		cfg.NewSubscriber = keyed.Subscribers(keyed.Config{Brokers: cfg.Brokers, ClientID: "eventpipe-consume",
 			Logger: watermill.NewSlogLogger(cfg.Logger)})
 	}
 	r := &Runner{cfg: cfg, queue: make(chan pending, cfg.BatchSize),

@@ -1,0 +1,169 @@
+package keyed
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/eventpipe/eventpipe/bus/kafka"
+)
+
+// ErrClosed is returned by Subscribe after Close.
+var ErrClosed = errors.New("keyed: subscriber closed")
+
+// ConfigError reports an invalid Config field.
+type ConfigError struct {
+	// Field is the Config field at fault.
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("keyed: Config.%s: %s", e.Field, e.Reason)
+}
+
+// Config configures a Subscriber. The group timeouts are those of
+// bus/kafka.SubscriberConfig (a zero value takes its default) and the
+// sarama configuration is its SaramaConfig, so both subscribers join
+// groups the same way.
+type Config struct {
+	// Brokers are the seed brokers. Required.
+	Brokers []string
+	// ConsumerGroup is the group whose committed offsets the subscriber
+	// resumes from. Required.
+	ConsumerGroup string
+	// ClientID names the client in broker logs (default "eventpipe").
+	ClientID string
+	// MaxInFlight bounds, per partition, the records read past the
+	// partition's last commit: handed out and not yet acked, waiting
+	// behind an earlier message of their key, or acked but not yet
+	// committed (default 256). It is also the most a crash makes one
+	// partition redeliver, as long as commits succeed.
+	MaxInFlight int
+	// NackResendSleep is the pause before a nacked message is handed out
+	// again (default 100ms). Later messages of its key wait; other keys
+	// keep flowing.
+	NackResendSleep time.Duration
+	// CommitInterval is the longest an acked message waits before its
+	// offset is committed (default 200ms). A partition whose window is
+	// half full of acked messages asks for a commit at once.
+	CommitInterval time.Duration
+	// RevokeTimeout bounds how long a revoked partition (rebalance, Close,
+	// end of the Subscribe context) waits for the messages it handed out
+	// to be acked before it abandons them: their contexts are cancelled
+	// and they are redelivered to the partition's next owner (default
+	// 3s). Below the rebalance timeout.
+	RevokeTimeout time.Duration
+	// SessionTimeout is kafka.SubscriberConfig.SessionTimeout.
+	SessionTimeout time.Duration
+	// HeartbeatInterval is kafka.SubscriberConfig.HeartbeatInterval.
+	HeartbeatInterval time.Duration
+	// RebalanceTimeout is kafka.SubscriberConfig.RebalanceTimeout.
+	RebalanceTimeout time.Duration
+	// CloseTimeout bounds how long stopping a subscription waits, after
+	// RevokeTimeout, to leave the group cleanly before it aborts the
+	// requests in flight by closing its connections (see
+	// kafka.SubscriberConfig.CloseTimeout; default 3s).
+	CloseTimeout time.Duration
+	// Logger receives the subscriber's logs (default: slog's default
+	// logger).
+	Logger watermill.LoggerAdapter
+}
+
+func (c *Config) setDefaults() {
+	if c.ClientID == "" {
+		c.ClientID = "eventpipe"
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 256
+	}
+	if c.NackResendSleep == 0 {
+		c.NackResendSleep = 100 * time.Millisecond
+	}
+	if c.CommitInterval == 0 {
+		c.CommitInterval = 200 * time.Millisecond
+	}
+	if c.RevokeTimeout == 0 {
+		c.RevokeTimeout = 3 * time.Second
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = 3 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = watermill.NewSlogLogger(nil)
+	}
+}
+
+// Validate reports the first invalid field as a *ConfigError (the group
+// timeouts are checked as bus/kafka checks them).
+func (c Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return &ConfigError{Field: "Brokers", Reason: "empty"}
+	}
+	if c.ConsumerGroup == "" {
+		return &ConfigError{Field: "ConsumerGroup", Reason: "empty"}
+	}
+	if c.MaxInFlight < 1 {
+		return &ConfigError{Field: "MaxInFlight", Reason: fmt.Sprintf("%d: must be at least 1", c.MaxInFlight)}
+	}
+	if c.NackResendSleep < 0 {
+		return &ConfigError{Field: "NackResendSleep", Reason: "negative"}
+	}
+	if c.CommitInterval <= 0 {
+		return &ConfigError{Field: "CommitInterval", Reason: "must be positive"}
+	}
+	if c.RevokeTimeout <= 0 {
+		return &ConfigError{Field: "RevokeTimeout", Reason: "must be positive"}
+	}
+	if c.CloseTimeout <= 0 {
+		return &ConfigError{Field: "CloseTimeout", Reason: "must be positive"}
+	}
+	sc, err := c.groupConfig().SaramaConfig()
+	if err != nil {
+		return &ConfigError{Field: "SessionTimeout/HeartbeatInterval/RebalanceTimeout", Reason: err.Error()}
+	}
+	if rt := sc.Consumer.Group.Rebalance.Timeout; c.RevokeTimeout >= rt {
+		return &ConfigError{Field: "RevokeTimeout", Reason: fmt.Sprintf("%s must be below the rebalance timeout %s", c.RevokeTimeout, rt)}
+	}
+	return nil
+}
+
+// groupConfig is the bus/kafka subscriber configuration whose group
+// settings this subscriber shares.
+func (c Config) groupConfig() kafka.SubscriberConfig {
+	return kafka.SubscriberConfig{
+		Brokers:           c.Brokers,
+		ConsumerGroup:     c.ConsumerGroup,
+		ClientID:          c.ClientID,
+		NackResendSleep:   c.NackResendSleep,
+		SessionTimeout:    c.SessionTimeout,
+		HeartbeatInterval: c.HeartbeatInterval,
+		RebalanceTimeout:  c.RebalanceTimeout,
+		CloseTimeout:      c.CloseTimeout,
+		Logger:            c.Logger,
+	}
+}
+
+// saramaConfig is the sarama configuration of one subscription, dialing
+// through conns. Offsets are still auto-committed by sarama (and flushed
+// when a session ends); the subscriber commits explicitly as well, to
+// know what is committed.
+func (c Config) saramaConfig(conns *connTracker) (*sarama.Config, error) {
+	sc, err := c.groupConfig().SaramaConfig()
+	if err != nil {
+		return nil, err
+	}
+	sc.Consumer.Return.Errors = true
+	sc.Consumer.Offsets.AutoCommit.Enable = true
+	// Fetch no more than the window can take in a while.
+	sc.ChannelBufferSize = min(sc.ChannelBufferSize, c.MaxInFlight)
+	conns.dialer.Timeout = sc.Net.DialTimeout
+	conns.dialer.KeepAlive = sc.Net.KeepAlive
+	sc.Net.Proxy.Enable = true
+	sc.Net.Proxy.Dialer = conns
+	return sc, nil
+}

@@ -1,0 +1,83 @@
+package eventpipe
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/eventpipe/eventpipe/analytics/aggregator"
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/statuspage"
+)
+
+// StatusPageReader returns the status page's reader (package statuspage)
+// on cfg: each reading is Status(cfg) and, for the rates, the newest
+// offset of every aggregate type's events topic (one more Kafka client,
+// in the never-committing group <prefix>eventpipe-status-page). It is
+// safe for concurrent use.
+func StatusPageReader(cfg StatusConfig) statuspage.ReaderFunc {
+	logger := slog.New(slog.DiscardHandler)
+	processDefaults(&cfg.Catalog, &cfg.Endpoints, &logger)
+	topics := bus.Topics{Prefix: cfg.Endpoints.TopicPrefix}
+	return func(ctx context.Context) statuspage.Snapshot {
+		r := Status(ctx, cfg)
+		snap := statuspage.Snapshot{Took: r.Took}
+		for _, rel := range r.Relays {
+			sr := statuspage.Relay{Name: rel.Name, Stream: rel.Stream, PoisonTopic: rel.PoisonTopic, Poisoned: rel.Poisoned}
+			if rel.Err != nil {
+				sr.Err = rel.Err.Error()
+			}
+			for _, l := range rel.Leases {
+				sr.Leases = append(sr.Leases, statuspage.Lease{Shard: l.ShardID, Owner: l.Owner, Checkpoint: l.Checkpoint, Finished: l.Finished, UpdatedAt: l.UpdatedAt})
+			}
+			snap.Relays = append(snap.Relays, sr)
+		}
+		for _, g := range r.Groups {
+			sg := statuspage.Group{Name: g.Group, Kind: statuspage.KindCommands, Topics: g.Topics, Committed: g.Committed, Newest: g.Newest,
+				Lag: g.Lag, PoisonTopic: g.PoisonTopic, Poisoned: g.Poisoned}
+			switch {
+			case g.Projection != "":
+				sg.Kind = statuspage.KindProjection
+				if r.ParkedErr == nil {
+					sg.Parked = &statuspage.Parked{Events: g.Parked.Events, Aggregates: g.Parked.Aggregates}
+				}
+			case g.Saga != "":
+				sg.Kind = statuspage.KindSaga
+			case g.Group == topics.Prefix+aggregator.DefaultGroup:
+				sg.Kind = statuspage.KindAggregator
+			}
+			snap.Groups = append(snap.Groups, sg)
+		}
+		for _, sr := range r.Sagas {
+			sp := statuspage.Saga{Name: sr.Name, Running: sr.Summary.Running, Finished: sr.Summary.Outcomes, Timeouts: sr.Summary.Timeouts,
+				Overdue: sr.Summary.Overdue, Effects: sr.Summary.Effects}
+			if sr.Err != nil {
+				sp.Err = sr.Err.Error()
+			}
+			snap.Sagas = append(snap.Sagas, sp)
+		}
+		for _, err := range r.Errors {
+			snap.Errors = append(snap.Errors, err.Error())
+		}
+		snap.Events = []statuspage.EventsTopic{}
+		var names []string
+		for _, t := range cfg.Catalog.AggregateTypes() {
+			snap.Events = append(snap.Events, statuspage.EventsTopic{AggregateType: t, Topic: topics.Events(t)})
+			names = append(names, topics.Events(t))
+		}
+		if len(names) == 0 {
+			return snap
+		}
+		rows, err := kafka.ConsumerLag(ctx, cfg.Endpoints.KafkaBrokers, topics.Prefix+"eventpipe-status-page", names)
+		if err != nil {
+			snap.Events, snap.Errors = nil, append(snap.Errors, fmt.Sprintf("events topics' offsets: %v", err))
+			return snap
+		}
+		for _, row := range rows {
+			snap.Events[slices.Index(names, row.Topic)].Newest += row.Newest
+		}
+		return snap
+	}
+}
