@@ -163,7 +163,7 @@ func Subscribers(cfg SubscriberConfig) bus.SubscriberConstructor {
 // whose sarama clients dial through their own connection tracker.
 type subscription struct {
 	inner    *wmkafka.Subscriber
-	conns    *connTracker
+	conns    *ConnTracker
 	stopping chan struct{} // closed when stop begins
 	once     sync.Once
 	err      error
@@ -202,7 +202,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := cfg.saramaConfig(&connTracker{}).Validate(); err != nil {
+	if err := cfg.saramaConfig(&ConnTracker{}).Validate(); err != nil {
 		return nil, fmt.Errorf("kafka: kafka subscriber for group %s: %w", cfg.ConsumerGroup, err)
 	}
 	return &Subscriber{cfg: cfg}, nil
@@ -217,7 +217,7 @@ func (c SubscriberConfig) SaramaConfig() (*sarama.Config, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	sc := c.saramaConfig(&connTracker{})
+	sc := c.saramaConfig(&ConnTracker{})
 	if err := sc.Validate(); err != nil {
 		return nil, fmt.Errorf("kafka: consumer group %s: %w", c.ConsumerGroup, err)
 	}
@@ -226,7 +226,7 @@ func (c SubscriberConfig) SaramaConfig() (*sarama.Config, error) {
 
 // saramaConfig returns the sarama configuration of one subscription,
 // dialing through conns.
-func (c SubscriberConfig) saramaConfig(conns *connTracker) *sarama.Config {
+func (c SubscriberConfig) saramaConfig(conns *ConnTracker) *sarama.Config {
 	sc := wmkafka.DefaultSaramaSubscriberConfig()
 	sc.Version = KafkaVersion
 	sc.ClientID = c.ClientID
@@ -253,7 +253,7 @@ func (c SubscriberConfig) saramaConfig(conns *connTracker) *sarama.Config {
 	sc.Consumer.MaxWaitTime = 100 * time.Millisecond
 	// Every connection of the subscription's clients goes through the
 	// tracker, so that stopping can abort requests that would hold it.
-	conns.dialer = net.Dialer{Timeout: sc.Net.DialTimeout, KeepAlive: sc.Net.KeepAlive}
+	conns.Dialer = net.Dialer{Timeout: sc.Net.DialTimeout, KeepAlive: sc.Net.KeepAlive}
 	sc.Net.Proxy.Enable = true
 	sc.Net.Proxy.Dialer = conns
 	return sc
@@ -262,7 +262,7 @@ func (c SubscriberConfig) saramaConfig(conns *connTracker) *sarama.Config {
 // Subscribe consumes topic as a member of the group until ctx ends or
 // Close is called; the returned channel is closed then.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
-	conns := &connTracker{}
+	conns := &ConnTracker{}
 	inner, err := wmkafka.NewSubscriber(wmkafka.SubscriberConfig{
 		Brokers:               s.cfg.Brokers,
 		Unmarshaler:           Marshaler,
@@ -331,31 +331,34 @@ func (sub *subscription) stop(cfg SubscriberConfig) error {
 			return
 		case <-timer.C:
 		}
-		n := sub.conns.closeAll()
+		n := sub.conns.CloseAll()
 		cfg.Logger.Info("Subscription still stopping; aborted its Kafka requests in flight", watermill.LogFields{
 			"consumer_group": cfg.ConsumerGroup, "after": cfg.CloseTimeout.String(), "connections": n})
 		timer.Reset(cfg.CloseTimeout)
 		select {
 		case sub.err = <-done:
 		case <-timer.C:
-			sub.conns.closeAll()
+			sub.conns.CloseAll()
 			sub.err = fmt.Errorf("kafka: subscriber of group %s did not stop within %s of aborting its requests", cfg.ConsumerGroup, cfg.CloseTimeout)
 		}
 	})
 	return sub.err
 }
 
-// connTracker dials the subscriber's connections (it is sarama's
-// Net.Proxy.Dialer) and can close every one that is open.
-type connTracker struct {
-	dialer net.Dialer
+// ConnTracker dials a subscription's connections (set it as sarama's
+// Net.Proxy.Dialer) and can close every one that is open, which fails the
+// requests in flight: a JoinGroup waiting for a rebalance would otherwise
+// hold a stop until the rebalance ends. The keyed subscriber uses it too.
+type ConnTracker struct {
+	// Dialer dials each connection.
+	Dialer net.Dialer
 	mu     sync.Mutex
 	open   map[*trackedConn]struct{}
 }
 
 // Dial implements sarama's proxy.Dialer.
-func (t *connTracker) Dial(network, addr string) (net.Conn, error) {
-	c, err := t.dialer.Dial(network, addr)
+func (t *ConnTracker) Dial(network, addr string) (net.Conn, error) {
+	c, err := t.Dialer.Dial(network, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -369,8 +372,8 @@ func (t *connTracker) Dial(network, addr string) (net.Conn, error) {
 	return tc, nil
 }
 
-// closeAll closes every open connection and returns how many there were.
-func (t *connTracker) closeAll() int {
+// CloseAll closes every open connection and returns how many there were.
+func (t *ConnTracker) CloseAll() int {
 	t.mu.Lock()
 	conns := make([]*trackedConn, 0, len(t.open))
 	for c := range t.open {
@@ -385,7 +388,7 @@ func (t *connTracker) closeAll() int {
 
 type trackedConn struct {
 	net.Conn
-	t *connTracker
+	t *ConnTracker
 }
 
 func (c *trackedConn) Close() error {

@@ -152,7 +152,7 @@ func (c Config) groupConfig() kafka.SubscriberConfig {
 // through conns. Offsets are still auto-committed by sarama (and flushed
 // when a session ends); the subscriber commits explicitly as well, to
 // know what is committed.
-func (c Config) saramaConfig(conns *connTracker) (*sarama.Config, error) {
+func (c Config) saramaConfig(conns *kafka.ConnTracker) (*sarama.Config, error) {
 	sc, err := c.groupConfig().SaramaConfig()
 	if err != nil {
 		return nil, err
@@ -161,8 +161,8 @@ func (c Config) saramaConfig(conns *connTracker) (*sarama.Config, error) {
 	sc.Consumer.Offsets.AutoCommit.Enable = true
 	// Fetch no more than the window can take in a while.
 	sc.ChannelBufferSize = min(sc.ChannelBufferSize, c.MaxInFlight)
-	conns.dialer.Timeout = sc.Net.DialTimeout
-	conns.dialer.KeepAlive = sc.Net.KeepAlive
+	conns.Dialer.Timeout = sc.Net.DialTimeout
+	conns.Dialer.KeepAlive = sc.Net.KeepAlive
 	sc.Net.Proxy.Enable = true
 	sc.Net.Proxy.Dialer = conns
 	return sc, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 )
 
 // reconnectSleep is the pause before a subscription whose group failed
@@ -69,7 +70,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	sub := &subscription{
 		cfg: &s.cfg, topic: topic, ctx: ctx,
 		out: make(chan *message.Message), stopping: make(chan struct{}), done: make(chan struct{}),
-		conns:     &connTracker{},
+		conns:     &kafka.ConnTracker{},
 		logFields: watermill.LogFields{"topic": topic, "consumer_group": s.cfg.ConsumerGroup},
 	}
 	client, group, err := sub.connect()
@@ -133,7 +134,7 @@ type subscription struct {
 	out           chan *message.Message
 	stopping      chan struct{} // closed when stop begins
 	done          chan struct{} // closed when run has returned
-	conns         *connTracker
+	conns         *kafka.ConnTracker
 	logFields     watermill.LogFields
 
 	once sync.Once
@@ -233,14 +234,14 @@ func (sub *subscription) stop() error {
 			return
 		case <-timer.C:
 		}
-		n := sub.conns.closeAll()
+		n := sub.conns.CloseAll()
 		sub.cfg.Logger.Info("Subscription still stopping; aborted its Kafka requests in flight", sub.logFields.Add(watermill.LogFields{
 			"after": (sub.cfg.RevokeTimeout + sub.cfg.CloseTimeout).String(), "connections": n}))
 		timer.Reset(sub.cfg.CloseTimeout)
 		select {
 		case <-sub.done:
 		case <-timer.C:
-			sub.conns.closeAll()
+			sub.conns.CloseAll()
 			sub.err = fmt.Errorf("keyed: subscriber of group %s on %s did not stop within %s of aborting its requests", sub.cfg.ConsumerGroup, sub.topic, sub.cfg.CloseTimeout)
 		}
 	})
