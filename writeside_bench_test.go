@@ -13,6 +13,7 @@ import (
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/internal/testenv"
@@ -25,8 +26,12 @@ import (
 // for. The baseline, in the same run on the same accounts, is the same
 // commands given to the Dispatcher directly (load, decide, append,
 // publish the result) with the same concurrency: the ratio is what the
-// commands topic and its consumer group cost. b.N is the number of
-// commands on each side. Nothing about time is asserted.
+// commands topic and its consumer group cost. A third side sends the same
+// commands through a second write side, in a namespace of its own, whose
+// handlers opt in to the key-ordered subscriber (bus/kafka/keyed): the
+// default subscriber handles one command per partition at a time (64
+// accounts share 12 partitions), the keyed one one per account. b.N is
+// the number of commands on each side. Nothing about time is asserted.
 func BenchmarkCommandsThroughBus(b *testing.B) {
 	const senders = 64
 	ep := testEndpoints(b)
@@ -46,6 +51,24 @@ func BenchmarkCommandsThroughBus(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sender.Close()
+	// The keyed side: its own topics, group and handlers.
+	kep := ep
+	kep.TopicPrefix = testenv.UniqueName(b, "keyed") + "."
+	keyedSvc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: kep, ConsumerGroup: testenv.UniqueName(b, "g"),
+		NewSubscriber: keyed.Subscribers(keyed.Config{Brokers: kep.KafkaBrokers, Logger: watermill.NopLogger{}}),
+		Logger:        slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer keyedSvc.Close()
+	keyedDone := make(chan error, 1)
+	go func() { keyedDone <- keyedSvc.RunCommandHandlers(ctx) }()
+	defer func() { cancel(); <-keyedDone }()
+	keyedSender, err := kafka.NewSender(kafka.SenderConfig{Brokers: kep.KafkaBrokers, Topics: bus.Topics{Prefix: kep.TopicPrefix}, Logger: watermill.NopLogger{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer keyedSender.Close()
 
 	account := func(side string, g int) string { return fmt.Sprintf("%s-%d", side, g) }
 	transact := func(side string, g, n int) commands.Command {
@@ -58,7 +81,7 @@ func BenchmarkCommandsThroughBus(b *testing.B) {
 	wait, waitCancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer waitCancel()
 	for g := range senders {
-		for _, side := range []string{"bus", "direct"} {
+		for _, side := range []string{"bus", "direct", "keyed"} {
 			cmd, _ := commands.NewJSON(bankaccount.OpenAccount, bankaccount.AggregateType, account(side, g), struct{}{})
 			if res, err := svc.Dispatcher.Dispatch(wait, cmd); err != nil || res.Status != commands.StatusAccepted {
 				b.Fatalf("open %s: %+v %v", account(side, g), res, err)
@@ -67,6 +90,9 @@ func BenchmarkCommandsThroughBus(b *testing.B) {
 	}
 	// Warm the group up: the first command waits for partition assignment.
 	if _, err := sender.SendAndWait(wait, transact("bus", 0, -1)); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := keyedSender.SendAndWait(wait, transact("keyed", 0, -1)); err != nil {
 		b.Fatal(err)
 	}
 
@@ -92,9 +118,12 @@ func BenchmarkCommandsThroughBus(b *testing.B) {
 		return svc.Dispatcher.Dispatch(wait, transact("direct", g, n))
 	})
 	viaBus := run(func(g, n int) (commands.Result, error) { return sender.SendAndWait(wait, transact("bus", g, n)) })
+	viaKeyed := run(func(g, n int) (commands.Result, error) { return keyedSender.SendAndWait(wait, transact("keyed", g, n)) })
 	b.StopTimer()
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(float64(b.N)/viaBus.Seconds(), "commands/s")
 	b.ReportMetric(float64(b.N)/direct.Seconds(), "direct_commands/s")
 	b.ReportMetric(direct.Seconds()/viaBus.Seconds(), "ratio")
+	b.ReportMetric(float64(b.N)/viaKeyed.Seconds(), "keyed_commands/s")
+	b.ReportMetric(direct.Seconds()/viaKeyed.Seconds(), "keyed_ratio")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -130,17 +131,29 @@ type Outcome struct {
 // sequence order and writes the new position. Nothing is written when it
 // fails. The transaction holds the projection's lock shared, so a
 // replay's swap (which takes it exclusively) never interleaves with it.
+//
+// The transaction takes two round trips to Postgres: one pipeline opens
+// it, takes the locks and reads the positions; the other writes the
+// events' effects and the positions and commits.
 func (a *Applier) Apply(ctx context.Context, events []eventstore.Envelope) (Outcome, error) {
-	var out Outcome
-	err := pgx.BeginFunc(ctx, a.cfg.DB, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))`, projectionLockKey(a.cfg.Projection.Name())); err != nil {
-			return fmt.Errorf("projections: %s: lock: %w", a.cfg.Projection.Name(), err)
-		}
-		var err error
-		out, err = a.applyTx(ctx, tx, events)
-		return err
-	})
+	name := a.cfg.Projection.Name()
+	conn, err := a.cfg.DB.Acquire(ctx)
 	if err != nil {
+		return Outcome{}, fmt.Errorf("projections: %s: acquire a connection: %w", name, err)
+	}
+	defer conn.Release() // the pool drops a connection left in a transaction
+	begin := func(b *pgx.Batch) {
+		b.Queue(`BEGIN`)
+		b.Queue(`SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))`, projectionLockKey(name))
+	}
+	commit := func(b *pgx.Batch) { b.Queue(`COMMIT`) }
+	out, err := a.apply(ctx, conn, events, begin, commit)
+	if err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			rollbackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_, _ = conn.Exec(rollbackCtx, `ROLLBACK`)
+		}
 		return Outcome{}, err
 	}
 	return out, nil
@@ -150,21 +163,39 @@ func (a *Applier) Apply(ctx context.Context, events []eventstore.Envelope) (Outc
 // hold shared and a replay's swap holds exclusively.
 func projectionLockKey(name string) string { return "eventpipe.projection/" + name }
 
+// batchSender sends a pipeline of statements: a connection or a
+// transaction.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
 // applyTx is Apply inside tx, whose search_path picks the tables.
 func (a *Applier) applyTx(ctx context.Context, tx pgx.Tx, events []eventstore.Envelope) (Outcome, error) {
+	return a.apply(ctx, tx, events, nil, nil)
+}
+
+// apply applies events in two pipelines on conn: the first (after what
+// before queues, when set) locks the aggregates' positions and reads
+// them; the second holds the projection's statements and the new
+// positions, then what after queues. With only duplicates or unwanted
+// events the second pipeline holds only what after queues.
+func (a *Applier) apply(ctx context.Context, conn batchSender, events []eventstore.Envelope, before, after func(*pgx.Batch)) (Outcome, error) {
 	out := Outcome{Positions: map[eventstore.Ref]int64{}}
 	refs, byAgg, unwanted := ByAggregate(events, a.wants)
 	out.Skipped = unwanted
-	if len(refs) == 0 {
-		return out, nil
-	}
 	name := a.cfg.Projection.Name()
-	positions, err := lockPositions(ctx, tx, name, refs)
-	if err != nil {
-		return Outcome{}, err
+	var b pgx.Batch
+	if before != nil {
+		before(&b)
 	}
+	positions := lockPositions(&b, name, refs)
+	if b.Len() > 0 {
+		if err := conn.SendBatch(ctx, &b).Close(); err != nil {
+			return Outcome{}, fmt.Errorf("projections: %s: lock positions of %d aggregates: %w", name, len(refs), err)
+		}
+	}
+	b = pgx.Batch{}
 	var (
-		b                pgx.Batch
 		posTypes, posIDs []string
 		posSeqs          []int64
 		batched          []eventstore.Envelope
@@ -196,31 +227,41 @@ func (a *Applier) applyTx(ctx context.Context, tx pgx.Tx, events []eventstore.En
 			out.Positions[ref] = pos
 		}
 	}
-	if len(posSeqs) == 0 {
-		return out, nil // only duplicates
-	}
-	if batcher != nil {
-		if err := batcher.ApplyBatch(ctx, &b, batched); err != nil {
-			return Outcome{}, fmt.Errorf("projections: %s: apply a batch of %d events: %w", name, len(batched), err)
+	if len(posSeqs) > 0 {
+		if batcher != nil {
+			if err := batcher.ApplyBatch(ctx, &b, batched); err != nil {
+				return Outcome{}, fmt.Errorf("projections: %s: apply a batch of %d events: %w", name, len(batched), err)
+			}
 		}
-	}
-	b.Queue(`INSERT INTO projection_positions (projection, aggregate_type, aggregate_id, seq)
+		b.Queue(`INSERT INTO projection_positions (projection, aggregate_type, aggregate_id, seq)
 		SELECT $1, t, i, s FROM unnest($2::text[], $3::text[], $4::bigint[]) AS p (t, i, s)
 		ON CONFLICT (projection, aggregate_type, aggregate_id) DO UPDATE SET seq = EXCLUDED.seq, updated_at = now()`,
-		name, posTypes, posIDs, posSeqs)
-	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-		return Outcome{}, fmt.Errorf("projections: %s: apply %d events: %w", name, out.Applied+out.Repaired, err)
+			name, posTypes, posIDs, posSeqs)
+	}
+	if after != nil {
+		after(&b)
+	}
+	if b.Len() > 0 {
+		if err := conn.SendBatch(ctx, &b).Close(); err != nil {
+			return Outcome{}, fmt.Errorf("projections: %s: apply %d events: %w", name, out.Applied+out.Repaired, err)
+		}
 	}
 	return out, nil
 }
 
-// lockPositions takes a transaction-scoped advisory lock on (projection,
-// aggregate) for every ref, in a stable order so that two appliers of
-// overlapping batches cannot deadlock, and then reads their positions (0
-// when new): concurrent appliers of the same aggregate, new or not, take
-// turns. (A hash collision only makes two aggregates take turns too.) The
-// read is a statement of its own so that its snapshot follows the locks.
-func lockPositions(ctx context.Context, tx pgx.Tx, name string, refs []eventstore.Ref) (map[eventstore.Ref]int64, error) {
+// lockPositions queues on b a transaction-scoped advisory lock on
+// (projection, aggregate) for every ref, in a stable order so that two
+// appliers of overlapping batches cannot deadlock, and then the read of
+// their positions, and returns the map that read fills when b has been
+// sent (a ref without a position stays out: 0). Concurrent appliers of
+// the same aggregate, new or not, take turns. (A hash collision only
+// makes two aggregates take turns too.) The read is a statement of its
+// own so that its snapshot follows the locks.
+func lockPositions(b *pgx.Batch, name string, refs []eventstore.Ref) map[eventstore.Ref]int64 {
+	positions := make(map[eventstore.Ref]int64, len(refs))
+	if len(refs) == 0 {
+		return positions
+	}
 	keys := make([]string, len(refs))
 	types := make([]string, len(refs))
 	ids := make([]string, len(refs))
@@ -229,8 +270,6 @@ func lockPositions(ctx context.Context, tx pgx.Tx, name string, refs []eventstor
 		types[i], ids[i] = ref.Type, ref.ID
 	}
 	sort.Strings(keys)
-	positions := make(map[eventstore.Ref]int64, len(refs))
-	var b pgx.Batch
 	b.Queue(`SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) FROM unnest($1::text[]) WITH ORDINALITY AS l (k, n)`, keys)
 	b.Queue(`SELECT aggregate_type, aggregate_id, seq FROM projection_positions
 		WHERE projection = $1 AND (aggregate_type, aggregate_id) IN (SELECT * FROM unnest($2::text[], $3::text[]))`,
@@ -245,10 +284,7 @@ func lockPositions(ctx context.Context, tx pgx.Tx, name string, refs []eventstor
 		}
 		return rows.Err()
 	})
-	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-		return nil, fmt.Errorf("projections: %s: lock positions of %d aggregates: %w", name, len(refs), err)
-	}
-	return positions, nil
+	return positions
 }
 
 // HasPositions reports whether the projection has applied anything yet.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -52,13 +53,21 @@ type RunnerConfig struct {
 	// still holding every event.
 	History HistoryPage
 	// BatchSize is the most messages applied in one transaction (default
-	// 100). Messages that arrive while a transaction runs go into the
+	// 250). Messages that arrive while a transaction runs go into the
 	// next one, so batches grow with the load and a lone message waits
 	// for nobody. (An aggregate's next event is delivered once its
 	// previous one is acked, so a batch holds at most one event per
 	// aggregate; with a subscriber that holds one unacked message per
 	// partition, such as watermill-kafka's, at most one per partition.)
 	BatchSize int
+	// Transactions is how many batches are applied at once, each in its
+	// own transaction on its own connection (default 2): while one
+	// commits, the next is being written. An aggregate's events are never
+	// in two of them at once, since its next event is delivered only
+	// after the previous one's transaction committed and it was acked;
+	// with a subscriber that does deliver them together, the Applier's
+	// per-aggregate locks and positions still apply each once, in order.
+	Transactions int
 	// Registerer receives the router's metrics (default: none).
 	Registerer prometheus.Registerer
 	// Logger defaults to slog.Default().
@@ -76,6 +85,8 @@ func (c RunnerConfig) Validate() error {
 		return errors.New("projections: RunnerConfig.Publisher is nil")
 	case c.BatchSize < 0:
 		return fmt.Errorf("projections: RunnerConfig.BatchSize is %d, want ≥ 0", c.BatchSize)
+	case c.Transactions < 0:
+		return fmt.Errorf("projections: RunnerConfig.Transactions is %d, want ≥ 0", c.Transactions)
 	}
 	return nil
 }
@@ -120,7 +131,10 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.BatchSize == 0 {
-		cfg.BatchSize = 100
+		cfg.BatchSize = 250
+	}
+	if cfg.Transactions == 0 {
+		cfg.Transactions = 2
 	}
 	if cfg.NewSubscriber == nil {
 		// Key-ordered: many messages of a partition in flight, one
@@ -259,7 +273,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	// transaction when ctx ends get their answer.
 	batchCtx, stopBatcher := context.WithCancel(context.WithoutCancel(ctx))
 	batcherDone := make(chan struct{})
-	go func() { defer close(batcherDone); r.batch(batchCtx) }()
+	go func() {
+		defer close(batcherDone)
+		var wg sync.WaitGroup
+		for range r.cfg.Transactions {
+			wg.Go(func() { r.batch(batchCtx) })
+		}
+		wg.Wait()
+	}()
 	defer func() { stopBatcher(); <-batcherDone }()
 	if err := router.Run(ctx); err != nil {
 		return fmt.Errorf("projections: %s: router: %w", group, err)
@@ -285,7 +306,7 @@ func (r *Runner) handle(msg *message.Message) error {
 
 // batch applies what the handlers queue: it takes every event already
 // waiting (up to BatchSize) and applies them in one transaction, until
-// ctx ends.
+// ctx ends. Transactions of them run at once.
 func (r *Runner) batch(ctx context.Context) {
 	for {
 		var batch []pending
