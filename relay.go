@@ -58,6 +58,11 @@ type RelayConfig struct {
 	LeaseDuration     time.Duration
 	DiscoveryInterval time.Duration
 	BatchSize         int32
+	// IdlePoll and MaxIdlePoll: the pause after an empty read and its cap
+	// (see relay.Config; defaults 100ms and 1s). They are most of the
+	// end-to-end latency of a quiet table; DynamoDB Streams allows 5
+	// GetRecords per second per shard.
+	IdlePoll, MaxIdlePoll time.Duration
 	// Registerer receives the relay's metrics, labelled stream=<Stream>
 	// (default: none).
 	Registerer prometheus.Registerer
@@ -112,7 +117,7 @@ func NewRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) {
 	rc := relay.Config{
 		EventsTable: table, LeaseTable: ep.LeasesTable, Topics: topics, StreamName: cfg.Stream,
 		WorkerID: cfg.WorkerID, LeaseDuration: cfg.LeaseDuration, DiscoveryInterval: cfg.DiscoveryInterval,
-		BatchSize: cfg.BatchSize, Registerer: cfg.Registerer, Logger: cfg.Logger,
+		BatchSize: cfg.BatchSize, IdlePoll: cfg.IdlePoll, MaxIdlePoll: cfg.MaxIdlePoll, Registerer: cfg.Registerer, Logger: cfg.Logger,
 	}
 	clientID := "eventpipe-relay"
 	switch cfg.Stream {

@@ -22,6 +22,8 @@ func relayCommand() *cobra.Command {
 		metricsAddr string
 		leaseFor    time.Duration
 		batchSize   int32
+		idlePoll    time.Duration
+		maxIdlePoll time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "relay",
@@ -62,7 +64,7 @@ Metrics carry the label stream=events|analytics.
 			for _, stream := range streams {
 				r, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{
 					Stream: stream, Catalog: catalog, Endpoints: ep, WorkerID: workerID, LeaseDuration: leaseFor,
-					BatchSize: batchSize, Registerer: reg, Logger: slog.Default(),
+					BatchSize: batchSize, IdlePoll: idlePoll, MaxIdlePoll: maxIdlePoll, Registerer: reg, Logger: slog.Default(),
 				})
 				if err != nil {
 					return err
@@ -94,6 +96,8 @@ Metrics carry the label stream=events|analytics.
 	f.StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9464", "serve /metrics and /healthz here (empty: off)")
 	f.DurationVar(&leaseFor, "lease-duration", 10*time.Second, "a lease not renewed for this long is taken over")
 	f.Int32Var(&batchSize, "batch-size", 1000, "GetRecords limit (1–1000); at most this many records repeat after a crash")
+	f.DurationVar(&idlePoll, "idle-poll", 100*time.Millisecond, "pause after an empty read, doubling up to --max-idle-poll (most of a quiet table's latency; DynamoDB Streams allows 5 reads/s per shard)")
+	f.DurationVar(&maxIdlePoll, "max-idle-poll", time.Second, "longest pause between reads of an idle shard")
 	return cmd
 }
 
