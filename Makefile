@@ -40,11 +40,12 @@ test: stack-up chromium
 	$(GO) test -race -count=1 -timeout 25m $(TESTFLAGS) ./...
 
 # Benchmarks report ratios against raw baselines measured in the same run;
-# docs/benchmarks.md gets their figures (the full output stays in
+# docs/benchmarks.md gets their figures and docs/benchmarks.png a chart of
+# the ratios and the end-to-end latency (the full output stays in
 # .bench.out).
 bench: stack-up
 	set -o pipefail; $(GO) test -run '^$$' -bench . $(BENCHFLAGS) -timeout 60m ./... 2>&1 | tee .bench.out
-	$(BIN) bench-report --in .bench.out --out docs/benchmarks.md
+	$(BIN) bench-report --in .bench.out --out docs/benchmarks.md --png docs/benchmarks.png
 
 demo: build
 	$(BIN) demo

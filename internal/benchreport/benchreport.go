@@ -133,6 +133,7 @@ func Markdown(w io.Writer, rep Report, at time.Time, goVersion string) error {
 	b.WriteString("Written by `make bench` from one run of every benchmark; do not edit by hand.\n")
 	b.WriteString("Every ratio compares eventpipe with a raw baseline measured in the same run, on the same\n")
 	b.WriteString("services, so it holds across machines far better than the absolute figures.\n\n")
+	b.WriteString("![Every ratio against its baseline, and the end-to-end latency](benchmarks.png)\n\n")
 	fmt.Fprintf(&b, "- date: %s\n", at.UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "- machine: %s/%s, %s\n", rep.Machine["goos"], rep.Machine["goarch"], orDash(rep.Machine["cpu"]))
 	fmt.Fprintf(&b, "- Go: %s\n", goVersion)
