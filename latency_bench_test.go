@@ -43,21 +43,7 @@ func BenchmarkEndToEndLatency(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ep := testEndpoints(b)
-	ep.LeasesTable = testenv.UniqueName(b, "leases")
-	if err := migrate.CreateLeasesTable(ctx, testenv.DynamoDB(b), ep.LeasesTable); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { testenv.DeleteTable(b, testenv.DynamoDB(b), ep.LeasesTable) })
-	schema, url := testenv.PostgresSchema(b, "lat")
-	if _, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: testenv.Endpoints().Postgres, Schema: schema, Logger: slog.New(slog.DiscardHandler)}); err != nil {
-		b.Fatal(err)
-	}
-	ep.Postgres = url
-	db, err := pgxpool.New(ctx, url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
+	db := withLeasesAndReadModels(b, &ep, "lat")
 	quiet := slog.New(slog.DiscardHandler)
 	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(b, "g"), Logger: quiet})
 	if err != nil {
@@ -289,3 +275,27 @@ func percentile(ds []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// withLeasesAndReadModels gives ep a leases table of its own and a
+// Postgres schema with every migration applied (both dropped when t
+// ends), and returns a pool on that schema, closed when t ends.
+func withLeasesAndReadModels(t testing.TB, ep *eventpipe.Endpoints, name string) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	ep.LeasesTable = testenv.UniqueName(t, "leases")
+	if err := migrate.CreateLeasesTable(ctx, testenv.DynamoDB(t), ep.LeasesTable); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.DeleteTable(t, testenv.DynamoDB(t), ep.LeasesTable) })
+	schema, url := testenv.PostgresSchema(t, name)
+	if _, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: testenv.Endpoints().Postgres, Schema: schema, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		t.Fatal(err)
+	}
+	ep.Postgres = url
+	db, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}

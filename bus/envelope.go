@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/eventpipe/eventpipe/tracing"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
@@ -47,6 +49,9 @@ func setOrigin(msg *message.Message, ref eventstore.Ref, seq int64, md eventstor
 	}
 	if md.CausationID != "" {
 		msg.Metadata.Set(MetadataCausationID, md.CausationID)
+	}
+	if md.TraceParent != "" {
+		msg.Metadata.Set(tracing.MetadataTraceParent, md.TraceParent)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/tracing"
 )
 
 // ReasonMetadataKey holds the reason a message was poisoned.
@@ -67,7 +68,8 @@ func (c MiddlewareConfig) Validate() error {
 }
 
 // Middlewares returns the handler middleware chain, outermost first, for
-// router.AddMiddleware: correlation-id propagation, the poison queue (only
+// router.AddMiddleware: a consumer span continuing the message's trace
+// (package tracing), correlation-id propagation, the poison queue (only
 // permanent errors), retry with exponential backoff (only transient
 // errors), and a recoverer that turns a panic into a permanent error.
 // Which errors are permanent is decided by eventstore.IsPermanent alone.
@@ -102,6 +104,7 @@ func Middlewares(cfg MiddlewareConfig) ([]message.HandlerMiddleware, error) {
 		}
 	}
 	return []message.HandlerMiddleware{
+		tracing.Middleware,
 		middleware.CorrelationID,
 		poison,
 		logPoisoned,

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eventpipe/eventpipe/tracing"
+
 	"github.com/eventpipe/eventpipe/internal/pause"
 
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -125,7 +127,8 @@ func (h *facetHandler[S]) Handle(ctx context.Context, cmd Command) (Result, erro
 		out, err := appendTo(ctx, cur, eventstore.Change{
 			Events:    events,
 			CommandID: cmd.ID,
-			Metadata:  eventstore.Metadata{CorrelationID: cmd.CorrelationID, CausationID: cmd.ID, Actor: cmd.Actor, IP: cmd.IP},
+			Metadata: eventstore.Metadata{CorrelationID: cmd.CorrelationID, CausationID: cmd.ID, Actor: cmd.Actor, IP: cmd.IP,
+				TraceParent: tracing.TraceParent(ctx)},
 		})
 		var conflict *eventstore.ConcurrencyError
 		switch {

@@ -1,11 +1,17 @@
 package commands
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
+
+	"github.com/eventpipe/eventpipe/tracing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -138,7 +144,22 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 // An invalid command returns an error wrapping *InvalidError (and
 // ErrUnknownCommand for an unknown type) beside its StatusInvalid result;
 // any other error means "try again later" and nothing was answered.
-func (d *Dispatcher) Dispatch(ctx context.Context, cmd Command) (Result, error) {
+func (d *Dispatcher) Dispatch(ctx context.Context, cmd Command) (res Result, err error) {
+	ctx, span := tracing.Tracer().Start(ctx, "command "+cmd.Type, trace.WithAttributes(
+		attribute.String("eventpipe.command.id", cmd.ID), attribute.String("eventpipe.aggregate", cmd.AggregateType+"/"+cmd.AggregateID)))
+	defer func() {
+		span.SetAttributes(attribute.String("eventpipe.command.status", string(res.Status)))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
+	return d.dispatch(ctx, cmd)
+}
+
+// dispatch is Dispatch inside the command's span.
+func (d *Dispatcher) dispatch(ctx context.Context, cmd Command) (Result, error) {
 	res := Result{CommandID: cmd.ID, AggregateType: cmd.AggregateType, AggregateID: cmd.AggregateID}
 	if err := cmd.Validate(); err != nil {
 		res.Status, res.Reason = StatusInvalid, err.Error()

@@ -34,6 +34,10 @@ type Metadata struct {
 	Actor string `json:"actor,omitempty"`
 	// IP is the client address the command came from, when known.
 	IP string `json:"ip,omitempty"`
+	// TraceParent is the W3C traceparent of the span that appended the
+	// event, when it was traced (see package tracing): consumers continue
+	// that trace.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // IsZero reports whether no field is set.

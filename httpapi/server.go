@@ -16,6 +16,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/eventpipe/eventpipe/tracing"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -88,11 +92,16 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Handler returns the server's handler with the body size limit applied.
+// Each request is traced (a server span continuing an incoming W3C
+// traceparent header; see package tracing).
 func (s *Server) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 		s.Mux.ServeHTTP(w, r)
 	})
+	return otelhttp.NewHandler(h, "http", otelhttp.WithPropagators(tracing.Propagator()), otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+		return r.Method + " " + r.URL.Path
+	}))
 }
 
 // Run listens on Addr and serves until ctx ends, then shuts down

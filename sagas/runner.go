@@ -19,6 +19,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/tracing"
 )
 
 // Config configures a Runner.
@@ -464,6 +465,7 @@ func (r *Runner) runOne(ctx context.Context, row outboxRow) error {
 		if err != nil {
 			return fmt.Errorf("outbox row %d: %w", row.seq, err)
 		}
+		tracing.Inject(ctx, msg) // the trace of the input that decided it, when run right after
 		if err := r.cfg.Publisher.Publish(cmd.Topic(r.cfg.Topics), msg); err != nil {
 			return fmt.Errorf("send %s: %w", cmd.ID, err)
 		}

@@ -1,11 +1,15 @@
 package kafka
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/eventpipe/eventpipe/tracing"
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
@@ -106,6 +110,9 @@ func (s *Sender) Send(ctx context.Context, cmd commands.Command) error {
 	if err != nil {
 		return err
 	}
+	ctx, span := tracing.Tracer().Start(ctx, "send "+cmd.Type, trace.WithSpanKind(trace.SpanKindProducer))
+	defer span.End()
+	tracing.Inject(ctx, msg)
 	msg.SetContext(ctx)
 	if err := s.pub.Publish(cmd.Topic(s.topics), msg); err != nil {
 		return fmt.Errorf("send command %s (%s): %w", cmd.ID, cmd.Type, err)

@@ -11,10 +11,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/tracing"
 )
 
 // catalog is what the binary knows: the built-in domains, their read
@@ -25,7 +27,18 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()})))
-	if err := rootCommand().ExecuteContext(ctx); err != nil {
+	// Traces go out over OTLP when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT
+	// is set; otherwise nothing is exported.
+	shutdown, err := tracing.Setup(ctx, tracing.FromEnv())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "eventpipe:", err)
+		os.Exit(1)
+	}
+	err = rootCommand().ExecuteContext(ctx)
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	_ = shutdown(flushCtx) // flush the spans of a short command such as send
+	cancel()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "eventpipe:", err)
 		os.Exit(1)
 	}

@@ -74,6 +74,7 @@ func eventItem(e eventstore.Envelope) item {
 	ddbattr.SetOpt(it, AttrCausationID, e.Metadata.CausationID)
 	ddbattr.SetOpt(it, AttrActor, e.Metadata.Actor)
 	ddbattr.SetOpt(it, AttrIP, e.Metadata.IP)
+	ddbattr.SetOpt(it, AttrTraceParent, e.Metadata.TraceParent)
 	return it
 }
 
@@ -117,6 +118,7 @@ func EnvelopeFromItem(it map[string]types.AttributeValue) (eventstore.Envelope, 
 		CausationID:   getOptS(it, AttrCausationID),
 		Actor:         getOptS(it, AttrActor),
 		IP:            getOptS(it, AttrIP),
+		TraceParent:   getOptS(it, AttrTraceParent),
 	}
 	if err := e.Validate(); err != nil {
 		var ve *eventstore.ValidationError

@@ -52,6 +52,7 @@ const (
 	AttrCausationID   = "causationId"
 	AttrActor         = "actor"
 	AttrIP            = "ip"
+	AttrTraceParent   = "traceparent"
 	AttrCurrentSeq    = "currentSeq"
 	AttrUpdatedAt     = "updatedAt"
 	AttrState         = "state"

@@ -22,7 +22,8 @@ func TestAppendWritesEventsAsTopLevelAttributesAndLoadsThemBack(t *testing.T) {
 	ctx := ctxT(t)
 	s, client, table := newStore(t, nil)
 	ref := eventstore.Ref{Type: "order", ID: "1234"}
-	meta := eventstore.Metadata{CorrelationID: "corr-1", Actor: "u_alice", IP: "10.0.0.1"}
+	meta := eventstore.Metadata{CorrelationID: "corr-1", Actor: "u_alice", IP: "10.0.0.1",
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 	req, err := eventstore.Prepare(ref, 0, eventstore.Change{
 		CommandID: "cmd-1", Metadata: meta,
 		Events: []eventstore.NewEvent{
@@ -54,6 +55,7 @@ func TestAppendWritesEventsAsTopLevelAttributesAndLoadsThemBack(t *testing.T) {
 		"gsi1pk": "EVENT_TYPE#OrderPlaced", "gsi1sk": "EVENT#" + res.EventIDs[0], "eventId": res.EventIDs[0],
 		"aggregateType": "order", "aggregateId": "1234", "eventType": "OrderPlaced", "payload": `{"total":4500}`,
 		"correlationId": "corr-1", "causationId": "cmd-1", "actor": "u_alice", "ip": "10.0.0.1",
+		"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 	}
 	for k, v := range want {
 		if got, ok := raw.Item[k].(*types.AttributeValueMemberS); !ok || got.Value != v {
