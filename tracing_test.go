@@ -28,10 +28,10 @@ import (
 // W3C traceparent header and a command sent over the bus inside a span
 // each yield one trace from that start to the projection's apply: the
 // HTTP server span (a child of the header's span) → the command span →
-// the projection's consumer span; and the send span → the command
-// handler's consumer span → the command span → the projection's consumer
-// span. The events carry the command span's context through DynamoDB and
-// its stream.
+// the relay's publish span → the projection's consumer span; and the
+// send span → the command handler's consumer span → the command span →
+// the relay's publish span → the projection's consumer span. The events
+// carry the command span's context through DynamoDB and its stream.
 func TestATraceFollowsTheCommandItsEventsAndTheProjection(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -107,17 +107,21 @@ func TestATraceFollowsTheCommandItsEventsAndTheProjection(t *testing.T) {
 			return n == 1
 		})
 	}
-	// The consumer span ends right after the apply's transaction.
+	// The consumer span ends right after the apply's transaction, the
+	// relay's once Kafka acknowledged the batch (possibly later).
 	var spans []sdktrace.ReadOnlySpan
-	waitFor(t, 10*time.Second, "two projection spans ended", func() bool {
+	waitFor(t, 10*time.Second, "two projection and two relay spans ended", func() bool {
 		spans = rec.Ended()
-		n := 0
+		applied, published := 0, 0
 		for _, s := range spans {
-			if strings.Contains(s.Name(), "projection.todos") {
-				n++
+			switch {
+			case strings.Contains(s.Name(), "projection.todos"):
+				applied++
+			case strings.HasPrefix(s.Name(), "publish "):
+				published++
 			}
 		}
-		return n >= 2
+		return applied >= 2 && published >= 2
 	})
 	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
 	for _, s := range spans {
@@ -146,13 +150,15 @@ func TestATraceFollowsTheCommandItsEventsAndTheProjection(t *testing.T) {
 	httpTrace, _ := trace.TraceIDFromHex(remoteTrace)
 	got := chain(httpTrace, "projection.todos")
 	t.Logf("HTTP trace: %v", got)
-	if len(got) != 4 || got[0] != "remote "+remoteSpan || got[1] != "POST /todo" || got[2] != "command "+todo.CreateTodo || !strings.Contains(got[3], "projection.todos") {
-		t.Errorf("HTTP trace %v; want the caller's span → POST /todo → command %s → the todos projection", got, todo.CreateTodo)
+	publish := "publish " + ep.TopicPrefix + "events.todo"
+	if len(got) != 5 || got[0] != "remote "+remoteSpan || got[1] != "POST /todo" || got[2] != "command "+todo.CreateTodo ||
+		got[3] != publish || !strings.Contains(got[4], "projection.todos") {
+		t.Errorf("HTTP trace %v; want the caller's span → POST /todo → command %s → %s → the todos projection", got, todo.CreateTodo, publish)
 	}
 	got = chain(root.SpanContext().TraceID(), "projection.todos")
 	t.Logf("bus trace: %v", got)
-	if len(got) != 6 || got[1] != "caller" || got[2] != "send "+todo.CreateTodo || !strings.Contains(got[3], "commands.todo") ||
-		got[4] != "command "+todo.CreateTodo || !strings.Contains(got[5], "projection.todos") {
-		t.Errorf("bus trace %v; want caller → send %s → the command handler → command %s → the todos projection", got, todo.CreateTodo, todo.CreateTodo)
+	if len(got) != 7 || got[1] != "caller" || got[2] != "send "+todo.CreateTodo || !strings.Contains(got[3], "commands.todo") ||
+		got[4] != "command "+todo.CreateTodo || got[5] != publish || !strings.Contains(got[6], "projection.todos") {
+		t.Errorf("bus trace %v; want caller → send %s → the command handler → command %s → %s → the todos projection", got, todo.CreateTodo, todo.CreateTodo, publish)
 	}
 }

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/eventpipe/eventpipe/tracing"
-
-	"github.com/eventpipe/eventpipe/internal/pause"
-
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/pause"
+	"github.com/eventpipe/eventpipe/tracing"
 )
 
 // Decision errors: a decide function returns one to refuse a command

@@ -1,22 +1,19 @@
 package commands
 
 import (
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
-
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 
-	"github.com/eventpipe/eventpipe/tracing"
-
 	"github.com/ThreeDotsLabs/watermill/message"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/tracing"
 )
 
 // ErrUnknownCommand is wrapped when no handler is registered for a
@@ -144,15 +141,15 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 // An invalid command returns an error wrapping *InvalidError (and
 // ErrUnknownCommand for an unknown type) beside its StatusInvalid result;
 // any other error means "try again later" and nothing was answered.
+//
+// Dispatch runs in a span "command <type>", a child of ctx's span; the
+// events it appends store that span's context (package tracing).
 func (d *Dispatcher) Dispatch(ctx context.Context, cmd Command) (res Result, err error) {
 	ctx, span := tracing.Tracer().Start(ctx, "command "+cmd.Type, trace.WithAttributes(
 		attribute.String("eventpipe.command.id", cmd.ID), attribute.String("eventpipe.aggregate", cmd.AggregateType+"/"+cmd.AggregateID)))
 	defer func() {
 		span.SetAttributes(attribute.String("eventpipe.command.status", string(res.Status)))
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		}
+		tracing.RecordFailure(span, err)
 		span.End()
 	}()
 	return d.dispatch(ctx, cmd)

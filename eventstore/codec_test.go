@@ -113,3 +113,34 @@ func TestEventIDsIncreaseStrictlyAcrossGoroutines(t *testing.T) {
 		t.Fatalf("a clock going backwards broke the order: %s after %s", back, prev)
 	}
 }
+
+// TestCodecKeepsTheTraceParentAndReadsEnvelopesWithoutOne round-trips an
+// envelope whose metadata holds a W3C traceparent, and decodes one
+// encoded before metadata had the field.
+func TestCodecKeepsTheTraceParentAndReadsEnvelopesWithoutOne(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	e := sampleEnvelope()
+	e.Metadata.TraceParent = tp
+	b, err := eventstore.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"traceparent":"`+tp+`"`) {
+		t.Errorf("no traceparent in %s", b)
+	}
+	got, err := eventstore.Unmarshal(b)
+	if err != nil || got.Metadata != e.Metadata {
+		t.Fatalf("decoded metadata %+v (%v), want %+v", got.Metadata, err, e.Metadata)
+	}
+	old, err := eventstore.Marshal(sampleEnvelope())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(old), "traceparent") {
+		t.Fatalf("an untraced envelope encodes a traceparent: %s", old)
+	}
+	got, err = eventstore.Unmarshal(old)
+	if err != nil || got.Metadata != sampleEnvelope().Metadata {
+		t.Fatalf("old envelope: metadata %+v (%v)", got.Metadata, err)
+	}
+}

@@ -16,14 +16,12 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/eventpipe/eventpipe/tracing"
-
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/tracing"
 )
 
 // Config configures a Server.

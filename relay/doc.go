@@ -14,4 +14,9 @@
 // refuses goes to the poison topic Topics.Poison(Config.PoisonGroup)
 // with the reason. Metrics carry the label stream=<Config.StreamName>,
 // so several relays can register on one Prometheus registry.
+//
+// A message that carries a trace context (an event whose command was
+// traced, see package tracing) is published in a producer span
+// "publish <topic>", a child of that context, and carries the span's
+// context on to the consumers; the relay starts no trace of its own.
 package relay

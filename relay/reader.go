@@ -129,7 +129,9 @@ func (rd *reader) renew(ctx context.Context) error {
 
 // handle publishes a batch, retrying until Kafka acknowledges every
 // message, then checkpoints it. The checkpoint is written even when ctx
-// ends meanwhile, so a clean stop repeats nothing.
+// ends meanwhile, so a clean stop repeats nothing. A message that carries
+// a stored trace context is published in a span of its own
+// (startPublishSpans).
 func (rd *reader) handle(ctx context.Context, b batch) error {
 	r := rd.relay
 	if len(b.records) > 0 {
@@ -154,21 +156,26 @@ func (rd *reader) handle(ctx context.Context, b batch) error {
 			}
 			out[o.Topic] = append(out[o.Topic], o)
 		}
+		spans := startPublishSpans(ctx, out)
 		for delay := r.cfg.IdlePoll; ; delay = min(2*delay, 5*time.Second) {
 			err := rd.publish(topics, out)
 			if err == nil {
 				break
 			}
+			spans.failed(err)
 			r.log.Warn("publish failed; retrying", "shard", rd.lease.ShardID, "err", err, "retry_in", delay)
 			if err := pause.Sleep(ctx, delay); err != nil {
+				spans.end(err)
 				return err
 			}
 			if time.Since(rd.lease.UpdatedAt) > r.cfg.LeaseDuration/3 {
 				if err := rd.renew(ctx); err != nil {
+					spans.end(err)
 					return err
 				}
 			}
 		}
+		spans.end(nil)
 		r.metrics.records.WithLabelValues("published").Add(float64(published))
 		r.metrics.records.WithLabelValues("skipped").Add(float64(skipped))
 		r.metrics.records.WithLabelValues("poison").Add(float64(poisoned))

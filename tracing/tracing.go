@@ -20,7 +20,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"strings"
+	"path"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.opentelemetry.io/otel"
@@ -50,33 +50,62 @@ const (
 	EnvServiceName    = "OTEL_SERVICE_NAME"
 )
 
-// Config configures Setup.
+// DefaultServiceName is Config.ServiceName's default.
+const DefaultServiceName = "eventpipe"
+
+// Config configures Setup. The zero Config exports nothing and only
+// installs the propagator.
 type Config struct {
-	// Endpoint is the OTLP/HTTP traces endpoint, a URL such as
-	// http://127.0.0.1:4318/v1/traces (a URL without a path gets
-	// /v1/traces). Empty: nothing is exported (the default).
+	// Endpoint is the OTLP/HTTP URL spans are POSTed to, such as
+	// http://127.0.0.1:4318/v1/traces; a URL without a path (or with
+	// just "/") gets /v1/traces. Empty: nothing is exported (the
+	// default). The exporter's other settings (headers, timeout, TLS
+	// files, compression) come from the OTEL_EXPORTER_OTLP_* variables.
 	Endpoint string
 	// ServiceName is the service.name resource attribute (default
-	// "eventpipe").
+	// DefaultServiceName).
 	ServiceName string
 }
 
-// FromEnv returns the Config the OpenTelemetry environment variables
-// give: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
-// OTEL_EXPORTER_OTLP_ENDPOINT; OTEL_SERVICE_NAME.
+// FromEnv returns the Config OpenTelemetry's environment variables give:
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is, else
+// OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces appended to its path (the
+// OTLP/HTTP rule for the base endpoint), and OTEL_SERVICE_NAME.
 func FromEnv() Config {
 	c := Config{Endpoint: os.Getenv(EnvTracesEndpoint), ServiceName: os.Getenv(EnvServiceName)}
 	if c.Endpoint == "" {
-		c.Endpoint = os.Getenv(EnvEndpoint)
+		c.Endpoint = baseEndpoint(os.Getenv(EnvEndpoint))
 	}
 	return c
+}
+
+// tracesPath is the OTLP/HTTP path of trace exports.
+const tracesPath = "/v1/traces"
+
+// baseEndpoint is the traces URL of an OTEL_EXPORTER_OTLP_ENDPOINT value:
+// its path followed by /v1/traces. A value that does not parse is
+// returned as it is, for Validate to report.
+func baseEndpoint(v string) string {
+	u, err := url.Parse(v)
+	if v == "" || err != nil {
+		return v
+	}
+	u.Path = path.Join("/", u.Path, tracesPath)
+	return u.String()
+}
+
+func (c *Config) setDefaults() {
+	if c.ServiceName == "" {
+		c.ServiceName = DefaultServiceName
+	}
 }
 
 // ErrBadEndpoint reports an Endpoint that is not an http(s) URL with a
 // host.
 var ErrBadEndpoint = errors.New("tracing: the OTLP endpoint must be an http:// or https:// URL with a host")
 
-// Validate reports an Endpoint that is not an http(s) URL.
+// Validate reports an Endpoint that is not an http(s) URL with a host
+// (wrapping ErrBadEndpoint).
 func (c Config) Validate() error {
 	if c.Endpoint == "" {
 		return nil
@@ -90,10 +119,14 @@ func (c Config) Validate() error {
 
 // Setup installs the W3C trace-context propagator globally (for HTTP and
 // other instrumentation; eventpipe's messages carry it regardless) and,
-// with an Endpoint,
-// a tracer provider that batches spans to it over OTLP/HTTP. The returned
-// shutdown flushes and stops the exporter (a no-op without one).
+// with an Endpoint, an SDK tracer provider that batches spans to it over
+// OTLP/HTTP. Without an Endpoint the global tracer provider is left as it
+// is (OpenTelemetry's no-op one unless the program set another): no span
+// is recorded, and a trace context that arrives still passes on. The
+// returned shutdown flushes and stops the exporter (a no-op without one);
+// call it before the program exits.
 func Setup(ctx context.Context, cfg Config) (shutdown func(context.Context) error, err error) {
+	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -101,16 +134,14 @@ func Setup(ctx context.Context, cfg Config) (shutdown func(context.Context) erro
 	if cfg.Endpoint == "" {
 		return func(context.Context) error { return nil }, nil
 	}
-	if cfg.ServiceName == "" {
-		cfg.ServiceName = "eventpipe"
+	u, _ := url.Parse(cfg.Endpoint) // Validate parsed it
+	urlPath := u.Path
+	if urlPath == "" || urlPath == "/" {
+		urlPath = tracesPath
 	}
-	u, _ := url.Parse(cfg.Endpoint)
-	opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(u.Host)}
+	opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(u.Host), otlptracehttp.WithURLPath(urlPath)}
 	if u.Scheme == "http" {
 		opts = append(opts, otlptracehttp.WithInsecure())
-	}
-	if p := strings.TrimSuffix(u.Path, "/"); p != "" {
-		opts = append(opts, otlptracehttp.WithURLPath(p))
 	}
 	exp, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
@@ -193,10 +224,32 @@ func Middleware(h message.HandlerFunc) message.HandlerFunc {
 		defer span.End()
 		msg.SetContext(ctx)
 		out, err := h(msg)
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		}
+		RecordFailure(span, err)
 		return out, err
 	}
+}
+
+// StartProducer starts a producer span called name as a child of ctx's
+// span, for publishing msg on topic, and writes the new span's context
+// into msg's metadata (replacing any there), so the consumers' spans are
+// its children. The caller ends the span once the publish is
+// acknowledged (or failed: RecordFailure).
+func StartProducer(ctx context.Context, msg *message.Message, name, topic string) (context.Context, trace.Span) {
+	ctx, span := Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.destination.name", topic),
+			attribute.String("messaging.message.id", msg.UUID)))
+	delete(msg.Metadata, MetadataTraceState) // the new context's, if any, replaces it
+	Inject(ctx, msg)
+	return ctx, span
+}
+
+// RecordFailure records err on span and marks the span failed; a nil err
+// does nothing.
+func RecordFailure(span trace.Span, err error) {
+	if err == nil {
+		return
+	}
+	span.RecordError(err)
+	span.SetStatus(codes.Error, err.Error())
 }

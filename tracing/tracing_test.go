@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
@@ -92,8 +93,9 @@ func TestMessagesCarryTheTraceAndTheMiddlewareContinuesIt(t *testing.T) {
 	}
 }
 
-// TestSetupExportsOverOTLPHTTP points the exporter at a local server and
-// checks that a span arrives there, as OTLP protobuf on /v1/traces.
+// TestSetupExportsOverOTLPHTTP points the exporter at a local server
+// (a URL without a path) and checks that a span arrives there on
+// shutdown, POSTed as OTLP protobuf to /v1/traces.
 func TestSetupExportsOverOTLPHTTP(t *testing.T) {
 	prev := otel.GetTracerProvider()
 	t.Cleanup(func() { otel.SetTracerProvider(prev) })
@@ -101,7 +103,7 @@ func TestSetupExportsOverOTLPHTTP(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var req collectortrace.ExportTraceServiceRequest
-		if r.URL.Path != "/v1/traces" || proto.Unmarshal(body, &req) != nil {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" || proto.Unmarshal(body, &req) != nil {
 			t.Errorf("%s %s: %d bytes that are not an OTLP export request", r.Method, r.URL.Path, len(body))
 			w.WriteHeader(http.StatusBadRequest)
 			return
@@ -146,5 +148,64 @@ func TestSetupExportsOverOTLPHTTP(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("no export reached the OTLP endpoint")
+	}
+}
+
+// TestFromEnvFollowsTheOTLPVariables checks the precedence of the
+// OpenTelemetry variables and the OTLP/HTTP path rule: the traces
+// endpoint is taken as it is, the base endpoint gets /v1/traces after
+// its path.
+func TestFromEnvFollowsTheOTLPVariables(t *testing.T) {
+	for _, c := range []struct {
+		name, traces, base, want string
+	}{
+		{name: "neither"},
+		{name: "base", base: "http://127.0.0.1:4318", want: "http://127.0.0.1:4318/v1/traces"},
+		{name: "base with a path", base: "https://collector.example:4318/otlp/", want: "https://collector.example:4318/otlp/v1/traces"},
+		{name: "traces", traces: "http://127.0.0.1:4318/custom", want: "http://127.0.0.1:4318/custom"},
+		{name: "traces wins", traces: "http://127.0.0.1:4318/v1/traces", base: "http://127.0.0.1:9999", want: "http://127.0.0.1:4318/v1/traces"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(tracing.EnvTracesEndpoint, c.traces)
+			t.Setenv(tracing.EnvEndpoint, c.base)
+			t.Setenv(tracing.EnvServiceName, "svc")
+			cfg := tracing.FromEnv()
+			if cfg.Endpoint != c.want || cfg.ServiceName != "svc" {
+				t.Errorf("FromEnv() = %+v, want endpoint %q and service svc", cfg, c.want)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestWithoutAnExporterTheTracePassesThrough runs a consumer that
+// publishes, with tracing set up without an endpoint and OpenTelemetry's
+// no-op tracer provider: nothing is recorded, yet the trace context of
+// the incoming message reaches the outgoing one unchanged.
+func TestWithoutAnExporterTheTracePassesThrough(t *testing.T) {
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(noop.NewTracerProvider())
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	shutdown, err := tracing.Setup(context.Background(), tracing.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(context.Background())
+	const incoming = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	in := message.NewMessage(watermill.NewUUID(), nil)
+	in.Metadata.Set(tracing.MetadataTraceParent, incoming)
+	out := message.NewMessage(watermill.NewUUID(), nil)
+	h := tracing.Middleware(func(m *message.Message) ([]*message.Message, error) {
+		_, span := tracing.StartProducer(m.Context(), out, "publish", "topic")
+		span.End()
+		return nil, nil
+	})
+	if _, err := h(in); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.Metadata.Get(tracing.MetadataTraceParent); got != incoming {
+		t.Errorf("outgoing traceparent %q, want the incoming %q", got, incoming)
 	}
 }

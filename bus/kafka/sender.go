@@ -1,15 +1,11 @@
 package kafka
 
 import (
-	"go.opentelemetry.io/otel/trace"
-
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/eventpipe/eventpipe/tracing"
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
@@ -17,6 +13,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/tracing"
 )
 
 // SenderConfig configures a Sender.
@@ -104,17 +101,19 @@ func (s *Sender) Close() error {
 }
 
 // Send validates and publishes cmd on its commands topic and returns once
-// Kafka acknowledged it.
-func (s *Sender) Send(ctx context.Context, cmd commands.Command) error {
+// Kafka acknowledged it. It traces the publish as a span "send <command
+// type>", a child of ctx's span, whose context the message carries in its
+// metadata (package tracing).
+func (s *Sender) Send(ctx context.Context, cmd commands.Command) (err error) {
 	msg, err := cmd.ToMessage()
 	if err != nil {
 		return err
 	}
-	ctx, span := tracing.Tracer().Start(ctx, "send "+cmd.Type, trace.WithSpanKind(trace.SpanKindProducer))
-	defer span.End()
-	tracing.Inject(ctx, msg)
+	topic := cmd.Topic(s.topics)
+	ctx, span := tracing.StartProducer(ctx, msg, "send "+cmd.Type, topic)
+	defer func() { tracing.RecordFailure(span, err); span.End() }()
 	msg.SetContext(ctx)
-	if err := s.pub.Publish(cmd.Topic(s.topics), msg); err != nil {
+	if err := s.pub.Publish(topic, msg); err != nil {
 		return fmt.Errorf("send command %s (%s): %w", cmd.ID, cmd.Type, err)
 	}
 	return nil

@@ -86,6 +86,7 @@ never be taken (the rules reject a stored event) goes to poison.snapshots.`,
 			return nil
 		},
 	}
+	addTracingFlag(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "run every projection")
 	cmd.Flags().Int64Var(&snapshotEvery, "snapshot-every", snapshots.DefaultEvery, "the snapshots consumer snapshots an aggregate every this many events")
 	cmd.Flags().BoolVar(&noParking, "no-parking", false, "poison permanent failures of read and search models instead of parking them (the pre-parking behaviour)")

@@ -27,24 +27,59 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()})))
-	// Traces go out over OTLP when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT
-	// is set; otherwise nothing is exported.
-	shutdown, err := tracing.Setup(ctx, tracing.FromEnv())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "eventpipe:", err)
-		os.Exit(1)
-	}
-	err = rootCommand().ExecuteContext(ctx)
-	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	_ = shutdown(flushCtx) // flush the spans of a short command such as send
-	cancel()
+	var traces tracingSetup
+	err := rootCommand(&traces).ExecuteContext(ctx)
+	traces.flush(ctx) // the spans of a short command such as send
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "eventpipe:", err)
 		os.Exit(1)
 	}
 }
 
-func rootCommand() *cobra.Command {
+// tracingSetup sets tracing up before a subcommand runs: OTLP/HTTP
+// export when --otlp-endpoint (serve, consume, relay, send) or
+// OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT gives an endpoint, otherwise
+// propagation only (package tracing).
+type tracingSetup struct {
+	shutdown func(context.Context) error
+}
+
+// otlpEndpointFlag names the flag addTracingFlag registers.
+const otlpEndpointFlag = "otlp-endpoint"
+
+// addTracingFlag registers --otlp-endpoint on a command that traces.
+func addTracingFlag(cmd *cobra.Command) {
+	cmd.Flags().String(otlpEndpointFlag, "", "export traces over OTLP/HTTP to this URL, e.g. http://127.0.0.1:4318 (default: $"+
+		tracing.EnvTracesEndpoint+", else $"+tracing.EnvEndpoint+"; neither: no export)")
+}
+
+// setup runs as the root's PersistentPreRunE.
+func (t *tracingSetup) setup(cmd *cobra.Command, _ []string) error {
+	cfg := tracing.FromEnv()
+	if f := cmd.Flags().Lookup(otlpEndpointFlag); f != nil && f.Value.String() != "" {
+		cfg.Endpoint = f.Value.String()
+	}
+	shutdown, err := tracing.Setup(cmd.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	t.shutdown = shutdown
+	return nil
+}
+
+// flush exports the spans still buffered, waiting at most 5 s.
+func (t *tracingSetup) flush(ctx context.Context) {
+	if t.shutdown == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := t.shutdown(ctx); err != nil {
+		slog.Warn("traces not flushed", "err", err)
+	}
+}
+
+func rootCommand(traces *tracingSetup) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "eventpipe",
 		Short: "An event-sourcing pipeline: DynamoDB event store, Kafka bus, read models",
@@ -53,8 +88,9 @@ handlers appending to a DynamoDB event store with optimistic concurrency, a rela
 from the table's stream back onto the bus, and subscribers building read models.
 
 Addresses come from the environment; 'eventpipe stack env' prints them.`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		PersistentPreRunE: traces.setup,
 	}
 	root.AddCommand(stackCommand(), migrateCommand(), serveCommand(), sendCommand(), eventsCommand(), relayCommand(), consumeCommand(), replayCommand(), demoCommand(), statusCommand(), trackCommand(), analyticsCommand(), benchReportCommand(), parkedCommand())
 	return root

@@ -89,6 +89,7 @@ Metrics carry the label stream=events|analytics.
 			return nil
 		},
 	}
+	addTracingFlag(cmd)
 	f := cmd.Flags()
 	f.BoolVar(&status, "status", false, "print the shard leases and checkpoints of --streams, then exit")
 	f.StringSliceVar(&streams, "streams", eventpipe.RelayStreams(), "streams to relay: events, analytics (comma-separated)")

@@ -64,6 +64,7 @@ func sendCommand() *cobra.Command {
 			return nil
 		},
 	}
+	addTracingFlag(cmd)
 	f := cmd.Flags()
 	f.StringVar(&id, "aggregate-id", "", "id of the aggregate the command is for (required)")
 	f.StringVar(&data, "data", "{}", "command payload, a JSON object")

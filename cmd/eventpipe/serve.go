@@ -28,6 +28,7 @@ EVENTPIPE_HTTP_ADDR. It stops gracefully on SIGINT/SIGTERM.`,
 			return svc.Run(cmd.Context())
 		},
 	}
+	addTracingFlag(cmd)
 	cmd.Flags().StringVar(&group, "group", eventpipe.DefaultCommandGroup, "consumer group of the command handlers")
 	return cmd
 }

@@ -149,6 +149,7 @@ func outboundItem(o eventstore.Outbound, cause eventstore.Envelope) item {
 	ddbattr.SetOpt(it, AttrCausationID, cause.EventID)
 	ddbattr.SetOpt(it, AttrActor, cause.Metadata.Actor)
 	ddbattr.SetOpt(it, AttrIP, cause.Metadata.IP)
+	ddbattr.SetOpt(it, AttrTraceParent, cause.Metadata.TraceParent)
 	return it
 }
 
@@ -194,6 +195,7 @@ func OutboundFromItem(it map[string]types.AttributeValue) (eventstore.OutboundRe
 		CausationID:   getOptS(it, AttrCausationID),
 		Actor:         getOptS(it, AttrActor),
 		IP:            getOptS(it, AttrIP),
+		TraceParent:   getOptS(it, AttrTraceParent),
 	}
 	return o, nil
 }

@@ -37,9 +37,12 @@ func TestStreamCarriesEveryEventAndOutboundItem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// b's events were appended by a traced command; a's were not.
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	meta := map[string]eventstore.Metadata{"b": {TraceParent: traceparent}}
 	for _, id := range []string{"a", "b"} {
 		for _, n := range []int64{4, 4, 4} {
-			if _, err := f.Append(ctx, id, eventstore.Change{Events: []eventstore.NewEvent{eventstore.Event("Added", added{N: n})}}); err != nil {
+			if _, err := f.Append(ctx, id, eventstore.Change{Metadata: meta[id], Events: []eventstore.NewEvent{eventstore.Event("Added", added{N: n})}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -109,6 +112,11 @@ func TestStreamCarriesEveryEventAndOutboundItem(t *testing.T) {
 	}
 	if len(outbound) != 2 || outbound[0].Name != "reachedTen" || outbound[0].Seq != 3 || string(outbound[0].Payload) != `{"sum":12}` {
 		t.Fatalf("outbound on the stream: %+v", outbound)
+	}
+	for _, o := range outbound {
+		if o.Metadata.TraceParent != meta[o.AggregateID].TraceParent {
+			t.Errorf("outbound of %s: traceparent %q, want %q", o.AggregateID, o.Metadata.TraceParent, meta[o.AggregateID].TraceParent)
+		}
 	}
 }
 
