@@ -36,6 +36,7 @@ type Catalog struct {
 	searchModels  map[string]elastic.Projection
 	httpResources map[string]HTTPResource
 	sagas         map[string]sagas.Definition
+	consumers     map[string]Consumer // every kind, by name
 }
 
 // HTTPResource mounts a resource's handlers on the write side's HTTP
@@ -47,7 +48,7 @@ type HTTPResource func(srv *httpapi.Server, w *WriteSide) error
 func NewCatalog() *Catalog {
 	return &Catalog{domains: map[string]commands.Domain{}, commands: map[string]string{}, readModels: map[string]projections.Projection{},
 		searchModels: map[string]elastic.Projection{}, httpResources: map[string]HTTPResource{},
-		sagas: map[string]sagas.Definition{}}
+		sagas: map[string]sagas.Definition{}, consumers: map[string]Consumer{}}
 }
 
 // Builtin returns a catalogue of the example domains (bank accounts,
@@ -57,7 +58,9 @@ func NewCatalog() *Catalog {
 // Elasticsearch read models (todos-search, orders-search), the todo and
 // order HTTP APIs, the analytics API (package analytics) and the
 // money-transfer saga (sagas/transfersaga), the ones the eventpipe binary
-// runs. Add your own to it, or start from NewCatalog.
+// runs, and the analytics aggregation consumer (Aggregator) and the
+// snapshot consumer (SnapshotConsumer). Add your own to it, or start
+// from NewCatalog.
 func Builtin() *Catalog {
 	c := NewCatalog()
 	for _, d := range []commands.Domain{bankaccount.Domain(), order.Domain(), todo.Domain(), transfer.Domain()} {
@@ -87,6 +90,11 @@ func Builtin() *Catalog {
 	if err := c.AddSaga(transfersaga.New(transfersaga.Config{})); err != nil {
 		panic(fmt.Sprintf("eventpipe: built-in saga: %v", err))
 	}
+	for _, cons := range []Consumer{Aggregator(), SnapshotConsumer(c)} {
+		if err := c.AddConsumer(cons); err != nil {
+			panic(fmt.Sprintf("eventpipe: built-in consumer: %v", err))
+		}
+	}
 	return c
 }
 
@@ -97,7 +105,7 @@ func (c *Catalog) AddDomain(d commands.Domain) error {
 		return err
 	}
 	if _, dup := c.domains[d.AggregateType]; dup {
-		return fmt.Errorf("eventpipe: aggregate type %q registered twice", d.AggregateType)
+		return &NameTakenError{Name: d.AggregateType, Kind: "aggregate type", Holder: "aggregate type"}
 	}
 	for _, t := range d.CommandTypes {
 		if other, dup := c.commands[t]; dup {
@@ -111,39 +119,35 @@ func (c *Catalog) AddDomain(d commands.Domain) error {
 	return nil
 }
 
-// AddReadModel registers the Postgres read model p under its name; a name
-// registered twice (as a read model or a search model) is an error.
+// AddReadModel registers the Postgres read model p as a consumer
+// (ReadModel) under its name, which no other consumer of any kind may
+// hold (a *NameTakenError).
 func (c *Catalog) AddReadModel(p projections.Projection) error {
-	if err := c.newModelName(p.Name()); err != nil {
+	if p == nil {
+		return fmt.Errorf("eventpipe: read model is nil")
+	}
+	if err := c.AddConsumer(ReadModel(p)); err != nil {
 		return err
 	}
 	c.readModels[p.Name()] = p
 	return nil
 }
 
-// AddSearchModel registers the Elasticsearch read model p under its name
-// (its index alias is that name, after the topic prefix); a name
-// registered twice (as a read model or a search model) is an error.
+// AddSearchModel registers the Elasticsearch read model p as a consumer
+// (SearchModel) under its name (its index alias is that name, after the
+// topic prefix), which no other consumer of any kind may hold (a
+// *NameTakenError).
 func (c *Catalog) AddSearchModel(p elastic.Projection) error {
-	if err := c.newModelName(p.Name()); err != nil {
-		return err
+	if p == nil {
+		return fmt.Errorf("eventpipe: search model is nil")
 	}
 	if p.Name() != strings.ToLower(p.Name()) {
-		return fmt.Errorf("eventpipe: search model %q: Elasticsearch names are lower case", p.Name())
+		return fmt.Errorf("eventpipe: search model %q: %w", p.Name(), &eventstore.ValidationError{Field: "name", Reason: "Elasticsearch names are lower case"})
+	}
+	if err := c.AddConsumer(SearchModel(p)); err != nil {
+		return err
 	}
 	c.searchModels[p.Name()] = p
-	return nil
-}
-
-func (c *Catalog) newModelName(name string) error {
-	if err := eventstore.ValidateName("read_model", name); err != nil {
-		return fmt.Errorf("eventpipe: read model: %w", err)
-	}
-	_, dupRead := c.readModels[name]
-	_, dupSearch := c.searchModels[name]
-	if dupRead || dupSearch {
-		return fmt.Errorf("eventpipe: read model %q registered twice", name)
-	}
 	return nil
 }
 
@@ -157,7 +161,7 @@ func (c *Catalog) AddHTTPResource(name string, r HTTPResource) error {
 		return fmt.Errorf("eventpipe: HTTP resource %q is nil", name)
 	}
 	if _, dup := c.httpResources[name]; dup {
-		return fmt.Errorf("eventpipe: HTTP resource %q registered twice", name)
+		return &NameTakenError{Name: name, Kind: "HTTP resource", Holder: "HTTP resource"}
 	}
 	c.httpResources[name] = r
 	return nil
@@ -219,18 +223,6 @@ func (c *Catalog) ModelNames() []string {
 	names := append(c.ReadModelNames(), c.SearchModelNames()...)
 	sort.Strings(names)
 	return names
-}
-
-// modelAggregateTypes returns the aggregate types of the read model
-// called name, of either kind.
-func (c *Catalog) modelAggregateTypes(name string) ([]string, bool) {
-	if p, ok := c.readModels[name]; ok {
-		return p.AggregateTypes(), true
-	}
-	if p, ok := c.searchModels[name]; ok {
-		return p.AggregateTypes(), true
-	}
-	return nil, false
 }
 
 // Handlers builds every domain's command handlers on store, with the

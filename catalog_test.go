@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
@@ -19,7 +21,9 @@ import (
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	"github.com/eventpipe/eventpipe/projections/searchmodels"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/sagas/transfersaga"
 )
 
 // counterDomain is a tiny domain whose one event changed shape: version 1
@@ -256,5 +260,65 @@ func TestCatalogNewCommandAddressesTheDomainAndRefusesUnknownTypes(t *testing.T)
 	var ve *eventstore.ValidationError
 	if _, err := c.NewCommand("OpenAccount", "a#b", json.RawMessage(`{}`)); !errors.As(err, &ve) || ve.Field != "aggregate_id" {
 		t.Errorf("reserved character in the id: %v, want a ValidationError on aggregate_id", err)
+	}
+}
+
+// namedProjection is a Postgres projection with only a name and a type.
+type namedProjection struct{ name string }
+
+func (p namedProjection) Name() string             { return p.name }
+func (p namedProjection) AggregateTypes() []string { return []string{"todo"} }
+func (p namedProjection) Apply(context.Context, *pgx.Batch, eventstore.Envelope) error {
+	return nil
+}
+
+// TestCatalogRefusesANameTakenByAnotherKindOfConsumer: consumer names are
+// unique across kinds: a read model named like the analytics aggregator,
+// the snapshotter or a saga's consumer, a search model named like a read
+// model, a handler named like a saga — each is refused with a
+// *NameTakenError naming both kinds, and the catalogue keeps the first.
+func TestCatalogRefusesANameTakenByAnotherKindOfConsumer(t *testing.T) {
+	c := eventpipe.Builtin()
+	handler := func(name string) eventpipe.Consumer {
+		h, err := eventpipe.Handler(eventpipe.HandlerConfig{Name: name, Topics: []string{bus.EventsTopic("todo")},
+			Handler: func(*message.Message) error { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		add          func() error
+		name, holder string
+	}{
+		{func() error { return c.AddReadModel(namedProjection{eventpipe.AnalyticsAggregator}) }, "analytics", "aggregator"},
+		{func() error { return c.AddReadModel(namedProjection{eventpipe.Snapshotter}) }, "snapshots", "snapshotter"},
+		{func() error { return c.AddReadModel(namedProjection{eventpipe.SagaConsumer(transfersaga.Name)}) }, "transfer-saga", "saga"},
+		{func() error { return c.AddSearchModel(searchmodels.TodoSearch{}) }, "todos-search", "search model"},
+		{func() error { return c.AddConsumer(handler("todos")) }, "todos", "read model"},
+		{func() error { return c.AddConsumer(handler(eventpipe.SagaConsumer(transfersaga.Name))) }, "transfer-saga", "saga"},
+	} {
+		err := tc.add()
+		var taken *eventpipe.NameTakenError
+		if !errors.As(err, &taken) || !errors.Is(err, eventpipe.ErrNameTaken) || taken.Name != tc.name || taken.Holder != tc.holder {
+			t.Errorf("%s: %v; want a *NameTakenError held by the %s", tc.name, err, tc.holder)
+		}
+	}
+	if cons, ok := c.Consumer("analytics"); !ok || cons.Describe(bus.Topics{}).Kind != eventpipe.KindAggregator {
+		t.Errorf("the aggregator lost its name")
+	}
+	// A new name of any kind is taken once, and listed.
+	if err := c.AddConsumer(handler("audit")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddReadModel(namedProjection{"audit"}); !errors.Is(err, eventpipe.ErrNameTaken) {
+		t.Errorf("a read model named like a handler: %v", err)
+	}
+	if !slices.Contains(c.ConsumerNames(), "audit") || !slices.Contains(c.ConsumerNames(), "transfer-saga") {
+		t.Errorf("consumer names %v", c.ConsumerNames())
+	}
+	if _, err := eventpipe.Handler(eventpipe.HandlerConfig{Name: "h", Topics: []string{"t"}, Handler: func(*message.Message) error { return nil },
+		Start: bus.StartHistory}); err == nil {
+		t.Error("a handler that starts from the store's history was accepted")
 	}
 }

@@ -67,6 +67,7 @@ func (p refusingTodos) Apply(ctx context.Context, b *pgx.Batch, e eventstore.Env
 // schema of its own, and a publisher standing in for the relay.
 type parkingPipeline struct {
 	ep      endpoints.Endpoints
+	schema  string // the Postgres schema ep.Postgres selects (search_path)
 	catalog *eventpipe.Catalog
 	db      *pgxpool.Pool
 	pub     message.Publisher
@@ -90,7 +91,7 @@ func newParkingPipeline(t *testing.T) *parkingPipeline {
 	if err := catalog.AddReadModel(refusingTodos{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: catalog, Endpoints: ep, Schema: schema, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: catalog, Endpoints: ep, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		t.Fatal(err)
 	}
 	store, err := eventpipe.OpenStore(ctx, ep, catalog, nil)
@@ -107,7 +108,7 @@ func newParkingPipeline(t *testing.T) *parkingPipeline {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pub.Close() })
-	return &parkingPipeline{ep: ep, catalog: catalog, db: db, pub: pub, topics: bus.Topics{Prefix: ep.TopicPrefix}, store: store}
+	return &parkingPipeline{ep: ep, schema: schema, catalog: catalog, db: db, pub: pub, topics: bus.Topics{Prefix: ep.TopicPrefix}, store: store}
 }
 
 // todo appends todo id, created and then updated once per title, to the
@@ -147,7 +148,7 @@ func (p *parkingPipeline) todo(t *testing.T, id string, titles ...string) {
 func (p *parkingPipeline) consume(t *testing.T, noParking bool) {
 	t.Helper()
 	cons, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Catalog: p.catalog, Endpoints: p.ep,
-		ReadModels: []string{readmodels.Todos{}.Name()}, SkipCatchUp: true, NoParking: noParking, Logger: slog.New(slog.DiscardHandler)})
+		Names: []string{readmodels.Todos{}.Name()}, Start: bus.StartEarliest, NoParking: noParking, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

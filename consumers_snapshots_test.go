@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,22 +47,20 @@ func TestConsumeSnapshotsSnapshotsWhatTheWriteSideAppended(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rel.Close()
-	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, ReadModels: []string{eventpipe.Snapshotter}, SnapshotEvery: 5})
+	t.Cleanup(func() { _ = rel.Close() })
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, Names: []string{eventpipe.Snapshotter}, SnapshotEvery: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer consumers.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = rel.Run(runCtx) }()
-	go func() { defer wg.Done(); _ = consumers.Run(runCtx) }()
-	defer func() { stop(); wg.Wait() }()
+	t.Cleanup(func() { _ = consumers.Close() })
+	running := []*background{goRun(t, "relay", rel.Run), goRun(t, "snapshot consumer", consumers.Run)}
 
 	ref := eventstore.Ref{Type: bankaccount.AggregateType, ID: id}
 	deadline := time.Now().Add(time.Minute)
 	for {
+		for _, b := range running {
+			b.check(t)
+		}
 		snap, err := svc.Store.Snapshot(ctx, ref)
 		if err != nil && !errors.Is(err, eventstore.ErrAggregateNotFound) {
 			t.Fatal(err)

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/ThreeDotsLabs/watermill/message"
+
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
 )
@@ -77,7 +80,42 @@ func ExampleCatalog_AddSearchModel() {
 	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: catalog}); err != nil {
 		log.Fatal(err)
 	}
-	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: catalog, ReadModels: []string{"todo-titles"}})
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: catalog, Names: []string{"todo-titles"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer consumers.Close()
+	if err := consumers.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// A plain Watermill handler of your own, run as a consumer like the
+// built-in ones: its own group (handler.todo-audit), its poison topic,
+// retries, tracing, metrics and a status row. It starts with what is
+// published after its first deployment (bus.StartLatest, its default).
+func ExampleHandler() {
+	ctx := context.Background()
+	audit, err := eventpipe.Handler(eventpipe.HandlerConfig{
+		Name:   "todo-audit",
+		Topics: []string{bus.EventsTopic(todo.AggregateType)},
+		Handler: func(msg *message.Message) error {
+			e, err := bus.EventFromMessage(msg)
+			if err != nil {
+				return err // permanent: the message goes to poison.handler.todo-audit
+			}
+			log.Printf("%s %s/%s #%d by %q", e.EventType, e.AggregateType, e.AggregateID, e.Sequence, e.Metadata.Actor)
+			return nil
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	catalog := eventpipe.Builtin()
+	if err := catalog.AddConsumer(audit); err != nil {
+		log.Fatal(err) // a name another consumer holds: *eventpipe.NameTakenError
+	}
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: catalog, Names: []string{"todo-audit"}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -55,8 +55,8 @@ func BenchmarkEndToEndLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer rel.Close()
-	cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, DB: db, ReadModels: []string{readmodels.Accounts{}.Name()},
-		SkipCatchUp: true, Logger: quiet})
+	cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, DB: db, Names: []string{readmodels.Accounts{}.Name()},
+		Start: bus.StartEarliest, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

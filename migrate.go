@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
@@ -19,12 +23,21 @@ type MigrateConfig struct {
 	// Catalog holds the read models whose own migrations (see
 	// projections.Migrator) are applied too (default Builtin()).
 	Catalog *Catalog
-	// Endpoints give DynamoDB, the table names and Postgres (default
-	// EndpointsFromEnv()).
+	// Endpoints give DynamoDB, the table names, Postgres and
+	// Elasticsearch (default EndpointsFromEnv()). The search_path of
+	// Endpoints.Postgres picks the Postgres schema (default "public"; see
+	// PostgresSchema), which must exist.
 	Endpoints Endpoints
-	// Schema is the Postgres schema of the read models (default
-	// "public").
-	Schema string
+	// DB, when set, is the read models' database, used instead of
+	// OpenPostgres(Endpoints) and not closed by Migrate: the migrations go
+	// to the schema its connections use (current_schema()), over one
+	// connection Migrate opens with the pool's connection settings (the
+	// migration tool resets the session after each migration, which a
+	// pooled connection must not see).
+	DB *pgxpool.Pool
+	// Search, when set, is the search models' Elasticsearch, used instead
+	// of a client of Endpoints.Elasticsearch.
+	Search *elasticsearch.Client
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -33,8 +46,8 @@ type MigrateConfig struct {
 type Migrated struct {
 	EventsTable, LeasesTable string // DynamoDB tables at Endpoints.DynamoDB
 	AnalyticsTable           string // the analytics table (package analytics), also at Endpoints.DynamoDB
-	PostgresSchema           string
-	PostgresVersion          int32 // eventpipe's own read-model migrations
+	PostgresSchema           string // the schema of the Postgres tables (PostgresSchema, or MigrateConfig.DB's)
+	PostgresVersion          int32  // eventpipe's own read-model migrations
 	// ReadModelVersions are the versions of the read models that bring
 	// their own migrations, by name.
 	ReadModelVersions map[string]int32
@@ -45,8 +58,9 @@ type Migrated struct {
 
 // Migrate creates or checks the storage, idempotently: the DynamoDB
 // events table (with its stream, index and TTL), lease table and
-// analytics table (with its stream, user index and TTL), and in
-// Postgres the projection positions, the built-in read models' tables and
+// analytics table (with its stream, user index and TTL), and in the
+// Postgres schema of the URL's search_path (PostgresSchema) the
+// projection positions, the built-in read models' tables and
 // the tables of every read model of the catalogue that brings its own
 // migrations, and in Elasticsearch an index behind the alias of every
 // search model that has none (an existing index is kept as it is: a
@@ -56,11 +70,14 @@ type Migrated struct {
 // unchanged.
 func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
 	processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger)
-	if cfg.Schema == "" {
-		cfg.Schema = "public"
-	}
 	ep := cfg.Endpoints
-	out := Migrated{EventsTable: ep.EventsTable, LeasesTable: ep.LeasesTable, AnalyticsTable: ep.AnalyticsTable, PostgresSchema: cfg.Schema}
+	out := Migrated{EventsTable: ep.EventsTable, LeasesTable: ep.LeasesTable, AnalyticsTable: ep.AnalyticsTable}
+	pg, schema, closePG, err := readModelDB(ctx, cfg.DB, ep)
+	if err != nil {
+		return out, fmt.Errorf("migrate: %w", err)
+	}
+	defer closePG()
+	out.PostgresSchema = schema
 	db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
 	if err != nil {
 		return out, err
@@ -79,14 +96,16 @@ func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
 		p, _ := cfg.Catalog.ReadModel(name)
 		models = append(models, p)
 	}
-	out.PostgresVersion, out.ReadModelVersions, err = migratePostgres(ctx, ep.Postgres, cfg.Schema, cfg.Logger, models...)
+	out.PostgresVersion, out.ReadModelVersions, err = migratePostgres(ctx, pg.Config().ConnConfig, schema, cfg.Logger, models...)
 	if err != nil {
 		return out, err
 	}
 	if names := cfg.Catalog.SearchModelNames(); len(names) > 0 {
-		es, err := esclient.NewClient(ep.Elasticsearch)
-		if err != nil {
-			return out, err
+		es := cfg.Search
+		if es == nil {
+			if es, err = esclient.NewClient(ep.Elasticsearch); err != nil {
+				return out, err
+			}
 		}
 		out.SearchIndices = map[string]string{}
 		for _, name := range names {
@@ -105,9 +124,10 @@ func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
 
 // migratePostgres applies eventpipe's own migrations to schema, then the
 // migrations of every model that brings its own, each set with its own
-// version table. Replay calls it for the shadow schema too.
-func migratePostgres(ctx context.Context, url, schema string, logger *slog.Logger, models ...projections.Projection) (int32, map[string]int32, error) {
-	version, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: url, Schema: schema, Logger: logger})
+// version table (pgmigrate.ReadModelVersionTable), over a connection of
+// conn's settings. Replay calls it for the shadow schema too.
+func migratePostgres(ctx context.Context, conn *pgx.ConnConfig, schema string, logger *slog.Logger, models ...projections.Projection) (int32, map[string]int32, error) {
+	version, err := pgmigrate.Migrate(ctx, pgmigrate.Config{ConnConfig: conn, Schema: schema, Logger: logger})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -117,8 +137,8 @@ func migratePostgres(ctx context.Context, url, schema string, logger *slog.Logge
 		if !ok {
 			continue
 		}
-		v, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: url, Schema: schema, Migrations: m.Migrations(),
-			VersionTable: pgmigrate.VersionTable + "_" + p.Name(), Logger: logger})
+		v, err := pgmigrate.Migrate(ctx, pgmigrate.Config{ConnConfig: conn, Schema: schema, Migrations: m.Migrations(),
+			VersionTable: pgmigrate.ReadModelVersionTable(p.Name()), Logger: logger})
 		if err != nil {
 			return version, versions, fmt.Errorf("read model %s: %w", p.Name(), err)
 		}

@@ -23,8 +23,9 @@ type ParkedListConfig struct {
 	Catalog *Catalog
 	// Endpoints give Postgres (default EndpointsFromEnv()).
 	Endpoints Endpoints
-	// DB holds the parked events (default: a pool on Endpoints.Postgres,
-	// closed before ParkedList returns). Its search_path picks the schema.
+	// DB holds the parked events (default: OpenPostgres(Endpoints),
+	// closed before ParkedList returns). Its search_path picks the schema
+	// (see PostgresSchema).
 	DB *pgxpool.Pool
 	// Projection, when set, lists one read or search model's parked
 	// events; otherwise every model's.
@@ -63,8 +64,8 @@ type ParkedReplayConfig struct {
 	// Endpoints give DynamoDB, Postgres and Elasticsearch (default
 	// EndpointsFromEnv()).
 	Endpoints Endpoints
-	// DB holds the parked events and the Postgres read models (default: a
-	// pool on Endpoints.Postgres, closed before ParkedReplay returns).
+	// DB holds the parked events and the Postgres read models (default:
+	// OpenPostgres(Endpoints), closed before ParkedReplay returns).
 	DB *pgxpool.Pool
 	// Search is the search models' Elasticsearch (default: a client of
 	// Endpoints.Elasticsearch).
@@ -144,7 +145,7 @@ func openParking(ctx context.Context, db *pgxpool.Pool, ep Endpoints, logger *sl
 	closeDB := func() {}
 	if db == nil {
 		var err error
-		if db, err = pgxpool.New(ctx, ep.Postgres); err != nil {
+		if db, err = OpenPostgres(ctx, ep); err != nil {
 			return nil, nil, nil, fmt.Errorf("postgres: %w", err)
 		}
 		closeDB = db.Close

@@ -10,6 +10,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 
+	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe/projections"
@@ -21,14 +22,24 @@ type ReplayConfig struct {
 	// Catalog holds the read models and upcasters (default Builtin()).
 	Catalog *Catalog
 	// Endpoints give DynamoDB, Postgres and Elasticsearch (default
-	// EndpointsFromEnv()).
+	// EndpointsFromEnv()). The search_path of Endpoints.Postgres picks the
+	// schema of the live read models (default "public"; see
+	// PostgresSchema); the shadow tables go to <schema>_replay_<name>.
 	Endpoints Endpoints
 	// ReadModel names the read model to rebuild: a Postgres read model or
 	// an Elasticsearch search model. Required.
 	ReadModel string
-	// Schema is the Postgres schema of the live read models (default
-	// "public"); the shadow tables go to <Schema>_replay_<name>.
-	Schema string
+	// DB, when set, is the live read models' database, used instead of
+	// OpenPostgres(Endpoints) and not closed by Replay; the schema its
+	// connections use (current_schema()) holds the live tables.
+	DB *pgxpool.Pool
+	// Search, when set, is the search models' Elasticsearch, used instead
+	// of a client of Endpoints.Elasticsearch.
+	Search *elasticsearch.Client
+	// Store, when set, is the event store, used instead of one opened on
+	// Endpoints with the catalogue's schema (OpenStore); give it the same
+	// schema (upcasters).
+	Store *ddbstore.Store
 	// History pages the stored events by type (default: the store's
 	// events by type, StoreHistory); Count counts them for the progress
 	// total (default: the store's count by type).
@@ -42,9 +53,6 @@ type ReplayConfig struct {
 
 func (c *ReplayConfig) setDefaults() {
 	processDefaults(&c.Catalog, &c.Endpoints, &c.Logger)
-	if c.Schema == "" {
-		c.Schema = "public"
-	}
 }
 
 // ErrReplayRunning is returned (wrapped) by Replay when another replay of
@@ -68,39 +76,37 @@ func Replay(ctx context.Context, cfg ReplayConfig) (projections.ReplayResult, er
 	if !ok {
 		return projections.ReplayResult{}, fmt.Errorf("replay: unknown read model %q (have %s)", cfg.ReadModel, strings.Join(cfg.Catalog.ModelNames(), ", "))
 	}
-	ep := cfg.Endpoints
+	db, live, closeDB, err := readModelDB(ctx, cfg.DB, cfg.Endpoints)
+	if err != nil {
+		return projections.ReplayResult{}, fmt.Errorf("replay: %w", err)
+	}
+	defer closeDB()
 	migrate := func(ctx context.Context, schema string) error {
-		_, _, err := migratePostgres(ctx, ep.Postgres, schema, cfg.Logger, p)
+		_, _, err := migratePostgres(ctx, db.Config().ConnConfig, schema, cfg.Logger, p)
 		return err
 	}
-	if err := migrate(ctx, cfg.Schema); err != nil {
+	if err := migrate(ctx, live); err != nil {
 		return projections.ReplayResult{}, err
 	}
 	store, err := cfg.openHistory(ctx)
 	if err != nil {
 		return projections.ReplayResult{}, err
 	}
-	pcfg, err := pgxpool.ParseConfig(ep.Postgres)
-	if err != nil {
-		return projections.ReplayResult{}, fmt.Errorf("replay: postgres: %w", err)
-	}
-	pcfg.ConnConfig.RuntimeParams["search_path"] = cfg.Schema
-	db, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return projections.ReplayResult{}, fmt.Errorf("replay: postgres: %w", err)
-	}
-	defer db.Close()
 	return projections.Replay(ctx, projections.ReplayConfig{
 		DB: db, Store: store, History: cfg.History, Count: cfg.Count, Projection: p,
 		CreateTables: migrate, Progress: cfg.Progress, Logger: cfg.Logger,
 	})
 }
 
-// openHistory opens the store and defaults History and Count to it.
+// openHistory opens the store (unless c.Store is set) and defaults
+// History and Count to it.
 func (c *ReplayConfig) openHistory(ctx context.Context) (*ddbstore.Store, error) {
-	store, err := OpenStore(ctx, c.Endpoints, c.Catalog, c.Logger)
-	if err != nil {
-		return nil, err
+	store := c.Store
+	if store == nil {
+		var err error
+		if store, err = OpenStore(ctx, c.Endpoints, c.Catalog, c.Logger); err != nil {
+			return nil, err
+		}
 	}
 	if c.History == nil {
 		c.History = StoreHistory(store)
@@ -117,9 +123,11 @@ func replaySearchModel(ctx context.Context, cfg ReplayConfig, p elastic.Projecti
 	if err != nil {
 		return projections.ReplayResult{}, err
 	}
-	es, err := esclient.NewClient(cfg.Endpoints.Elasticsearch)
-	if err != nil {
-		return projections.ReplayResult{}, err
+	es := cfg.Search
+	if es == nil {
+		if es, err = esclient.NewClient(cfg.Endpoints.Elasticsearch); err != nil {
+			return projections.ReplayResult{}, err
+		}
 	}
 	return elastic.Replay(ctx, elastic.ReplayConfig{
 		Client: es, Store: store, History: cfg.History, Count: cfg.Count, Projection: p,

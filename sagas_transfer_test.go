@@ -68,7 +68,7 @@ func runSagaChildIfRequested() {
 		defer stop()
 		var cons *eventpipe.Consumers
 		cons, err = eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: transferCatalog(timeout), Endpoints: endpoints.FromEnv(),
-			ReadModels: []string{eventpipe.SagaConsumer(transfersaga.Name)}})
+			Names: []string{eventpipe.SagaConsumer(transfersaga.Name)}})
 		if err == nil {
 			err = cons.Run(ctx)
 			_ = cons.Close()
@@ -79,6 +79,51 @@ func runSagaChildIfRequested() {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// background is a Run function going on a goroutine of its own until the
+// test ends (goRun); what it returned reaches the test goroutine through
+// done.
+type background struct {
+	what  string
+	done  chan error
+	ended bool
+}
+
+// goRun runs run on a goroutine of its own until t ends, then cancels
+// its context, waits for it and fails t if it returned an error other
+// than the context's cancellation. Register what must outlive run (a
+// Close) with t.Cleanup before calling goRun.
+func goRun(t *testing.T, what string, run func(context.Context) error) *background {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	b := &background{what: what, done: make(chan error, 1)}
+	go func() { b.done <- run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if b.ended {
+			return
+		}
+		if err := <-b.done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: %v", what, err)
+		}
+	})
+	return b
+}
+
+// check fails t if the goroutine has returned while the test runs: call
+// it from the test goroutine.
+func (b *background) check(t *testing.T) {
+	t.Helper()
+	if b.ended {
+		return
+	}
+	select {
+	case err := <-b.done:
+		b.ended = true
+		t.Fatalf("%s stopped while the test ran: %v", b.what, err)
+	default:
+	}
 }
 
 // transferRig is the pipeline of the saga tests: the write side's command
@@ -92,6 +137,16 @@ type transferRig struct {
 	db      *pgxpool.Pool
 	pub     message.Publisher
 	child   *exec.Cmd
+	running []*background
+}
+
+// alive fails the test if a Run of the rig (command handlers, relay, an
+// in-process saga) has stopped.
+func (r *transferRig) alive() {
+	r.t.Helper()
+	for _, b := range r.running {
+		b.check(r.t)
+	}
 }
 
 // newTransferRig starts the command handlers of transferCatalog(timeout)
@@ -134,17 +189,16 @@ func newSagaRig(t *testing.T, cat *eventpipe.Catalog, mws ...message.HandlerMidd
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = rel.Close() })
 	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = svc.RunCommandHandlers(runCtx) }()
-	go func() { defer wg.Done(); _ = rel.Run(runCtx) }()
-	t.Cleanup(func() { stop(); wg.Wait(); _ = rel.Close(); _ = pub.Close() })
-	return &transferRig{t: t, ep: ep, cat: cat, svc: svc, db: db, pub: pub}
+	t.Cleanup(func() { _ = pub.Close() })
+	return &transferRig{t: t, ep: ep, cat: cat, svc: svc, db: db, pub: pub, running: []*background{
+		goRun(t, "command handlers", svc.RunCommandHandlers),
+		goRun(t, "relay", rel.Run),
+	}}
 }
 
 // runSaga runs the saga called name in this process, as `eventpipe
@@ -152,20 +206,12 @@ func newSagaRig(t *testing.T, cat *eventpipe.Catalog, mws ...message.HandlerMidd
 func (r *transferRig) runSaga(name string) {
 	r.t.Helper()
 	cons, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Catalog: r.cat, Endpoints: r.ep, DB: r.db,
-		ReadModels: []string{eventpipe.SagaConsumer(name)}})
+		Names: []string{eventpipe.SagaConsumer(name)}})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cons.Run(ctx) }()
-	r.t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			r.t.Errorf("saga %s: %v", name, err)
-		}
-		_ = cons.Close()
-	})
+	r.t.Cleanup(func() { _ = cons.Close() })
+	r.running = append(r.running, goRun(r.t, "saga "+name, cons.Run))
 }
 
 // startSaga starts the saga's child process.
@@ -209,22 +255,32 @@ func (r *transferRig) dispatch(typ, aggType, id string, payload any) {
 // does.
 func (r *transferRig) requestTransfer(id, from, to string, amount int64) {
 	r.t.Helper()
+	if err := r.publishTransfer(id, from, to, amount); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// publishTransfer is requestTransfer returning its error: it does not
+// touch r.t, so any goroutine may call it.
+func (r *transferRig) publishTransfer(id, from, to string, amount int64) error {
 	cmd, err := commands.NewJSON(transfer.RequestTransfer, transfer.AggregateType, id, transfer.RequestedData{From: from, To: to, Amount: amount})
 	if err != nil {
-		r.t.Fatal(err)
+		return fmt.Errorf("request transfer %s: %w", id, err)
 	}
 	msg, err := cmd.ToMessage()
 	if err != nil {
-		r.t.Fatal(err)
+		return fmt.Errorf("request transfer %s: %w", id, err)
 	}
 	if err := r.pub.Publish(cmd.Topic(bus.Topics{Prefix: r.ep.TopicPrefix}), msg); err != nil {
-		r.t.Fatal(err)
+		return fmt.Errorf("request transfer %s: publish: %w", id, err)
 	}
+	return nil
 }
 
 // account returns an account's state.
 func (r *transferRig) account(id string) (bankaccount.Account, int64) {
 	r.t.Helper()
+	r.alive()
 	st, err := r.svc.Store.State(context.Background(), eventstore.Ref{Type: bankaccount.AggregateType, ID: id})
 	if err != nil {
 		r.t.Fatalf("account %s: %v", id, err)
@@ -239,6 +295,7 @@ func (r *transferRig) account(id string) (bankaccount.Account, int64) {
 // transferStatus returns a transfer's status ("" while it does not exist).
 func (r *transferRig) transferStatus(id string) transfer.Status {
 	r.t.Helper()
+	r.alive()
 	st, err := r.svc.Store.State(context.Background(), eventstore.Ref{Type: transfer.AggregateType, ID: id})
 	if errors.Is(err, eventstore.ErrAggregateNotFound) {
 		return ""
@@ -256,6 +313,7 @@ func (r *transferRig) transferStatus(id string) transfer.Status {
 // finished counts the saga's finished instances.
 func (r *transferRig) finished() int64 {
 	r.t.Helper()
+	r.alive()
 	s, err := sagas.Summarize(context.Background(), r.db, transfersaga.Name)
 	if err != nil {
 		r.t.Fatal(err)
@@ -339,28 +397,47 @@ func TestKilledTransferSagaConservesMoneyAndFinishesEveryTransferOnce(t *testing
 	}
 
 	rig.startSaga()
-	sent := make(chan struct{})
-	go func() {
-		defer close(sent)
+	// The transfers are requested on a goroutine of their own while the
+	// saga is killed; its error reaches the test goroutine through
+	// sender, checked while waiting (finished) and once all are sent.
+	sender := goRun(t, "requesting transfers", func(ctx context.Context) error {
 		for _, id := range ids {
 			p := plans[id]
-			rig.requestTransfer(id, p.from, p.to, p.amount)
-			time.Sleep(time.Duration(20+rng.IntN(30)) * time.Millisecond)
+			if err := rig.publishTransfer(id, p.from, p.to, p.amount); err != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(20+rng.IntN(30)) * time.Millisecond):
+			}
 		}
-	}()
+		return nil
+	})
+	allSent := func() bool {
+		select {
+		case err := <-sender.done:
+			sender.ended = true
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+		}
+		return sender.ended
+	}
 	// Kill the saga at random moments while transfers are in flight:
 	// after the running child finished some of its own, never once all
 	// are done.
 	var atKill []int64
 	for range kills {
 		before := rig.finished()
-		waitFor(t, 2*time.Minute, "the saga to finish transfers", func() bool { return rig.finished() > before })
+		waitFor(t, 2*time.Minute, "the saga to finish transfers", func() bool { allSent(); return rig.finished() > before })
 		time.Sleep(time.Duration(100+rand.IntN(700)) * time.Millisecond)
 		rig.killSaga()
 		atKill = append(atKill, rig.finished())
 		rig.startSaga()
 	}
-	<-sent
+	waitFor(t, time.Minute, "every transfer to be requested", allSent)
 	waitFor(t, 4*time.Minute, "every transfer to finish", func() bool { return rig.finished() == transfers })
 	inFlight := 0
 	for _, n := range atKill {

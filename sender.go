@@ -31,8 +31,8 @@ func (c *Catalog) NewCommand(commandType, aggregateID string, payload json.RawMe
 
 // SenderConfig configures NewSender.
 type SenderConfig struct {
-	// Endpoints give the Kafka brokers and the topic prefix (default
-	// EndpointsFromEnv()).
+	// Endpoints give the Kafka brokers and the topic prefix (each empty
+	// field from the environment: Endpoints.Fill).
 	Endpoints Endpoints
 	// Logger receives the Kafka client's logs (default: none).
 	Logger *slog.Logger
@@ -43,9 +43,7 @@ type SenderConfig struct {
 // SendAndWait also waits for its answer on the replies topic. Build the
 // commands with Catalog.NewCommand. Close it when done.
 func NewSender(cfg SenderConfig) (*kafka.Sender, error) {
-	if len(cfg.Endpoints.KafkaBrokers) == 0 {
-		cfg.Endpoints = EndpointsFromEnv()
-	}
+	cfg.Endpoints = cfg.Endpoints.Fill()
 	var logger watermill.LoggerAdapter = watermill.NopLogger{}
 	if cfg.Logger != nil {
 		logger = watermill.NewSlogLogger(cfg.Logger)

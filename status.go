@@ -11,11 +11,9 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eventpipe/eventpipe/analytics/aggregator"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/parking"
-	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/relay"
 	"github.com/eventpipe/eventpipe/sagas"
 )
@@ -31,8 +29,9 @@ type StatusConfig struct {
 	// CommandGroup is the command handlers' consumer group (default
 	// DefaultCommandGroup).
 	CommandGroup string
-	// DB holds the parked events (default: a pool on Endpoints.Postgres,
-	// closed before Status returns). Its search_path picks the schema.
+	// DB holds the parked events (default: OpenPostgres(Endpoints),
+	// closed before Status returns). Its search_path picks the schema
+	// (see PostgresSchema).
 	DB *pgxpool.Pool
 }
 
@@ -47,8 +46,12 @@ type GroupStatus struct {
 	// messages it holds.
 	PoisonTopic string
 	Poisoned    int64
+	// Consumer and Kind: the consumer of the catalogue whose group this
+	// is, and its kind; empty for the command handlers' groups.
+	Consumer string
+	Kind     ConsumerKind
 	// Projection names the read or search model whose group this is; it
-	// is empty for the command handlers' and the aggregator's groups.
+	// is empty for the other kinds.
 	Projection string
 	// Saga names the saga whose group this is (see StatusReport.Sagas).
 	Saga string
@@ -83,9 +86,9 @@ type StatusReport struct {
 	// Relays has one report per relay stream, in RelayStreams order.
 	Relays []RelayStreamReport
 	// Groups: the command handlers' groups (one per commands topic), then
-	// one per read model, then the analytics aggregation consumer's
-	// (AnalyticsAggregator), whose topics are the analytics topics that
-	// exist now, then one per saga.
+	// one per consumer of the catalogue, any kind, in name order (a
+	// consumer that reads the topics with a prefix, such as the analytics
+	// aggregator, has the topics that exist now).
 	Groups []GroupStatus
 	// Sagas has one report per saga of the catalogue, in name order.
 	Sagas []SagaReport
@@ -119,9 +122,9 @@ func (r StatusReport) Relay(name string) (RelayStreamReport, bool) {
 }
 
 // Status reads, once, where the pipeline stands: for each relay stream its
-// leases and poisoned records, for the command handlers, every read model
-// of the catalogue and the analytics aggregation consumer their consumer
-// group's position, lag and poisoned messages, for every read model
+// leases and poisoned records, for the command handlers and every consumer
+// of the catalogue their consumer group's position, lag and poisoned
+// messages, for every read and search model
 // what it parked, and for every saga its instances (running, finished by
 // outcome), timeouts and effects not run yet. A part that cannot be read (a missing table, an
 // unreachable broker or database) is reported in Errors, a relay stream's
@@ -152,31 +155,31 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 		groups = append(groups, GroupStatus{Group: commandGroup(cfg.CommandGroup, topic), Topics: []string{topic},
 			PoisonTopic: topics.Poison(cfg.CommandGroup)})
 	}
-	for _, name := range cfg.Catalog.ModelNames() {
-		aggTypes, _ := cfg.Catalog.modelAggregateTypes(name)
-		g := GroupStatus{Group: projections.ConsumerGroup(topics, name), PoisonTopic: projections.PoisonTopic(topics, name), Projection: name}
-		for _, t := range aggTypes {
-			g.Topics = append(g.Topics, topics.Events(t))
+	for _, name := range cfg.Catalog.ConsumerNames() {
+		cons, _ := cfg.Catalog.Consumer(name)
+		info := cons.Describe(topics)
+		g := GroupStatus{Group: info.Group, Topics: info.Topics, PoisonTopic: info.PoisonTopic, Consumer: name, Kind: info.Kind}
+		switch c := cons.(type) {
+		case readModel, searchModel:
+			g.Projection = name
+		case saga:
+			g.Saga = c.d.SagaName()
+		}
+		if info.TopicPrefix != "" {
+			// Every topic with the prefix, found as the consumer finds
+			// them (the analytics aggregator: one topic per source).
+			var err error
+			if g.Topics, err = topicsWithPrefix(ctx, ep.KafkaBrokers, info.TopicPrefix); err != nil {
+				r.Errors = append(r.Errors, fmt.Errorf("%s topics: %w", name, err))
+			}
 		}
 		groups = append(groups, g)
 	}
-	// The aggregation consumer's group, as NewConsumers runs it: every
-	// analytics topic, one per source, found by prefix as it does.
-	agg := GroupStatus{Group: topics.Prefix + aggregator.DefaultGroup, PoisonTopic: topics.Poison(aggregator.DefaultGroup)}
-	var err error
-	if agg.Topics, err = topicsWithPrefix(ctx, ep.KafkaBrokers, topics.Prefix+bus.AnalyticsPrefix); err != nil {
-		r.Errors = append(r.Errors, fmt.Errorf("analytics topics: %w", err))
-	}
-	groups = append(groups, agg)
-	for _, name := range cfg.Catalog.SagaNames() {
-		groups = append(groups, GroupStatus{Group: sagas.ConsumerGroup(topics, name), Topics: cfg.Catalog.sagas[name].Topics(topics),
-			PoisonTopic: sagas.PoisonTopic(topics, name), Saga: name})
-	}
 	db := cfg.DB
 	if db == nil {
-		// pgxpool.New does not connect: a bad URL is its only error, and
+		// OpenPostgres does not connect: a bad URL is its only error, and
 		// the reads below report an unreachable database.
-		pool, err := pgxpool.New(ctx, ep.Postgres)
+		pool, err := OpenPostgres(ctx, ep)
 		if err != nil {
 			r.ParkedErr = fmt.Errorf("postgres: %w", err)
 			r.Errors = append(r.Errors, r.ParkedErr)

@@ -156,7 +156,7 @@ func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *tes
 	want := eventpipe.GroupStatus{Group: ep.TopicPrefix + aggregator.DefaultGroup,
 		Topics:    []string{topics.Analytics("site-a"), topics.Analytics("site-b")},
 		Committed: 0, Newest: 4, Lag: 4,
-		PoisonTopic: topics.Poison(aggregator.DefaultGroup)}
+		PoisonTopic: topics.Poison(aggregator.DefaultGroup), Consumer: eventpipe.AnalyticsAggregator, Kind: eventpipe.KindAggregator}
 	if g := aggGroup(r); !reflect.DeepEqual(g, want) {
 		t.Fatalf("aggregator group before it ran %+v, want %+v", g, want)
 	}
@@ -167,8 +167,8 @@ func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *tes
 	if err := migrate.CreateAnalyticsTable(ctx, db, ep.AnalyticsTable); err != nil {
 		t.Fatal(err)
 	}
-	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, ReadModels: []string{eventpipe.AnalyticsAggregator},
-		SkipCatchUp: true, Logger: slog.New(slog.DiscardHandler)})
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, Names: []string{eventpipe.AnalyticsAggregator},
+		Start: bus.StartEarliest, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

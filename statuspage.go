@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"slices"
 
-	"github.com/eventpipe/eventpipe/analytics/aggregator"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/statuspage"
@@ -45,8 +44,10 @@ func StatusPageReader(cfg StatusConfig) statuspage.ReaderFunc {
 				}
 			case g.Saga != "":
 				sg.Kind = statuspage.KindSaga
-			case g.Group == topics.Prefix+aggregator.DefaultGroup:
+			case g.Kind == KindAggregator:
 				sg.Kind = statuspage.KindAggregator
+			case g.Kind != "":
+				sg.Kind = string(g.Kind) // a snapshotter, a handler, a user's own kind
 			}
 			snap.Groups = append(snap.Groups, sg)
 		}

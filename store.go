@@ -14,6 +14,9 @@ import (
 // Endpoints are the addresses and names every part of eventpipe agrees
 // on: the DynamoDB endpoint and tables, the Kafka brokers and topic
 // prefix, the Postgres URL, the HTTP address. EndpointsFromEnv reads them.
+// Every Config that takes Endpoints fills each field left empty on its
+// own, from the environment or its default (Endpoints.Fill): the fields
+// that are set are kept.
 type Endpoints = endpoints.Endpoints
 
 // EndpointsFromEnv returns the endpoints from the environment
@@ -22,15 +25,13 @@ type Endpoints = endpoints.Endpoints
 func EndpointsFromEnv() Endpoints { return endpoints.FromEnv() }
 
 // processDefaults fills the fields every process Config shares: the
-// built-in catalogue, the endpoints of the environment, slog's default
-// logger.
+// built-in catalogue, each empty field of the endpoints from the
+// environment (Endpoints.Fill), slog's default logger.
 func processDefaults(catalog **Catalog, ep *Endpoints, logger **slog.Logger) {
 	if *catalog == nil {
 		*catalog = Builtin()
 	}
-	if ep.DynamoDB == "" {
-		*ep = EndpointsFromEnv()
-	}
+	*ep = ep.Fill()
 	if *logger == nil {
 		*logger = slog.Default()
 	}

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
@@ -54,7 +55,7 @@ func TestATraceFollowsTheCommandItsEventsAndTheProjection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rel.Close()
-	cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, DB: db, ReadModels: []string{readmodels.Todos{}.Name()}, SkipCatchUp: true})
+	cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, DB: db, Names: []string{readmodels.Todos{}.Name()}, Start: bus.StartEarliest})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,9 +151,9 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 		return nil, err
 	}
 	reg := NewMetricsRegistry()
-	// pgxpool.New does not connect: the write side runs without Postgres,
+	// OpenPostgres does not connect: the write side runs without Postgres,
 	// and GET /todo answers 503 until it is there.
-	readModels, err := pgxpool.New(ctx, cfg.Endpoints.Postgres)
+	readModels, err := OpenPostgres(ctx, cfg.Endpoints)
 	if err != nil {
 		closePub()
 		return nil, fmt.Errorf("write side: read-model database: %w", err)

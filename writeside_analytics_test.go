@@ -88,7 +88,7 @@ func TestServeMountsTheAnalyticsAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rel.Close()
-	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, ReadModels: []string{eventpipe.AnalyticsAggregator}})
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, Names: []string{eventpipe.AnalyticsAggregator}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func TestSearchModelsFollowCommandsEndToEnd(t *testing.T) {
 	defer rl.Close()
 	run(rl.Run)
 	models := []string{searchmodels.TodoSearch{}.Name(), searchmodels.OrderSearch{}.Name()}
-	cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, ReadModels: models})
+	cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, Names: models})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func (s *Store) Aggregations(ctx context.Context, sourceID string, period Period
 // AggregationsBetween returns a source's aggregations of period from the
 // bucket holding from to the bucket holding to, both included, oldest
 // first (AP7). Buckets without an item are left out. from after to, or a
-// range of more than MaxBuckets buckets, is a *ValidationError.
+// range of more than MaxBuckets buckets, is a *eventstore.ValidationError.
 func (s *Store) AggregationsBetween(ctx context.Context, sourceID string, period Period, from, to time.Time) ([]Aggregation, error) {
 	wrap := func(err error) error {
 		return fmt.Errorf("%s aggregations of %s from %s to %s: %w", period, sourceID, period.Bucket(from), period.Bucket(to), err)

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/eventpipe/eventpipe/analytics"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // memoryWriter is a fake BatchWriteItem: it keeps the event ids it
@@ -118,8 +119,8 @@ func TestIngestGivesUpAfterWriteAttemptsNamingWhatWasNotWritten(t *testing.T) {
 	if !slices.Equal(slices.Sorted(slices.Values(ids(events))), slices.Sorted(slices.Values(w.stored))) {
 		t.Errorf("returned %d events, stored %d; want the same", len(events), len(w.stored))
 	}
-	if errors.Is(err, analytics.ErrInvalid) {
-		t.Error("a write failure matches ErrInvalid")
+	if eventstore.IsPermanent(err) {
+		t.Errorf("a write failure is permanent: %v", err)
 	}
 }
 

@@ -47,8 +47,10 @@
 //
 // Ids that become part of a key may not contain '#': a source id matches
 // [A-Za-z0-9_-]{1,64}, session and user ids are 1–128 bytes of UTF-8
-// without '#'. Invalid input is a *ValidationError (errors.Is(err,
-// ErrInvalid) holds) and nothing is written.
+// without '#'. Invalid input is a *eventstore.ValidationError (in an
+// *EventError naming the event of an Ingest batch) and nothing is
+// written; a stored item that does not decode is a
+// *eventstore.DecodeError.
 //
 // Listings (AP4–AP6) page with opaque cursors: the base64url encoding
 // (no padding) of DynamoDB's LastEvaluatedKey as a JSON object of its

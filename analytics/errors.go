@@ -1,41 +1,28 @@
 package analytics
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
-// ErrInvalid is matched (errors.Is) by every *ValidationError.
-var ErrInvalid = errors.New("invalid analytics input")
-
-// ValidationError says which input is unusable and why. It is permanent:
-// the same input fails the same way. Nothing was written.
-type ValidationError struct {
-	// Index is the position of the offending event in an Ingest batch,
-	// or -1 when the error is about the request as a whole (the source
-	// id, the batch size, a cursor, a limit).
+// EventError says which event of an Ingest batch is unusable: Err (a
+// *eventstore.ValidationError) is about the event at Index of the input.
+// Nothing was written.
+type EventError struct {
 	Index int
-	// Field is the JSON name of the offending field (for example
-	// "sessionId", "createdAt", "cursor").
-	Field string
-	// Reason says what is wrong with it.
-	Reason string
+	Err   error
 }
 
-func (e *ValidationError) Error() string {
-	if e.Index < 0 {
-		return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason)
-	}
-	return fmt.Sprintf("event %d: invalid %s: %s", e.Index, e.Field, e.Reason)
-}
+func (e *EventError) Error() string { return fmt.Sprintf("event %d: %v", e.Index, e.Err) }
 
-// Is reports whether target is ErrInvalid.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+func (e *EventError) Unwrap() error { return e.Err }
 
-func invalid(field, format string, args ...any) *ValidationError {
-	return &ValidationError{Index: -1, Field: field, Reason: fmt.Sprintf(format, args...)}
+// invalid is the *eventstore.ValidationError of input that is unusable.
+func invalid(field, format string, args ...any) *eventstore.ValidationError {
+	return &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
 // WriteError says an Ingest stored only some of its events: a
@@ -62,7 +49,7 @@ func (e *WriteError) Unwrap() error { return e.Err }
 
 // validID checks an id that becomes part of a key: present unless
 // optional, at most max bytes of UTF-8, no '#'.
-func validID(field, id string, max int, optional bool) *ValidationError {
+func validID(field, id string, max int, optional bool) *eventstore.ValidationError {
 	switch {
 	case id == "" && optional:
 		return nil

@@ -36,7 +36,8 @@ func validSource(id string) error {
 //
 // Every event is checked before anything is written: a bad source id, an
 // empty or too large batch (Config.MaxBatch) or a bad event is a
-// *ValidationError (with the event's Index) and nothing is stored. Each
+// *eventstore.ValidationError (a bad event's wrapped in an *EventError
+// with its Index) and nothing is stored. Each
 // event then gets a ULID whose time is its createdAt (monotonic within
 // the call, so events of the same millisecond keep their batch order), a
 // random shard of Config.Shards and a ttl of createdAt + Config.EventTTL,
@@ -78,10 +79,9 @@ func (s *Store) prepare(sourceID string, in []EventInput) ([]Event, []item, erro
 	events := make([]Event, len(in))
 	items := make([]item, len(in))
 	for i, e := range in {
-		createdAt, props, verr := s.check(e, now)
-		if verr != nil {
-			verr.Index = i
-			return nil, nil, verr
+		createdAt, props, err := s.check(e, now)
+		if err != nil {
+			return nil, nil, &EventError{Index: i, Err: err}
 		}
 		id, err := ulid.New(ulid.Timestamp(createdAt), entropy)
 		if err != nil {
@@ -108,7 +108,7 @@ func (s *Store) prepare(sourceID string, in []EventInput) ([]Event, []item, erro
 
 // check validates one event and returns its createdAt (UTC) and its
 // properties as JSON (nil when it has none).
-func (s *Store) check(e EventInput, now time.Time) (time.Time, []byte, *ValidationError) {
+func (s *Store) check(e EventInput, now time.Time) (time.Time, []byte, error) {
 	if e.Type == "" {
 		return time.Time{}, nil, invalid("type", "is empty")
 	}

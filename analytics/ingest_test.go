@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/eventpipe/eventpipe/analytics"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // TestIngestSpreadsBatchesOverShardsAndReadsEachSessionBackExactly
@@ -213,12 +214,16 @@ func TestIngestRefusesBadInputAndStoresNothing(t *testing.T) {
 				source = ""
 			}
 			events, err := st.Ingest(ctx, source, in)
-			var ve *analytics.ValidationError
-			if !errors.As(err, &ve) || !errors.Is(err, analytics.ErrInvalid) {
-				t.Fatalf("Ingest = %v, want a *ValidationError", err)
+			var ve *eventstore.ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Ingest = %v, want a *eventstore.ValidationError", err)
 			}
-			if ve.Index != c.index || ve.Field != c.field || events != nil {
-				t.Errorf("error %q (index %d, field %s) with %d events; want index %d, field %s, none", err, ve.Index, ve.Field, len(events), c.index, c.field)
+			index := -1
+			if ee := (*analytics.EventError)(nil); errors.As(err, &ee) {
+				index = ee.Index
+			}
+			if index != c.index || ve.Field != c.field || events != nil {
+				t.Errorf("error %q (index %d, field %s) with %d events; want index %d, field %s, none", err, index, ve.Field, len(events), c.index, c.field)
 			}
 			if n := countItems(t, db, table); n != 0 {
 				t.Fatalf("table holds %d items after a refused batch", n)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/ddbattr"
 	"github.com/eventpipe/eventpipe/rollup"
 )
@@ -131,20 +132,23 @@ func decodeAggregation(it item) (Aggregation, error) {
 // err.
 type decoder struct {
 	it  item
-	err error
+	err *eventstore.DecodeError
 }
 
 func (d *decoder) fail(name, reason string) {
 	if d.err == nil {
-		d.err = fmt.Errorf("attribute %s %s", name, reason)
+		d.err = &eventstore.DecodeError{Field: "attribute " + name, Reason: reason}
 	}
 }
 
+// result is the *eventstore.DecodeError of the first attribute that
+// failed, naming the item (what, pk/sk), or nil.
 func (d *decoder) result(what string) error {
 	if d.err == nil {
 		return nil
 	}
-	return fmt.Errorf("decode %s %s/%s: %w", what, d.raw(AttrPK), d.raw(AttrSK), d.err)
+	d.err.What = fmt.Sprintf("%s item %s/%s", what, d.raw(AttrPK), d.raw(AttrSK))
+	return d.err
 }
 
 func (d *decoder) raw(name string) string {
@@ -231,5 +235,6 @@ func (d *decoder) keyPart(name, prefix string) string {
 
 // EventFromItem decodes a raw event item (a GetItem's or Query's item,
 // or a stream record's NewImage converted with
-// eventstore/dynamodb.ItemFromStreamImage).
+// eventstore/dynamodb.ItemFromStreamImage). An item that does not decode
+// is a *eventstore.DecodeError.
 func EventFromItem(it map[string]types.AttributeValue) (Event, error) { return decodeEvent(it) }

@@ -115,8 +115,8 @@ func encodeCursor(key item) (string, error) {
 }
 
 // startKey decodes a cursor that a page of r returned into the
-// ExclusiveStartKey it stands for. Anything else is a *ValidationError on
-// "cursor".
+// ExclusiveStartKey it stands for. Anything else is a
+// *eventstore.ValidationError on "cursor".
 func (r keyRange) startKey(cursor string) (item, error) {
 	bad := invalid("cursor", "is not a cursor of this listing")
 	b, err := base64.RawURLEncoding.DecodeString(cursor)

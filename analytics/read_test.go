@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/eventpipe/eventpipe/analytics"
+	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/rollup"
 )
 
@@ -85,8 +87,9 @@ func TestSessionReadsTheDocumentedItem(t *testing.T) {
 	if _, ok, err := st.Session(ctx, "site", "unknown"); ok || err != nil {
 		t.Errorf("Session of an unknown id = %v, %v; want not found", ok, err)
 	}
-	if _, _, err := st.Session(ctx, "site", "a#b"); !errors.Is(err, analytics.ErrInvalid) {
-		t.Errorf("Session with '#' in the id = %v, want ErrInvalid", err)
+	var ve *eventstore.ValidationError
+	if _, _, err := st.Session(ctx, "site", "a#b"); !errors.As(err, &ve) || ve.Field != "sessionId" {
+		t.Errorf("Session with '#' in the id = %v, want a *eventstore.ValidationError on sessionId", err)
 	}
 }
 
@@ -230,9 +233,9 @@ func TestAggregationsBetweenIsInclusiveOldestFirst(t *testing.T) {
 		}
 	}
 	for _, r := range [][2]time.Time{{day0.Add(time.Hour), day0}, {day0, day0.Add(10_000 * time.Hour)}} {
-		var ve *analytics.ValidationError
+		var ve *eventstore.ValidationError
 		if _, err := st.AggregationsBetween(ctx, "site", analytics.Hourly, r[0], r[1]); !errors.As(err, &ve) || ve.Field != "to" {
-			t.Errorf("range %s–%s: %v, want a *ValidationError on to", r[0], r[1], err)
+			t.Errorf("range %s–%s: %v, want a *eventstore.ValidationError on to", r[0], r[1], err)
 		}
 	}
 }
@@ -282,13 +285,33 @@ func TestListingsRefuseBadCursorsLimitsAndPeriods(t *testing.T) {
 		{"bad session of events", func() error { _, err := st.SessionEvents(ctx, "site", ""); return err }, "sessionId"},
 	}
 	for _, c := range cases {
-		var ve *analytics.ValidationError
-		if err := c.call(); !errors.As(err, &ve) || ve.Field != c.field || ve.Index != -1 {
-			t.Errorf("%s: %v, want a *ValidationError on %s", c.name, err, c.field)
+		var ve *eventstore.ValidationError
+		var ee *analytics.EventError
+		if err := c.call(); !errors.As(err, &ve) || ve.Field != c.field || errors.As(err, &ee) {
+			t.Errorf("%s: %v, want a *eventstore.ValidationError on %s about no event", c.name, err, c.field)
 		}
 	}
 	// Each cursor continues its own listing.
 	if page, _, err := st.RecentSessions(ctx, "site", 1, sessionsNext); err != nil || len(page) != 1 || page[0].SessionID != sessionID(1) {
 		t.Errorf("second page of sessions = %v, %v", page, err)
+	}
+}
+
+// TestUndecodableItemIsADecodeError checks that a stored item the store
+// cannot read is a permanent *eventstore.DecodeError naming the item and
+// the attribute.
+func TestUndecodableItemIsADecodeError(t *testing.T) {
+	ctx := context.Background()
+	st, db, table := newStore(t, nil)
+	it := sessionItem("site", "s1", "")
+	it["eventCount"] = s("twelve")
+	put(t, db, table, it)
+	_, _, err := st.Session(ctx, "site", "s1")
+	var de *eventstore.DecodeError
+	if !errors.As(err, &de) || !eventstore.IsPermanent(err) {
+		t.Fatalf("Session of a broken item = %v, want a *eventstore.DecodeError", err)
+	}
+	if de.Field != "attribute eventCount" || !strings.Contains(de.What, "SOURCE#site/SESSION#s1") {
+		t.Errorf("DecodeError %+v, want attribute eventCount of SOURCE#site/SESSION#s1", de)
 	}
 }

@@ -137,16 +137,23 @@ type Outcome struct {
 // events' effects and the positions and commits.
 func (a *Applier) Apply(ctx context.Context, events []eventstore.Envelope) (Outcome, error) {
 	name := a.cfg.Projection.Name()
-	conn, err := a.cfg.DB.Acquire(ctx)
-	if err != nil {
-		return Outcome{}, fmt.Errorf("projections: %s: acquire a connection: %w", name, err)
-	}
-	defer conn.Release() // the pool drops a connection left in a transaction
 	begin := func(b *pgx.Batch) {
 		b.Queue(`BEGIN`)
 		b.Queue(`SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))`, projectionLockKey(name))
 	}
 	commit := func(b *pgx.Batch) { b.Queue(`COMMIT`) }
+	return a.applyConn(ctx, events, begin, commit)
+}
+
+// applyConn runs apply on a connection of the pool, rolling back what a
+// failure left open.
+func (a *Applier) applyConn(ctx context.Context, events []eventstore.Envelope, begin, commit func(*pgx.Batch)) (Outcome, error) {
+	name := a.cfg.Projection.Name()
+	conn, err := a.cfg.DB.Acquire(ctx)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("projections: %s: acquire a connection: %w", name, err)
+	}
+	defer conn.Release() // the pool drops a connection left in a transaction
 	out, err := a.apply(ctx, conn, events, begin, commit)
 	if err != nil {
 		if conn.Conn().PgConn().TxStatus() != 'I' {
@@ -285,6 +292,48 @@ func lockPositions(b *pgx.Batch, name string, refs []eventstore.Ref) map[eventst
 		return rows.Err()
 	})
 	return positions
+}
+
+// CatchUpState implements Sink: the projection's row of
+// projection_catchup (migration 007), or the zero state.
+func (a *Applier) CatchUpState(ctx context.Context) (CatchUpState, error) {
+	var (
+		st   CatchUpState
+		done *time.Time
+	)
+	err := a.cfg.DB.QueryRow(ctx, `SELECT started_at, after_event, events, done_at FROM projection_catchup WHERE projection = $1`,
+		a.cfg.Projection.Name()).Scan(&st.Started, &st.After, &st.Events, &done)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return CatchUpState{}, nil
+	}
+	if err != nil {
+		return CatchUpState{}, fmt.Errorf("projections: %s: catch-up state: %w", a.cfg.Projection.Name(), err)
+	}
+	if done != nil {
+		st.Done = *done
+	}
+	return st, nil
+}
+
+// ApplyCatchUp implements Sink: Apply, with st written to
+// projection_catchup in the same transaction.
+func (a *Applier) ApplyCatchUp(ctx context.Context, events []eventstore.Envelope, st CatchUpState) (Outcome, error) {
+	name := a.cfg.Projection.Name()
+	begin := func(b *pgx.Batch) {
+		b.Queue(`BEGIN`)
+		b.Queue(`SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))`, projectionLockKey(name))
+	}
+	var done *time.Time
+	if !st.Done.IsZero() {
+		done = &st.Done
+	}
+	commit := func(b *pgx.Batch) {
+		b.Queue(`INSERT INTO projection_catchup (projection, started_at, after_event, events, done_at) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (projection) DO UPDATE SET started_at = EXCLUDED.started_at, after_event = EXCLUDED.after_event,
+			events = EXCLUDED.events, done_at = EXCLUDED.done_at, updated_at = now()`, name, st.Started, st.After, st.Events, done)
+		b.Queue(`COMMIT`)
+	}
+	return a.applyConn(ctx, events, begin, commit)
 }
 
 // HasPositions reports whether the projection has applied anything yet.

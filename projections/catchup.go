@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -27,6 +28,32 @@ type Sink interface {
 	Apply(ctx context.Context, events []eventstore.Envelope) (Outcome, error)
 	// HasPositions reports whether it has applied anything yet.
 	HasPositions(ctx context.Context) (bool, error)
+	// CatchUpState returns how far its catch-up from the event store has
+	// come: the zero CatchUpState when none ever began.
+	CatchUpState(ctx context.Context) (CatchUpState, error)
+	// ApplyCatchUp applies events as Apply does and records st as the
+	// catch-up state: in the same transaction as the events' effects, or,
+	// for a read model whose writes are idempotent (a search model's
+	// external versions), once they are durable. Either way the recorded
+	// state never claims an event that is not applied. With no events it
+	// records st alone.
+	ApplyCatchUp(ctx context.Context, events []eventstore.Envelope, st CatchUpState) (Outcome, error)
+}
+
+// CatchUpState is how far a read model's catch-up from the event store
+// has come, kept durably beside the read model (ResumeCatchUp).
+type CatchUpState struct {
+	// Started is when the catch-up first began; zero: never.
+	Started time.Time
+	// After is the id of the last event, in event-id order, of the last
+	// batch applied: every stored event of the read model's types up to
+	// it is applied, and a resumed catch-up reads only later ones.
+	After string
+	// Events counts the events the catch-up applied so far.
+	Events int64
+	// Done is when it caught up and handed over to the live topics; zero
+	// while it has not.
+	Done time.Time
 }
 
 // EventTyper is implemented by projections that can be caught up from the
@@ -36,9 +63,11 @@ type EventTyper interface {
 }
 
 // HistoryPage returns one page of the stored events of eventType across
-// all aggregates (in the event store's order) and the cursor of the next
-// page, "" at the end. eventstore/dynamodb's ListByType provides it.
-type HistoryPage func(ctx context.Context, eventType, cursor string) (events []eventstore.Envelope, next string, err error)
+// all aggregates (in the event store's order, which is event-id order),
+// starting after the event id after ("" from the first) or at cursor, a
+// previous page's next ("" for the first page), and the cursor of the
+// next page, "" at the end. eventstore/dynamodb's ListByType provides it.
+type HistoryPage func(ctx context.Context, eventType, after, cursor string) (events []eventstore.Envelope, next string, err error)
 
 // catchUpBatch is how many events one catch-up transaction applies.
 const catchUpBatch = 1000
@@ -54,12 +83,76 @@ const catchUpBatch = 1000
 // live consumer may run at the same time: the positions decide, so the
 // hand-over has no gap and no double effect. progress, when set, is
 // called after each transaction with the events seen so far. It returns
-// the number of events seen.
+// the number of events seen. CatchUp keeps no state: a rebuild (Replay)
+// uses it; a new read model's Runner uses ResumeCatchUp.
 func CatchUp(ctx context.Context, a Sink, history HistoryPage, progress func(seen int)) (int, error) {
+	seen := 0
+	err := catchUp(ctx, a, history, "", func(ctx context.Context, batch []eventstore.Envelope) error {
+		if _, err := a.Apply(ctx, batch); err != nil {
+			return err
+		}
+		seen += len(batch)
+		if progress != nil {
+			progress(seen)
+		}
+		return nil
+	})
+	return seen, err
+}
+
+// ResumeCatchUp is CatchUp with a durable cursor: it reads the Sink's
+// CatchUpState, starts a new catch-up (recording its start) or resumes
+// one after its last applied batch, records each batch's last event id
+// with the batch (ApplyCatchUp), and marks the state done at the end. A
+// state already done is returned as it is. Killed at any point, the next
+// call goes on from the last committed batch, whatever the live topics
+// still hold. progress, when set, is called after each batch.
+func ResumeCatchUp(ctx context.Context, a Sink, history HistoryPage, progress func(CatchUpState)) (CatchUpState, error) {
+	st, err := a.CatchUpState(ctx)
+	if err != nil {
+		return st, err
+	}
+	if !st.Done.IsZero() {
+		return st, nil
+	}
+	if st.Started.IsZero() {
+		st.Started = time.Now().UTC().Truncate(time.Microsecond)
+		if _, err := a.ApplyCatchUp(ctx, nil, st); err != nil {
+			return st, err
+		}
+	}
+	err = catchUp(ctx, a, history, st.After, func(ctx context.Context, batch []eventstore.Envelope) error {
+		next := st
+		next.After = batch[len(batch)-1].EventID
+		next.Events += int64(len(batch))
+		if _, err := a.ApplyCatchUp(ctx, batch, next); err != nil {
+			return err
+		}
+		st = next
+		if progress != nil {
+			progress(st)
+		}
+		return nil
+	})
+	if err != nil {
+		return st, err
+	}
+	done := st
+	done.Done = time.Now().UTC().Truncate(time.Microsecond)
+	if _, err := a.ApplyCatchUp(ctx, nil, done); err != nil {
+		return st, err
+	}
+	return done, nil
+}
+
+// catchUp merges the history of a's event types after the event id after
+// by event id and hands apply batches of up to catchUpBatch events, each
+// ending with the greatest event id read so far.
+func catchUp(ctx context.Context, a Sink, history HistoryPage, after string, apply func(context.Context, []eventstore.Envelope) error) error {
 	name := a.Name()
 	types := a.EventTypes()
 	if len(types) == 0 {
-		return 0, fmt.Errorf("projections: %s does not name its event types; it cannot catch up from the store", name)
+		return fmt.Errorf("projections: %s does not name its event types; it cannot catch up from the store", name)
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	streams := make([]chan []eventstore.Envelope, len(types))
@@ -70,7 +163,7 @@ func CatchUp(ctx context.Context, a Sink, history HistoryPage, progress func(see
 			defer close(pages)
 			cursor := ""
 			for {
-				events, next, err := history(ctx, t, cursor)
+				events, next, err := history(ctx, t, after, cursor)
 				if err != nil {
 					return fmt.Errorf("projections: %s: catch up %s: %w", name, t, err)
 				}
@@ -88,7 +181,6 @@ func CatchUp(ctx context.Context, a Sink, history HistoryPage, progress func(see
 			}
 		})
 	}
-	seen := 0
 	g.Go(func() error {
 		heads := make([][]eventstore.Envelope, len(streams))
 		refill := func(i int) {
@@ -105,14 +197,10 @@ func CatchUp(ctx context.Context, a Sink, history HistoryPage, progress func(see
 			if len(batch) == 0 {
 				return nil
 			}
-			if _, err := a.Apply(ctx, batch); err != nil {
+			if err := apply(ctx, batch); err != nil {
 				return err
 			}
-			seen += len(batch)
 			batch = batch[:0]
-			if progress != nil {
-				progress(seen)
-			}
 			return nil
 		}
 		for {
@@ -135,6 +223,5 @@ func CatchUp(ctx context.Context, a Sink, history HistoryPage, progress func(see
 			}
 		}
 	})
-	err := g.Wait()
-	return seen, err
+	return g.Wait()
 }

@@ -20,7 +20,9 @@ import (
 // numbered tern SQL migrations (001_create.sql, …; each with a
 // "---- create above / drop below ----" line). eventpipe.Migrate applies
 // them into the live schema and a replay into its shadow schema, each set
-// tracked in its own version table (eventpipe_schema_version_<name>).
+// tracked in its own version table (eventpipe_schema_version_<name>, or
+// its hashed short form for a long name: see
+// migrations/postgres.ReadModelVersionTable).
 // The built-in read models need none: their tables are eventpipe's own
 // migrations.
 type Migrator interface {

@@ -47,11 +47,32 @@ type RunnerConfig struct {
 	// aggregate's later events: gap repair reads the refused event back
 	// from the store and fails on it again.
 	Parking *parking.Store
-	// History, when set, lets a projection that has applied nothing yet
-	// catch up from the event store before it consumes the live topics
-	// (see CatchUp). Without it a new projection relies on the topics
-	// still holding every event.
+	// History pages the event store's events by type: with Start
+	// bus.StartHistory a new projection catches up from it before it
+	// consumes the live topics (see ResumeCatchUp).
 	History HistoryPage
+	// Start is where a projection that never started begins (default
+	// bus.StartHistory when History is set, else bus.StartEarliest):
+	//   - bus.StartHistory: catch up from the event store with a durable
+	//     cursor kept beside the read model (Sink.CatchUpState), resumed
+	//     after any crash, then follow the live topics from
+	//     HandOverMargin before the catch-up began; positions skip what
+	//     both saw, so nothing is applied twice or missed;
+	//   - bus.StartEarliest, bus.StartLatest, bus.StartAt(t): no
+	//     catch-up; the consumer group starts at the topics' oldest
+	//     record, their end (the read model shows no history), or the
+	//     first record at or after t.
+	// The start applies once: it is recorded (the catch-up state, the
+	// group's committed offsets) and a restart resumes whatever Start
+	// says then. The group's start is set with Brokers (see
+	// kafka.StartGroup); without Brokers the subscriber decides.
+	Start bus.Start
+	// HandOverMargin is how long before a catch-up began its consumer
+	// group starts on the live topics (default 5 minutes): it covers the
+	// event store's index lag, the relay's lag and clock skew between
+	// writers, so an event the catch-up could not see yet is on the topics
+	// from there.
+	HandOverMargin time.Duration
 	// BatchSize is the most messages applied in one transaction (default
 	// 250). Messages that arrive while a transaction runs go into the
 	// next one, so batches grow with the load and a lone message waits
@@ -87,6 +108,10 @@ func (c RunnerConfig) Validate() error {
 		return fmt.Errorf("projections: RunnerConfig.BatchSize is %d, want ≥ 0", c.BatchSize)
 	case c.Transactions < 0:
 		return fmt.Errorf("projections: RunnerConfig.Transactions is %d, want ≥ 0", c.Transactions)
+	case c.Start.IsHistory() && c.History == nil:
+		return errors.New("projections: RunnerConfig.Start is history but History is nil")
+	case c.HandOverMargin < 0:
+		return fmt.Errorf("projections: RunnerConfig.HandOverMargin is %s, want ≥ 0", c.HandOverMargin)
 	}
 	return nil
 }
@@ -135,6 +160,15 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	}
 	if cfg.Transactions == 0 {
 		cfg.Transactions = 2
+	}
+	if cfg.Start.IsDefault() {
+		cfg.Start = bus.StartEarliest
+		if cfg.History != nil {
+			cfg.Start = bus.StartHistory
+		}
+	}
+	if cfg.HandOverMargin == 0 {
+		cfg.HandOverMargin = DefaultHandOverMargin
 	}
 	if cfg.NewSubscriber == nil {
 		// Key-ordered: many messages of a partition in flight, one
@@ -200,30 +234,106 @@ func ConsumerGroup(t bus.Topics, name string) string { return t.Prefix + "projec
 // namespace t: <prefix>poison.projection.<name>.
 func PoisonTopic(t bus.Topics, name string) string { return t.Poison("projection." + name) }
 
-// Run catches a new projection up from the store (when History is set)
-// and then consumes until ctx ends. With Parking, it first checks that
-// the parked events' table exists.
+// DefaultHandOverMargin is RunnerConfig.HandOverMargin's default.
+const DefaultHandOverMargin = 5 * time.Minute
+
+// Topics are the event topics the projection consumes.
+func (r *Runner) Topics() []string {
+	var topics []string
+	for _, aggType := range r.cfg.Applier.AggregateTypes() {
+		topics = append(topics, r.cfg.Topics.Events(aggType))
+	}
+	return topics
+}
+
+// Run starts a new projection where Start says (catching up from the
+// event store first, for bus.StartHistory, resuming a catch-up a crash
+// interrupted) and then consumes until ctx ends. With Parking, it first
+// checks that the parked events' table exists.
 func (r *Runner) Run(ctx context.Context) error {
 	if r.cfg.Parking != nil {
 		if err := r.cfg.Parking.Ready(ctx); err != nil {
 			return fmt.Errorf("projections: %s: %w", r.cfg.Applier.Name(), err)
 		}
 	}
-	if r.cfg.History != nil {
-		has, err := r.cfg.Applier.HasPositions(ctx)
-		if err != nil {
-			return err
-		}
-		if !has {
-			name := r.cfg.Applier.Name()
-			r.cfg.Logger.InfoContext(ctx, "new projection: catching up from the event store", "projection", name)
-			n, err := CatchUp(ctx, r.cfg.Applier, r.cfg.History, nil)
-			if err != nil {
-				return err
-			}
-			r.cfg.Logger.InfoContext(ctx, "caught up; switching to the live topics", "projection", name, "events", n)
+	groupStart, err := r.begin(ctx)
+	if err != nil {
+		return err
+	}
+	group := r.ConsumerGroup()
+	if len(r.cfg.Brokers) > 0 {
+		if _, err := kafka.StartGroup(ctx, kafka.GroupStartConfig{Brokers: r.cfg.Brokers, Group: group, Topics: r.Topics(),
+			Start: groupStart, Logger: r.cfg.Logger}); err != nil {
+			return fmt.Errorf("projections: %s: %w", r.cfg.Applier.Name(), err)
 		}
 	}
+	return r.consume(ctx)
+}
+
+// begin reads (or records) how the projection started and returns where
+// its consumer group starts, catching up from the store first when Start
+// is bus.StartHistory and the catch-up is not done.
+func (r *Runner) begin(ctx context.Context) (bus.Start, error) {
+	a, name := r.cfg.Applier, r.cfg.Applier.Name()
+	st, err := a.CatchUpState(ctx)
+	if err != nil {
+		return bus.Start{}, err
+	}
+	if st.Started.IsZero() {
+		has, err := a.HasPositions(ctx)
+		if err != nil {
+			return bus.Start{}, err
+		}
+		if has || !r.cfg.Start.IsHistory() {
+			// Positions without a catch-up state: a projection that
+			// started before catch-ups were recorded, or one that started
+			// from the topics alone. Either way it never catches up now.
+			now := time.Now().UTC().Truncate(time.Microsecond)
+			st = CatchUpState{Started: now, Done: now}
+			if _, err := a.ApplyCatchUp(ctx, nil, st); err != nil {
+				return bus.Start{}, err
+			}
+			if has {
+				r.cfg.Logger.InfoContext(ctx, "projection has positions but no catch-up record: taken as caught up", "projection", name)
+			}
+			if r.cfg.Start.IsHistory() {
+				// Built without a recorded catch-up (by a replay, or
+				// before catch-ups were recorded): the topics' oldest
+				// records, which the positions skip where applied.
+				return bus.StartEarliest, nil
+			}
+			return r.cfg.Start, nil
+		}
+	}
+	if st.Done.IsZero() {
+		if r.cfg.History == nil {
+			return bus.Start{}, fmt.Errorf("projections: %s: a catch-up from the event store is not finished, and RunnerConfig.History is nil", name)
+		}
+		if st.Started.IsZero() {
+			r.cfg.Logger.InfoContext(ctx, "new projection: catching up from the event store", "projection", name)
+		} else {
+			r.cfg.Logger.InfoContext(ctx, "resuming the catch-up from the event store", "projection", name, "after", st.After, "events", st.Events)
+		}
+		last := time.Now()
+		st, err = ResumeCatchUp(ctx, a, r.cfg.History, func(st CatchUpState) {
+			if time.Since(last) >= 5*time.Second {
+				last = time.Now()
+				r.cfg.Logger.InfoContext(ctx, "catching up", "projection", name, "events", st.Events, "after", st.After)
+			}
+		})
+		if err != nil {
+			return bus.Start{}, fmt.Errorf("projections: %s: catch up from the event store: %w", name, err)
+		}
+		r.cfg.Logger.InfoContext(ctx, "caught up; switching to the live topics", "projection", name, "events", st.Events)
+	}
+	if r.cfg.Start.IsHistory() {
+		return bus.StartAt(st.Started.Add(-r.cfg.HandOverMargin)), nil
+	}
+	return r.cfg.Start, nil
+}
+
+// consume runs the live consumer until ctx ends.
+func (r *Runner) consume(ctx context.Context) error {
 	logger := watermill.NewSlogLogger(r.cfg.Logger)
 	router, err := message.NewRouter(message.RouterConfig{}, logger)
 	if err != nil {
@@ -238,10 +348,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if r.cfg.Registerer != nil {
 		metrics.NewPrometheusMetricsBuilder(r.cfg.Registerer, "eventpipe", "projection").AddPrometheusRouterMetrics(router)
 	}
-	var topics []string
-	for _, aggType := range r.cfg.Applier.AggregateTypes() {
-		topics = append(topics, r.cfg.Topics.Events(aggType))
-	}
+	topics := r.Topics()
 	if r.cfg.Registerer != nil && len(r.cfg.Brokers) > 0 {
 		// Kafka offset lag of the projection's group, beside the last
 		// applied event's age.

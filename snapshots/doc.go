@@ -6,9 +6,20 @@
 // sequence is a multiple of N (Config.Every, per type EveryByType) calls
 // that type's commands.SnapshotFunc: load the latest snapshot plus the
 // later events through the rules, store the result as the new snapshot.
-// No command waits for it; a command handler or Facet.Load that reads an
-// aggregate then replays at most about N events after its snapshot
-// instead of its whole log.
+// No command waits for it.
+//
+// What reads a snapshot today is eventstore.Facet.Load, the
+// event-sourcing way of rebuilding an aggregate, and so the consumer's
+// own next snapshot, which starts from the previous one (Facet.Snapshot):
+// with fresh snapshots they replay at most about N events instead of the
+// whole log. Nothing on the write path reads a snapshot, so snapshots do
+// not make commands faster: the command handlers
+// (commands.NewFacetHandler) start from the aggregate's STATE item, which
+// every append keeps current, whatever the length of the log; and a facet
+// with history rules appends with Facet.AppendWithHistory, which reads the
+// aggregate's whole log on every command (its Load, too, ignores the
+// snapshot; commands.FacetDomain gives such a domain no snapshot
+// function).
 //
 // A snapshot is taken at the aggregate's current version, which may be
 // past the event that triggered it when the consumer lags; the consumer

@@ -35,7 +35,8 @@ type Snapshot struct {
 // Group is one consumer group's position on its topics.
 type Group struct {
 	Name string `json:"name"`
-	// Kind is KindCommands, KindProjection, KindAggregator or KindSaga.
+	// Kind is KindCommands, KindProjection, KindAggregator, KindSaga,
+	// or the kind of another consumer (snapshotter, handler, …).
 	Kind   string   `json:"kind"`
 	Topics []string `json:"topics"`
 	// Committed sums the group's committed offsets, Newest the topics'

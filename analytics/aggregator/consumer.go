@@ -19,6 +19,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/analytics/analyticsbus"
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Consumer is the aggregation consumer: a member of its Kafka consumer
@@ -253,16 +254,18 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, source string, 
 }
 
 // decode reads a message: an analytics event of the topic's source.
+// Anything else is a *eventstore.DecodeError.
 func decode(source string, m *sarama.ConsumerMessage) (delivery, error) {
 	e, err := analyticsbus.Decode(m.Value)
 	if err != nil {
 		return delivery{}, err
 	}
+	what := "analytics event " + e.EventID
 	if e.SourceID != source {
-		return delivery{}, &analyticsbus.DecodeError{Reason: fmt.Sprintf("event of source %q on the topic of source %q", e.SourceID, source)}
+		return delivery{}, &eventstore.DecodeError{What: what, Field: "sourceId", Reason: fmt.Sprintf("%q differs from the topic's source %q", e.SourceID, source)}
 	}
 	if strings.Contains(e.SessionID, "#") {
-		return delivery{}, &analyticsbus.DecodeError{Reason: fmt.Sprintf("session id %q contains '#'", e.SessionID)}
+		return delivery{}, &eventstore.DecodeError{What: what, Field: "sessionId", Reason: fmt.Sprintf("%q contains '#'", e.SessionID)}
 	}
 	return delivery{offset: m.Offset, event: e, id: ulid.MustParseStrict(e.EventID)}, nil
 }

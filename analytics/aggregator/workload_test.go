@@ -145,6 +145,10 @@ type exactBucket struct {
 
 func bucketKey(p rollup.Period, t time.Time) string { return string(p) + " " + p.Bucket(t) }
 
+// seedSessionTTL is how long seed 001 keeps a session after its last
+// event.
+const seedSessionTTL = 90 * 24 * time.Hour
+
 func exactCounts(w workload) exact {
 	x := exact{buckets: map[string]*exactBucket{}, sessions: map[string]analytics.Session{}}
 	get := func(k string) *exactBucket {
@@ -177,6 +181,7 @@ func exactCounts(w workload) exact {
 			SourceID: w.Source, SessionID: id, UserID: first.UserID, EventCount: int64(len(es)),
 			FirstSeenAt: first.CreatedAt, LastSeenAt: last.CreatedAt,
 			DurationSeconds: int64(last.CreatedAt.Sub(first.CreatedAt) / time.Second),
+			ExpiresAt:       time.Unix(last.CreatedAt.Add(seedSessionTTL).Unix(), 0).UTC(),
 		}
 		for _, e := range es {
 			if e.URL != "" {

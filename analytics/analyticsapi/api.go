@@ -126,7 +126,7 @@ func (h *api) ingest(w http.ResponseWriter, r *http.Request) {
 		if e.CreatedAt != "" {
 			t, err := time.Parse(time.RFC3339Nano, e.CreatedAt)
 			if err != nil {
-				h.fail(w, r, &analytics.ValidationError{Index: i, Field: "createdAt", Reason: fmt.Sprintf("%q is not an RFC 3339 time", e.CreatedAt)})
+				h.fail(w, r, &analytics.EventError{Index: i, Err: &eventstore.ValidationError{Field: "createdAt", Reason: fmt.Sprintf("%q is not an RFC 3339 time", e.CreatedAt)}})
 				return
 			}
 			in[i].CreatedAt = &t
@@ -247,7 +247,7 @@ func (h *api) aggregations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if q.Has("limit") || q.Has("cursor") {
-		h.fail(w, r, &analytics.ValidationError{Index: -1, Field: "cursor", Reason: "limit and cursor do not go with from and to"})
+		h.fail(w, r, &eventstore.ValidationError{Field: "cursor", Reason: "limit and cursor do not go with from and to"})
 		return
 	}
 	from, err := timeParam(q.Get("from"), "from")
@@ -276,7 +276,7 @@ func limitParam(r *http.Request) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return 0, &analytics.ValidationError{Index: -1, Field: "limit", Reason: fmt.Sprintf("%q is not a positive integer", v)}
+		return 0, &eventstore.ValidationError{Field: "limit", Reason: fmt.Sprintf("%q is not a positive integer", v)}
 	}
 	return n, nil
 }
@@ -289,15 +289,20 @@ func timeParam(v, name string) (time.Time, error) {
 	if t, err := time.Parse(time.DateOnly, v); err == nil {
 		return t, nil
 	}
-	return time.Time{}, &analytics.ValidationError{Index: -1, Field: name, Reason: fmt.Sprintf("%q is not an RFC 3339 time or a YYYY-MM-DD day", v)}
+	return time.Time{}, &eventstore.ValidationError{Field: name, Reason: fmt.Sprintf("%q is not an RFC 3339 time or a YYYY-MM-DD day", v)}
 }
 
-// fail answers err: 400 for a *analytics.ValidationError, 503 otherwise
-// (DynamoDB could not be read or written; logged).
+// fail answers err: 400 for a *eventstore.ValidationError (its message
+// prefixed with the event's index when it is about one event of a
+// batch), 503 otherwise (DynamoDB could not be read or written; logged).
 func (h *api) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var ve *analytics.ValidationError
+	var ve *eventstore.ValidationError
 	if errors.As(err, &ve) {
-		httpapi.WriteError(w, http.StatusBadRequest, "invalid", ve.Error())
+		msg := ve.Error()
+		if ee := (*analytics.EventError)(nil); errors.As(err, &ee) {
+			msg = fmt.Sprintf("event %d: %s", ee.Index, msg)
+		}
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid", msg)
 		return
 	}
 	h.logger.ErrorContext(r.Context(), "analytics request failed", "method", r.Method, "path", r.URL.Path, "err", err)

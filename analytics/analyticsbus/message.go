@@ -19,6 +19,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Metadata keys of an analytics event message.
@@ -40,36 +41,32 @@ func Message(e analytics.Event) (*message.Message, error) {
 	return msg, nil
 }
 
-// DecodeError says why a payload is not an analytics event. It is
-// permanent: the same payload never decodes.
-type DecodeError struct {
-	Reason string
-}
-
-func (e *DecodeError) Error() string { return "analyticsbus: not an analytics event: " + e.Reason }
-
 // Decode reads a message payload written by Message. The event must name
 // its source, session and type, carry a ULID event id and a createdAt;
-// anything else is a *DecodeError.
+// anything else is a *eventstore.DecodeError (permanent: the same payload
+// never decodes).
 func Decode(payload []byte) (analytics.Event, error) {
 	var e analytics.Event
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
 	if err := dec.Decode(&e); err != nil {
-		return analytics.Event{}, &DecodeError{Reason: err.Error()}
+		return analytics.Event{}, &eventstore.DecodeError{What: "analytics event", Reason: err.Error()}
+	}
+	missing := func(field string) error {
+		return &eventstore.DecodeError{What: "analytics event", Field: field, Reason: "is missing"}
 	}
 	switch {
 	case e.SourceID == "":
-		return analytics.Event{}, &DecodeError{Reason: "no sourceId"}
+		return analytics.Event{}, missing("sourceId")
 	case e.SessionID == "":
-		return analytics.Event{}, &DecodeError{Reason: "no sessionId"}
+		return analytics.Event{}, missing("sessionId")
 	case e.Type == "":
-		return analytics.Event{}, &DecodeError{Reason: "no type"}
+		return analytics.Event{}, missing("type")
 	case e.CreatedAt.IsZero():
-		return analytics.Event{}, &DecodeError{Reason: "no createdAt"}
+		return analytics.Event{}, missing("createdAt")
 	}
 	if _, err := ulid.ParseStrict(e.EventID); err != nil {
-		return analytics.Event{}, &DecodeError{Reason: fmt.Sprintf("eventId %q: %v", e.EventID, err)}
+		return analytics.Event{}, &eventstore.DecodeError{What: "analytics event", Field: "eventId", Reason: fmt.Sprintf("%q is not a ULID: %v", e.EventID, err)}
 	}
 	e.CreatedAt = e.CreatedAt.UTC()
 	return e, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/analytics/analyticsbus"
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 const testEventID = "01KAQ3Z8M1000000000000000A"
@@ -119,23 +120,23 @@ func TestTranslatorRefusesRecordsItCannotDecode(t *testing.T) {
 		{"createdAt not a time", with(analytics.AttrCreatedAt, sAttr("yesterday")), "createdAt"},
 		{"shard not a number", with(analytics.AttrShard, sAttr("seven")), "shard"},
 		{"properties not JSON", with(analytics.AttrProperties, sAttr("{nope")), "properties"},
-		{"no session", without(analytics.AttrSessionID), "no sessionId"},
-		{"no type", without(analytics.AttrType), "no type"},
-		{"no createdAt", without(analytics.AttrCreatedAt), "no createdAt"},
+		{"no session", without(analytics.AttrSessionID), "sessionId is missing"},
+		{"no type", without(analytics.AttrType), "type is missing"},
+		{"no createdAt", without(analytics.AttrCreatedAt), "createdAt is missing"},
 		{"event id not a ULID", with(analytics.AttrEventID, sAttr("not-a-ulid")), "eventId"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, ok, err := tr.Translate(c.rec)
-			var de *analyticsbus.DecodeError
-			if ok || !errors.As(err, &de) {
-				t.Fatalf("published=%v err=%v, want a *DecodeError", ok, err)
+			var de *eventstore.DecodeError
+			if ok || !errors.As(err, &de) || !eventstore.IsPermanent(err) {
+				t.Fatalf("published=%v err=%v, want a *eventstore.DecodeError", ok, err)
 			}
-			if !strings.Contains(de.Reason, c.reason) {
-				t.Errorf("reason %q does not mention %q", de.Reason, c.reason)
+			if !strings.Contains(err.Error(), c.reason) {
+				t.Errorf("reason %q does not mention %q", err, c.reason)
 			}
-			if c.rec.Dynamodb != nil && !strings.Contains(de.Reason, "000000000000000000042") {
-				t.Errorf("reason %q does not name the stream record", de.Reason)
+			if c.rec.Dynamodb != nil && !strings.Contains(de.What, "000000000000000000042") {
+				t.Errorf("reason %q does not name the stream record", err)
 			}
 		})
 	}

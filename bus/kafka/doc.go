@@ -1,6 +1,35 @@
 // Package kafka is the bus on Kafka: Watermill publishers and subscribers
-// with eventpipe's defaults (acks from all replicas, idempotent producer,
-// partition key = aggregate id, new groups start at the oldest offset,
-// bounded stops and crash recovery), the command Sender that publishes
-// commands and waits for their answers, and consumer-group lag metrics.
+// with eventpipe's defaults, the command Sender that publishes commands
+// and waits for their answers, and consumer-group lag metrics.
+//
+// The Publisher writes with acks from all replicas and an idempotent
+// producer. A message's bus.MetadataPartitionKey (the aggregate id) is its
+// record key: the messages of one key go to one partition, in order;
+// messages without one go to a random partition each, so they spread over
+// the topic with no order among them.
+//
+// The Subscriber is a consumer-group member per Subscribe call
+// (watermill-kafka's subscriber): each partition hands out one message at
+// a time, so a key's messages arrive in order; delivery is at least once.
+// A partition the group has never committed starts at InitialOffset (the
+// oldest record by default). A subscription stops, leaves its group and
+// closes its channel within a bound when its Subscribe context ends or the
+// Subscriber is closed, and the group recovers from a crashed member
+// within about SessionTimeout + RebalanceTimeout. SubscribeInitialize
+// creates a missing topic with the broker's default partitions.
+// bus/kafka/keyed is the other subscriber: many messages of a partition in
+// flight, one key's in order.
+//
+// TestUniversalPubSubWithSubscriber runs Watermill's universal Pub/Sub
+// suite (pubsub/tests, in its short mode) on the stack's broker against
+// the Publisher and the Subscriber, with the features they promise:
+// consumer groups, persistence, at-least-once delivery. It shows that
+// every message published arrives (to concurrent subscribers of one group,
+// on many topics at once, after nacks, across subscribers closed and
+// opened again), that two groups each get every message, that topics are
+// kept apart, that a message's context ends after its ack and when the
+// subscriber closes, and that a subscription whose context ends closes its
+// channel while a new one gets the rest. It claims no order (the suite's
+// messages have no key; per-key order has its own tests), no exactly-once
+// delivery, and it does not restart the broker.
 package kafka

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
@@ -96,6 +97,38 @@ func TestSubscriberConfigKeepsRebalanceBelowSession(t *testing.T) {
 		"rebalance = session":   func(c *kafka.SubscriberConfig) { c.SessionTimeout, c.RebalanceTimeout = 10*time.Second, 10*time.Second },
 		"heartbeat > session/3": func(c *kafka.SubscriberConfig) { c.SessionTimeout, c.HeartbeatInterval = 9*time.Second, 4*time.Second },
 		"negative close":        func(c *kafka.SubscriberConfig) { c.CloseTimeout = -time.Second },
+	} {
+		cfg := base
+		mod(&cfg)
+		if _, err := kafka.NewSubscriber(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestSubscriberConfigOffsetsAndPauses: InitialOffset defaults to the
+// oldest offset, takes the newest, and rejects anything else; a negative
+// ReconnectRetrySleep is rejected.
+func TestSubscriberConfigOffsetsAndPauses(t *testing.T) {
+	base := kafka.SubscriberConfig{Brokers: []string{"127.0.0.1:9092"}, ConsumerGroup: "g"}
+	for _, tc := range []struct {
+		set  int64
+		want int64
+	}{{0, sarama.OffsetOldest}, {sarama.OffsetOldest, sarama.OffsetOldest}, {sarama.OffsetNewest, sarama.OffsetNewest}} {
+		cfg := base
+		cfg.InitialOffset = tc.set
+		sc, err := cfg.SaramaConfig()
+		if err != nil {
+			t.Fatalf("InitialOffset %d rejected: %v", tc.set, err)
+		}
+		if sc.Consumer.Offsets.Initial != tc.want {
+			t.Errorf("InitialOffset %d: sarama starts at %d, want %d", tc.set, sc.Consumer.Offsets.Initial, tc.want)
+		}
+	}
+	for name, mod := range map[string]func(*kafka.SubscriberConfig){
+		"offset 5":           func(c *kafka.SubscriberConfig) { c.InitialOffset = 5 },
+		"offset -3":          func(c *kafka.SubscriberConfig) { c.InitialOffset = -3 },
+		"negative reconnect": func(c *kafka.SubscriberConfig) { c.ReconnectRetrySleep = -time.Millisecond },
 	} {
 		cfg := base
 		mod(&cfg)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,12 +22,36 @@ import (
 // in-flight batch and is spoken by Apache Kafka 2.1+ and the stack's broker.
 var KafkaVersion = sarama.V2_1_0_0
 
-// Marshaler maps Watermill messages to Kafka records keyed by
-// bus.MetadataPartitionKey (messages without one get no key and are spread
-// round-robin).
-var Marshaler = wmkafka.NewWithPartitioningMarshaler(func(_ string, msg *message.Message) (string, error) {
-	return msg.Metadata.Get(bus.MetadataPartitionKey), nil
-})
+// Marshaler maps Watermill messages to Kafka records and back in
+// watermill-kafka's format (the UUID and the metadata travel as headers).
+// The record key is the message's bus.MetadataPartitionKey, so the
+// Publisher puts every message of one key on one partition, in order. A
+// message without a partition key (or with an empty one) gets no record
+// key, and the Publisher puts it on a partition chosen at random: unkeyed
+// messages spread over the topic's partitions, with no order among them.
+var Marshaler wmkafka.MarshalerUnmarshaler = partitionKeyMarshaler{}
+
+// partitionKeyMarshaler is Marshaler. watermill-kafka's
+// NewWithPartitioningMarshaler sets the key even when it is empty, and
+// sarama's hash partitioner hashes an empty key like any other (only a
+// nil key gets a random partition), which put every unkeyed message on
+// one partition.
+type partitionKeyMarshaler struct {
+	wmkafka.DefaultMarshaler
+}
+
+// Marshal returns msg as a record for topic, keyed by its partition key
+// when it has one.
+func (m partitionKeyMarshaler) Marshal(topic string, msg *message.Message) (*sarama.ProducerMessage, error) {
+	rec, err := m.DefaultMarshaler.Marshal(topic, msg)
+	if err != nil {
+		return nil, err
+	}
+	if key := msg.Metadata.Get(bus.MetadataPartitionKey); key != "" {
+		rec.Key = sarama.StringEncoder(key)
+	}
+	return rec, nil
+}
 
 // PublisherConfig configures a Kafka publisher.
 type PublisherConfig struct {
@@ -64,9 +89,23 @@ type SubscriberConfig struct {
 	ConsumerGroup string
 	// ClientID names the client in broker logs (default "eventpipe").
 	ClientID string
+	// InitialOffset is where the group starts on a partition it has never
+	// committed an offset for: sarama.OffsetOldest (the default: a new
+	// group reads everything already on the topic) or sarama.OffsetNewest
+	// (only records written after the member's claim on the partition
+	// starts). Zero means the default; any other value is rejected. A
+	// partition with a committed offset always resumes from it.
+	InitialOffset int64
 	// NackResendSleep is the pause before a nacked message is redelivered
 	// (default 100ms).
 	NackResendSleep time.Duration
+	// ReconnectRetrySleep is the pause between two failed attempts of a
+	// subscription to start over with a new client after its consumer
+	// group failed, e.g. while the brokers are unreachable (default 1s;
+	// watermill-kafka's option of that name, whose first attempt comes
+	// without a pause). A stop waits for a pause in progress, so keep it
+	// below CloseTimeout. Must not be negative.
+	ReconnectRetrySleep time.Duration
 	// SessionTimeout is how long the group coordinator waits for a
 	// heartbeat before it declares the member dead and hands its
 	// partitions to the others (default 10s). The partitions of a
@@ -97,8 +136,14 @@ func (c *SubscriberConfig) setDefaults() {
 	if c.ClientID == "" {
 		c.ClientID = "eventpipe"
 	}
+	if c.InitialOffset == 0 {
+		c.InitialOffset = sarama.OffsetOldest
+	}
 	if c.NackResendSleep == 0 {
 		c.NackResendSleep = 100 * time.Millisecond
+	}
+	if c.ReconnectRetrySleep == 0 {
+		c.ReconnectRetrySleep = time.Second
 	}
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = 10 * time.Second
@@ -125,6 +170,12 @@ func (c SubscriberConfig) Validate() error {
 	if c.ConsumerGroup == "" {
 		return errors.New("kafka: SubscriberConfig.ConsumerGroup is empty")
 	}
+	if c.InitialOffset != sarama.OffsetOldest && c.InitialOffset != sarama.OffsetNewest {
+		return fmt.Errorf("kafka: SubscriberConfig.InitialOffset %d: must be sarama.OffsetOldest (%d) or sarama.OffsetNewest (%d)", c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest)
+	}
+	if c.ReconnectRetrySleep < 0 {
+		return fmt.Errorf("kafka: SubscriberConfig.ReconnectRetrySleep %s is negative", c.ReconnectRetrySleep)
+	}
 	if c.SessionTimeout <= 0 || c.HeartbeatInterval <= 0 || c.RebalanceTimeout <= 0 || c.CloseTimeout <= 0 {
 		return errors.New("kafka: SubscriberConfig: timeouts and the heartbeat interval must be positive")
 	}
@@ -140,6 +191,8 @@ func (c SubscriberConfig) Validate() error {
 // Subscriber is a Watermill subscriber in a Kafka consumer group (see
 // NewSubscriber): watermill-kafka's subscriber, one per Subscribe call,
 // each stopped within a bound when its context ends or Close is called.
+// It implements message.SubscribeInitializer. It is safe for concurrent
+// use.
 type Subscriber struct {
 	cfg SubscriberConfig
 
@@ -147,6 +200,8 @@ type Subscriber struct {
 	subs   []*subscription
 	closed bool
 }
+
+var _ message.SubscribeInitializer = (*Subscriber)(nil)
 
 // Subscribers returns a bus.SubscriberConstructor that builds a Kafka
 // subscriber from cfg for each consumer group it is asked for (cfg's own
@@ -169,11 +224,14 @@ type subscription struct {
 	err      error
 }
 
-// NewSubscriber returns a Watermill subscriber in a consumer group. A group
-// with no committed offset starts from the oldest record, so a new consumer
-// sees everything already on the topic. An acked message's offset is marked
-// and committed by sarama about once a second; delivery is at least once,
-// so handlers must be idempotent.
+// NewSubscriber returns a Watermill subscriber in a consumer group. A
+// partition the group has no committed offset for starts at InitialOffset:
+// by default the oldest record, so a new consumer sees everything already
+// on the topic. An acked message's offset is marked and committed by
+// sarama about once a second; delivery is at least once, so handlers must
+// be idempotent. Each partition hands out one message at a time, the next
+// after the previous one was acked, so the messages of a partition key
+// arrive in order.
 //
 // Crashes. A member that dies without leaving (kill -9) keeps its
 // partitions until the coordinator misses its heartbeats for
@@ -193,10 +251,11 @@ type subscription struct {
 // as a new member.
 //
 // Stopping. When a Subscribe context ends or Close is called, the
-// subscription stops consuming and leaves the group; if that has not
-// finished within CloseTimeout (a JoinGroup waiting for a rebalance to
-// end), its connections are closed, which fails the requests in flight,
-// and it gets CloseTimeout again to stop.
+// subscription stops consuming, commits what was acked, leaves the group
+// and closes its channel; if that has not finished within CloseTimeout (a
+// JoinGroup waiting for a rebalance to end), its connections are closed,
+// which fails the requests in flight, and it gets CloseTimeout again to
+// stop. A pause of ReconnectRetrySleep in progress is waited out.
 func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -230,7 +289,7 @@ func (c SubscriberConfig) saramaConfig(conns *ConnTracker) *sarama.Config {
 	sc := wmkafka.DefaultSaramaSubscriberConfig()
 	sc.Version = KafkaVersion
 	sc.ClientID = c.ClientID
-	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
+	sc.Consumer.Offsets.Initial = c.InitialOffset
 	sc.Consumer.Group.Session.Timeout = c.SessionTimeout
 	sc.Consumer.Group.Heartbeat.Interval = c.HeartbeatInterval
 	sc.Consumer.Group.Rebalance.Timeout = c.RebalanceTimeout
@@ -260,7 +319,13 @@ func (c SubscriberConfig) saramaConfig(conns *ConnTracker) *sarama.Config {
 }
 
 // Subscribe consumes topic as a member of the group until ctx ends or
-// Close is called; the returned channel is closed then.
+// Close is called, and returns the channel its messages arrive on. When
+// ctx ends the subscription stops on its own, as Close stops it (see
+// NewSubscriber): it leaves the group, its channel is closed and the
+// Subscriber forgets it; the Subscriber's other subscriptions go on. A
+// message's context derives from ctx and is cancelled once the message is
+// acked or when the subscription stops (a nacked message is redelivered
+// with the same context). Subscribe fails after Close.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
 	conns := &ConnTracker{}
 	inner, err := wmkafka.NewSubscriber(wmkafka.SubscriberConfig{
@@ -269,7 +334,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		OverwriteSaramaConfig: s.cfg.saramaConfig(conns),
 		ConsumerGroup:         s.cfg.ConsumerGroup,
 		NackResendSleep:       s.cfg.NackResendSleep,
-		ReconnectRetrySleep:   time.Second,
+		ReconnectRetrySleep:   s.cfg.ReconnectRetrySleep,
 	}, s.cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: kafka subscriber for group %s: %w", s.cfg.ConsumerGroup, err)
@@ -285,6 +350,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	out, err := inner.Subscribe(ctx, topic)
 	if err != nil {
 		_ = sub.stop(s.cfg)
+		s.forget(sub)
 		return nil, fmt.Errorf("kafka: subscribe to %s in group %s: %w", topic, s.cfg.ConsumerGroup, err)
 	}
 	go func() {
@@ -295,16 +361,28 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 			}
 		case <-sub.stopping:
 		}
+		s.forget(sub)
 	}()
 	return out, nil
 }
 
-// Close stops every subscription (see NewSubscriber) and returns when
-// they have stopped, or with an error naming the bound they missed.
+// forget drops a stopped subscription from the ones Close stops.
+func (s *Subscriber) forget(sub *subscription) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.subs, sub); i >= 0 {
+		s.subs = slices.Delete(s.subs, i, i+1)
+	}
+}
+
+// Close stops every subscription still running (see NewSubscriber) and
+// returns when they have stopped, or with an error naming the bound they
+// missed. Later calls return nil at once.
 func (s *Subscriber) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	subs := s.subs
+	s.subs = nil
 	s.mu.Unlock()
 	errs := make(chan error, len(subs))
 	for _, sub := range subs {
@@ -315,6 +393,29 @@ func (s *Subscriber) Close() error {
 		all = append(all, <-errs)
 	}
 	return errors.Join(all...)
+}
+
+// SubscribeInitialize creates topic, if it does not exist yet, with the
+// broker's default partition count and replication factor (CreateTopics
+// with -1 for both, KIP-464: Kafka 2.4 or later, and the stack's broker);
+// a topic that exists, whatever its settings, is success and left as it
+// is. Watermill's components call it before Subscribe on subscribers that
+// implement message.SubscribeInitializer. It needs no Subscribe and works
+// after Close.
+func (s *Subscriber) SubscribeInitialize(topic string) error {
+	sc := sarama.NewConfig()
+	sc.Version = KafkaVersion
+	sc.ClientID = s.cfg.ClientID
+	admin, err := sarama.NewClusterAdmin(s.cfg.Brokers, sc)
+	if err != nil {
+		return fmt.Errorf("kafka: initialize topic %s: cluster admin on %v: %w", topic, s.cfg.Brokers, err)
+	}
+	defer admin.Close()
+	err = admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: -1, ReplicationFactor: -1}, false)
+	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+		return fmt.Errorf("kafka: initialize topic %s: %w", topic, err)
+	}
+	return nil
 }
 
 // stop closes the subscription within twice cfg.CloseTimeout; only the

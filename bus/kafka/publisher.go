@@ -19,8 +19,10 @@ var ErrPublisherClosed = errors.New("kafka: publisher closed")
 // returns after the broker has acknowledged all of them (acks=all,
 // idempotent producer), so a batch costs about one round trip instead of
 // one per message, and concurrent callers share the producer's batches.
-// Messages published for one partition key keep their order. It is safe
-// for concurrent use.
+// Messages published for one partition key (bus.MetadataPartitionKey) go
+// to one partition and keep their order; messages without one go to a
+// partition chosen at random for each, so they spread over the topic in
+// no order (see Marshaler). It is safe for concurrent use.
 //
 // watermill-kafka v3.0.6 (the release on the module proxy) only has a
 // synchronous publisher, about a tenth of the async producer's
@@ -56,7 +58,10 @@ func (b *batch) ack(err error) {
 }
 
 // NewPublisher returns a Publisher: acks=all, idempotent (sarama's retries
-// never duplicate a record), records keyed by MetadataPartitionKey.
+// never duplicate a record), records keyed by bus.MetadataPartitionKey and
+// partitioned by the hash of the key (a random partition for a message
+// without one). A topic that does not exist is created by the broker on
+// first use where it allows that (auto.create.topics.enable).
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/snapshots"
 )
 
@@ -19,17 +20,33 @@ func consumeCommand() *cobra.Command {
 		metricsAddr   string
 		snapshotEvery int64
 		noParking     bool
+		startFlag     string
 	)
 	names := func() []string { return eventpipe.ConsumerNames(catalog) }
 	cmd := &cobra.Command{
-		Use:   "consume <projection>... | --all",
-		Short: "Run read-model projections into Postgres and Elasticsearch, the analytics and snapshot consumers (" + strings.Join(names(), ", ") + ")",
-		Long: `consume runs projections: each consumes its event topics in its own consumer
-group (projection.<name>) and applies every event to its Postgres read model in
-the same transaction as its position per aggregate, so redeliveries are skipped
-and missing events are read from the event store first. A projection that has
-applied nothing yet first catches up from the event store (events by type),
-then follows the live topics. Run 'eventpipe migrate' once before.
+		Use:   "consume <consumer>... | --all",
+		Short: "Run consumers: read and search models, sagas, the analytics and snapshot consumers (" + strings.Join(names(), ", ") + ")",
+		Long: `consume runs consumers of the catalogue, each in its own consumer group:
+read models, search models, sagas, the analytics aggregator, the snapshotter,
+and any handler a binary built on the catalogue registers. Run 'eventpipe
+migrate' once before.
+
+Where a consumer group that never committed starts (--start, else the kind's
+default; once the group committed, it resumes where it stopped):
+  history    read and search models (default): catch up from the event store
+             with a durable cursor, resumed after any crash, then follow the
+             live topics from a margin before the catch-up began
+  earliest   the oldest record the topics still hold (the analytics and
+             snapshots consumers' default)
+  latest     only what is published after the first start (sagas' and
+             handlers' default: they never act on events from before they
+             were deployed); a read model started so shows no history
+  <time>     the first record at or after an RFC 3339 time
+
+A read model consumes its event topics in the group projection.<name> and
+applies every event to its Postgres read model in the same transaction as its
+position per aggregate, so redeliveries are skipped and missing events are
+read from the event store first.
 
 The search models (todos-search, orders-search) write one document per aggregate
 to Elasticsearch through their alias with _bulk, the aggregate's sequence as the
@@ -63,12 +80,16 @@ never be taken (the rules reject a stored event) goes to poison.snapshots.`,
 				args = names()
 			}
 			if len(args) == 0 {
-				return fmt.Errorf("consume: name a projection (%s) or pass --all", strings.Join(names(), ", "))
+				return fmt.Errorf("consume: name a consumer (%s) or pass --all", strings.Join(names(), ", "))
+			}
+			start, err := bus.ParseStart(startFlag)
+			if err != nil {
+				return fmt.Errorf("consume: --start: %w", err)
 			}
 			ctx := cmd.Context()
 			reg := eventpipe.NewMetricsRegistry()
 			consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{
-				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), ReadModels: args, SnapshotEvery: snapshotEvery, NoParking: noParking,
+				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Names: args, Start: start, SnapshotEvery: snapshotEvery, NoParking: noParking,
 				Registerer: reg, Logger: slog.Default(),
 			})
 			if err != nil {
@@ -87,7 +108,8 @@ never be taken (the rules reject a stored event) goes to poison.snapshots.`,
 		},
 	}
 	addTracingFlag(cmd)
-	cmd.Flags().BoolVar(&all, "all", false, "run every projection")
+	cmd.Flags().BoolVar(&all, "all", false, "run every consumer")
+	cmd.Flags().StringVar(&startFlag, "start", "", "where a consumer group that never committed starts: history, earliest, latest or an RFC 3339 time (default: each kind's own)")
 	cmd.Flags().Int64Var(&snapshotEvery, "snapshot-every", snapshots.DefaultEvery, "the snapshots consumer snapshots an aggregate every this many events")
 	cmd.Flags().BoolVar(&noParking, "no-parking", false, "poison permanent failures of read and search models instead of parking them (the pre-parking behaviour)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9465", "serve /metrics and /healthz here (empty: off)")

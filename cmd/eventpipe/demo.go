@@ -47,7 +47,6 @@ consumer makes of it, and the hourly order roll-up. Then it stays up with URLs t
 	}
 	f := cmd.Flags()
 	f.BoolVar(&cfg.Once, "once", false, "exit after the story instead of waiting for Ctrl-C")
-	f.StringVar(&cfg.Schema, "postgres-schema", "public", "Postgres schema of the read models (EVENTPIPE_POSTGRES_URL must select it)")
 	f.StringVar(&cfg.RelayMetricsAddr, "relay-metrics-addr", "127.0.0.1:9464", "where the relay serves /metrics")
 	f.StringVar(&cfg.ConsumeMetricsAddr, "consume-metrics-addr", "127.0.0.1:9465", "where the consumers serve /metrics")
 	f.StringVar(&cfg.LogDir, "log-dir", "", "where the children's logs go (default: the stack's log folder)")

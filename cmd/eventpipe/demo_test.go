@@ -41,9 +41,9 @@ func TestDemoOnceTellsAStoryItsReadModelsConfirm(t *testing.T) {
 		testenv.DeleteTable(t, ddb, leases)
 		testenv.DeleteTable(t, ddb, analytics)
 	})
-	schema, pgURL := testenv.PostgresSchema(t, "demo")
+	schema, pgURL := testenv.PostgresSchema(t, "demo") // picked by the URL's search_path, for the demo and its children
 	free := func() string { return "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)) }
-	cmd := exec.Command(bin, "demo", "--once", "--postgres-schema", schema, "--log-dir", t.TempDir(),
+	cmd := exec.Command(bin, "demo", "--once", "--log-dir", t.TempDir(),
 		"--relay-metrics-addr", free(), "--consume-metrics-addr", free())
 	cmd.Env = append(os.Environ(), "EVENTPIPE_EVENTS_TABLE="+events, "EVENTPIPE_LEASES_TABLE="+leases, "EVENTPIPE_ANALYTICS_TABLE="+analytics,
 		"EVENTPIPE_TOPIC_PREFIX="+testenv.UniqueName(t, "ns")+".", "EVENTPIPE_HTTP_ADDR="+free(),
@@ -67,6 +67,9 @@ func TestDemoOnceTellsAStoryItsReadModelsConfirm(t *testing.T) {
 	story := out.String()
 	if !strings.Contains(story, "every read model shows what the commands imply") {
 		t.Fatalf("the story did not end as it should:\n%s", story)
+	}
+	if !strings.Contains(story, "in schema "+schema) {
+		t.Fatalf("the story does not migrate the schema %s of EVENTPIPE_POSTGRES_URL:\n%s", schema, story)
 	}
 
 	// What the commands imply.

@@ -11,14 +11,22 @@ import (
 )
 
 func migrateCommand() *cobra.Command {
-	var schema string
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or check the storage: the DynamoDB events, lease and analytics tables, the Postgres read models and the Elasticsearch indices (idempotent)",
-		Args:  cobra.NoArgs,
+		Long: `migrate creates or checks the storage, idempotently: the DynamoDB events, lease
+and analytics tables, eventpipe's Postgres tables (and those of every read model
+that brings its own migrations) and an Elasticsearch index behind each search
+model's alias.
+
+The Postgres tables go to the schema that the search_path parameter of
+EVENTPIPE_POSTGRES_URL names (default public), for example
+...?sslmode=disable&search_path=tenant_a; the schema must exist. Every other
+subcommand reads the same URL, so they all use that schema.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ep := eventpipe.EndpointsFromEnv()
-			m, err := eventpipe.Migrate(cmd.Context(), eventpipe.MigrateConfig{Catalog: catalog, Endpoints: ep, Schema: schema})
+			m, err := eventpipe.Migrate(cmd.Context(), eventpipe.MigrateConfig{Catalog: catalog, Endpoints: ep})
 			if err != nil {
 				return err
 			}
@@ -30,6 +38,5 @@ func migrateCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&schema, "postgres-schema", "public", "Postgres schema of the read models (must exist)")
 	return cmd
 }

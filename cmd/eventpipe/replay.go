@@ -17,28 +17,27 @@ import (
 )
 
 func replayCommand() *cobra.Command {
-	var (
-		schema   string
-		interval time.Duration
-	)
+	var interval time.Duration
 	cmd := &cobra.Command{
 		Use:   "replay <projection>",
 		Short: "Rebuild a read model from the event store (shadow tables, or a new Elasticsearch index) and swap it in atomically",
 		Long: `replay rebuilds one projection's read model from the event store: it applies the
-whole history to shadow tables in a schema of their own (<schema>_replay_<name>)
-while readers and any running 'eventpipe consume' keep using the live tables,
-then, in one transaction, brings the shadow tables up to the live positions,
-moves them in place of the live ones and replaces the projection's positions.
-Readers see the old model until that commit and the new one after it; a running
-consumer pauses for the swap and goes on from the new positions.
+whole history to shadow tables in a schema of their own (<schema>_replay_<name>,
+beside the live schema, which the search_path parameter of EVENTPIPE_POSTGRES_URL
+names, default public) while readers and any running 'eventpipe consume' keep
+using the live tables, then, in one transaction, brings the shadow tables up to
+the live positions, moves them in place of the live ones and replaces the
+projection's positions. Readers see the old model until that commit and the new
+one after it; a running consumer pauses for the swap and goes on from the new
+positions.
 
 A search model (Elasticsearch: todos-search, orders-search) is rebuilt into a new
-index (<alias>-<unix ms>) while searches and the live consumer use the alias's
-index; the new index is brought up to the live one, refreshed, and the alias is
-moved to it in one _aliases request, so a search sees the old index or the new
-one, never an empty or half-built one. The old index is then write-blocked (a
-late live write fails, is retried through the alias), caught up once more and
-deleted.
+index (<alias>-<unix ms>, with the live index's number of replicas) while
+searches and the live consumer use the alias's index; the new index is brought
+up to the live one, refreshed, and the alias is moved to it in one _aliases
+request, so a search sees the old index or the new one, never an empty or
+half-built one. The old index is then write-blocked (a late live write fails,
+is retried through the alias), caught up once more and deleted.
 
 Progress goes to stderr: a bar (events done/total, rate, ETA) on a terminal,
 a plain line every --progress-interval otherwise.`,
@@ -47,7 +46,7 @@ a plain line every --progress-interval otherwise.`,
 			ctx := cmd.Context()
 			progress := newReplayProgress(cmd.ErrOrStderr(), args[0], interval)
 			res, err := eventpipe.Replay(ctx, eventpipe.ReplayConfig{
-				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), ReadModel: args[0], Schema: schema, Progress: progress.update,
+				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), ReadModel: args[0], Progress: progress.update,
 			})
 			progress.finish()
 			if errors.Is(err, eventpipe.ErrReplayRunning) {
@@ -61,7 +60,6 @@ a plain line every --progress-interval otherwise.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&schema, "postgres-schema", "public", "the schema of the live read models")
 	cmd.Flags().DurationVar(&interval, "progress-interval", 2*time.Second, "how often to print a progress line when stderr is not a terminal")
 	return cmd
 }

@@ -27,6 +27,10 @@ type TypeQuery struct {
 	// Cursor continues from a previous Page.Next; empty starts at the
 	// beginning.
 	Cursor string
+	// After, an event id, starts the listing after that event: only
+	// events with a greater id are listed (a resumable reader's
+	// checkpoint). Empty: no bound.
+	After string
 }
 
 // Page is one page of ListByType.
@@ -72,6 +76,21 @@ func (s *Store) ListByType(ctx context.Context, q TypeQuery) (Page, error) {
 	}
 	if !q.To.IsZero() {
 		hi = gsiSKPrefix + ulidBound(q.To.Add(-time.Millisecond), 0xFF)
+	}
+	if q.After != "" {
+		id, err := ulid.ParseStrict(q.After)
+		if err != nil {
+			return Page{}, wrap(&eventstore.ValidationError{Field: "after", Reason: fmt.Sprintf("%q is not an event id", q.After)})
+		}
+		// Event ids are ULIDs of one length: every id greater than
+		// After is also greater than After followed by the smallest
+		// ULID digit, which BETWEEN includes and After is below.
+		if after := gsiSKPrefix + id.String() + "0"; after > lo {
+			lo = after
+		}
+		if lo > hi {
+			return Page{}, nil
+		}
 	}
 	pk := TypeKey(q.EventType)
 	in := &dynamodb.QueryInput{

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -299,9 +300,37 @@ func TestListByTypeAcrossAggregatesInULIDOrder(t *testing.T) {
 		t.Fatalf("time range listed %d events, want at least the 10 between", len(page.Events))
 	}
 
+	// After an event id: exactly the later events, also combined with a
+	// cursor and a lower-case id, and none after the last.
+	for _, i := range []int{0, 7, 18} {
+		var after []string
+		for cursor := ""; ; {
+			page, err := s.ListByType(ctx, store.TypeQuery{EventType: "OrderPlaced", Limit: 4, Cursor: cursor, After: strings.ToLower(want[i])})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range page.Events {
+				after = append(after, e.EventID)
+			}
+			if cursor = page.Next; cursor == "" {
+				break
+			}
+		}
+		if fmt.Sprint(after) != fmt.Sprint(want[i+1:]) {
+			t.Fatalf("after event %d listed\n%v\nwant\n%v", i, after, want[i+1:])
+		}
+	}
+	if page, err := s.ListByType(ctx, store.TypeQuery{EventType: "OrderPlaced", After: want[len(want)-1]}); err != nil || len(page.Events) != 0 {
+		t.Fatalf("after the last event: %d events, %v", len(page.Events), err)
+	}
+
 	_, err = s.ListByType(ctx, store.TypeQuery{EventType: "OrderPlaced", Cursor: "garbage"})
 	var ve *eventstore.ValidationError
 	if !errors.As(err, &ve) || ve.Field != "cursor" {
 		t.Fatalf("bad cursor: %v", err)
+	}
+	_, err = s.ListByType(ctx, store.TypeQuery{EventType: "OrderPlaced", After: "not-an-id"})
+	if !errors.As(err, &ve) || ve.Field != "after" {
+		t.Fatalf("bad after: %v", err)
 	}
 }

@@ -10,7 +10,9 @@
 //
 // Addresses come from the environment, as for the eventpipe binary
 // (EVENTPIPE_DYNAMODB_ENDPOINT, EVENTPIPE_KAFKA_BROKERS,
-// EVENTPIPE_POSTGRES_URL, …); -schema names the Postgres schema.
+// EVENTPIPE_POSTGRES_URL, …); the search_path parameter of
+// EVENTPIPE_POSTGRES_URL names the Postgres schema (default public), for
+// every subcommand alike.
 package main
 
 import (
@@ -40,7 +42,6 @@ func run(args []string) error {
 		return errors.New("usage: todolog migrate|consume|replay|send [flags]")
 	}
 	fl := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	schema := fl.String("schema", "public", "Postgres schema of the read models")
 	n := fl.Int("n", 10, "send: how many todos")
 	updates := fl.Int("updates", 0, "send: updates per todo after its creation")
 	prefix := fl.String("id", "todo", "send: todo id prefix")
@@ -58,7 +59,7 @@ func run(args []string) error {
 	ep := eventpipe.EndpointsFromEnv()
 	switch args[0] {
 	case "migrate":
-		m, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: catalog, Endpoints: ep, Schema: *schema})
+		m, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: catalog, Endpoints: ep})
 		if err != nil {
 			return err
 		}
@@ -66,7 +67,7 @@ func run(args []string) error {
 		return nil
 	case "consume":
 		reg := eventpipe.NewMetricsRegistry()
-		c, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: catalog, Endpoints: ep, ReadModels: []string{"todo_log"}, Registerer: reg})
+		c, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: catalog, Endpoints: ep, Names: []string{"todo_log"}, Registerer: reg})
 		if err != nil {
 			return err
 		}
@@ -83,7 +84,7 @@ func run(args []string) error {
 		}
 		return nil
 	case "replay":
-		res, err := eventpipe.Replay(ctx, eventpipe.ReplayConfig{Catalog: catalog, Endpoints: ep, ReadModel: "todo_log", Schema: *schema})
+		res, err := eventpipe.Replay(ctx, eventpipe.ReplayConfig{Catalog: catalog, Endpoints: ep, ReadModel: "todo_log"})
 		if err != nil {
 			return err
 		}

@@ -44,14 +44,14 @@ func TestTodoLogRunsAsALibraryUsersReadModel(t *testing.T) {
 	ep.LeasesTable = testenv.UniqueName(t, "leases")
 	ep.TopicPrefix = testenv.UniqueName(t, "ns") + "."
 	t.Cleanup(func() { testenv.DeleteTable(t, ddb, ep.EventsTable); testenv.DeleteTable(t, ddb, ep.LeasesTable) })
-	schema, pgURL := testenv.PostgresSchema(t, "todolog")
+	_, pgURL := testenv.PostgresSchema(t, "todolog") // the URL's search_path picks the schema
 	ep.Postgres = pgURL
 	env := append(os.Environ(),
 		"EVENTPIPE_DYNAMODB_ENDPOINT="+ep.DynamoDB, "EVENTPIPE_KAFKA_BROKERS="+strings.Join(ep.KafkaBrokers, ","),
 		"EVENTPIPE_POSTGRES_URL="+ep.Postgres, "EVENTPIPE_EVENTS_TABLE="+ep.EventsTable,
 		"EVENTPIPE_LEASES_TABLE="+ep.LeasesTable, "EVENTPIPE_TOPIC_PREFIX="+ep.TopicPrefix)
 	program := func(args ...string) *exec.Cmd {
-		cmd := exec.Command(bin, append(args, "-schema", schema)...)
+		cmd := exec.Command(bin, args...)
 		cmd.Env = env
 		return cmd
 	}

@@ -30,13 +30,10 @@ type Config struct {
 	// Binary is the eventpipe binary the children run (default: this
 	// process's executable).
 	Binary string
-	// Endpoints give every address (default eventpipe.EndpointsFromEnv());
-	// the children get them through the environment.
+	// Endpoints give every address (each empty field from the
+	// environment: Endpoints.Fill); the children get them through the
+	// environment.
 	Endpoints eventpipe.Endpoints
-	// Schema is the Postgres schema of the read models (default "public");
-	// Endpoints.Postgres must select it (search_path) when it is not the
-	// default one.
-	Schema string
 	// RelayMetricsAddr and ConsumeMetricsAddr are where the relay and the
 	// consumers serve /metrics (defaults 127.0.0.1:9464 and :9465).
 	RelayMetricsAddr, ConsumeMetricsAddr string
@@ -62,12 +59,7 @@ func (c *Config) setDefaults() error {
 		}
 		c.Binary = exe
 	}
-	if c.Endpoints.DynamoDB == "" {
-		c.Endpoints = eventpipe.EndpointsFromEnv()
-	}
-	if c.Schema == "" {
-		c.Schema = "public"
-	}
+	c.Endpoints = c.Endpoints.Fill()
 	if c.RelayMetricsAddr == "" {
 		c.RelayMetricsAddr = "127.0.0.1:9464"
 	}
@@ -117,7 +109,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	n := &narrator{out: cfg.Out}
 	n.chapter("Storage")
-	m, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Endpoints: cfg.Endpoints, Schema: cfg.Schema, Logger: slog.New(slog.DiscardHandler)})
+	m, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Endpoints: cfg.Endpoints, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}

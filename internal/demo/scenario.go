@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
@@ -33,7 +34,7 @@ type scenario struct {
 	catalog *eventpipe.Catalog
 	sender  *kafka.Sender
 	store   *ddbstore.Store
-	db      *pgx.Conn
+	db      *pgxpool.Pool
 	http    *http.Client
 
 	touched           []eventstore.Ref
@@ -69,7 +70,7 @@ func newScenario(ctx context.Context, cfg Config) (*scenario, error) {
 		sender.Close()
 		return nil, err
 	}
-	db, err := pgx.Connect(ctx, cfg.Endpoints.Postgres)
+	db, err := eventpipe.OpenPostgres(ctx, cfg.Endpoints)
 	if err != nil {
 		sender.Close()
 		return nil, fmt.Errorf("demo: read models: %w", err)
@@ -80,7 +81,7 @@ func newScenario(ctx context.Context, cfg Config) (*scenario, error) {
 
 func (s *scenario) close() {
 	_ = s.sender.Close()
-	_ = s.db.Close(context.Background())
+	s.db.Close()
 }
 
 func (s *scenario) id(name string) string { return name + "-" + s.cfg.RunID }

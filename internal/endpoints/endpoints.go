@@ -96,6 +96,38 @@ func fromLookup(lookup func(string) (string, bool)) Endpoints {
 	return e
 }
 
+// Fill returns e with every empty field filled on its own: from its
+// environment variable when that is set and not blank, otherwise from its
+// default (as FromEnv gives it). A field that is set is kept whatever the
+// others hold, so a partly filled Endpoints loses nothing. An empty
+// TopicPrefix counts as unset too: it takes EVENTPIPE_TOPIC_PREFIX when
+// that is set.
+func (e Endpoints) Fill() Endpoints {
+	return fill(e, FromEnv())
+}
+
+// fill is Fill against the endpoints def.
+func fill(e, def Endpoints) Endpoints {
+	str := func(dst *string, d string) {
+		if *dst == "" {
+			*dst = d
+		}
+	}
+	str(&e.DynamoDB, def.DynamoDB)
+	str(&e.Postgres, def.Postgres)
+	str(&e.Elasticsearch, def.Elasticsearch)
+	str(&e.HTTPAddr, def.HTTPAddr)
+	str(&e.EventsTable, def.EventsTable)
+	str(&e.LeasesTable, def.LeasesTable)
+	str(&e.AnalyticsTable, def.AnalyticsTable)
+	str(&e.StackDir, def.StackDir)
+	str(&e.TopicPrefix, def.TopicPrefix)
+	if len(e.KafkaBrokers) == 0 {
+		e.KafkaBrokers = append([]string(nil), def.KafkaBrokers...)
+	}
+	return e
+}
+
 // SplitList splits a comma-separated list, dropping blanks.
 func SplitList(s string) []string {
 	var out []string

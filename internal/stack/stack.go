@@ -41,8 +41,8 @@ type Config struct {
 	// Tests point a throwaway stack at the main stack's tools to avoid a
 	// second download.
 	ToolsDir string
-	// Endpoints are the addresses the components listen on
-	// (default endpoints.FromEnv()).
+	// Endpoints are the addresses the components listen on (each empty
+	// field from the environment: Endpoints.Fill).
 	Endpoints endpoints.Endpoints
 	// KafkaBrokerCommand runs the Kafka broker; the stack appends its
 	// flags (default: this executable with "stack kafka-broker").
@@ -68,9 +68,7 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() error {
-	if c.Endpoints.DynamoDB == "" {
-		c.Endpoints = endpoints.FromEnv()
-	}
+	c.Endpoints = c.Endpoints.Fill()
 	if c.Dir == "" {
 		c.Dir = c.Endpoints.StackDir
 	}

@@ -7,14 +7,19 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/tern/v2/migrate"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 //go:embed sql/*.sql
@@ -24,10 +29,39 @@ var files embed.FS
 // eventpipe's own migrations, in the target schema.
 const VersionTable = "eventpipe_schema_version"
 
+// ReadModelVersionTable is the version table of the migrations that read
+// model name brings of its own (a projections.Migrator):
+// eventpipe_schema_version_<name>. Postgres keeps only the first 63 bytes
+// of a name, so that two long names sharing their first bytes would share
+// one table; a name that would pass the limit is cut to a readable prefix
+// and ends with _ and 12 hex digits of the SHA-256 of the whole name,
+// making it unique per read model whatever its length. Names that fit are
+// as they always were, so existing version tables are found again.
+func ReadModelVersionTable(name string) string {
+	full := VersionTable + "_" + name
+	if len(full) <= maxIdent {
+		return full
+	}
+	sum := sha256.Sum256([]byte(name))
+	suffix := "_" + hex.EncodeToString(sum[:6])
+	head := full[:maxIdent-len(suffix)]
+	for !utf8.ValidString(head) { // do not cut a character in two
+		head = head[:len(head)-1]
+	}
+	return head + suffix
+}
+
+// maxIdent is Postgres' identifier limit in bytes.
+const maxIdent = 63
+
 // Config says where to migrate, and what.
 type Config struct {
-	// URL is the pgx connection URL. Required.
+	// URL is the pgx connection URL. Required unless ConnConfig is set.
 	URL string
+	// ConnConfig, when set, are the connection settings used instead of
+	// URL's (for example those of a pool: pool.Config().ConnConfig); it
+	// is copied, not changed.
+	ConnConfig *pgx.ConnConfig
 	// Schema is the Postgres schema the tables live in (default
 	// "public"). It must exist.
 	Schema string
@@ -36,7 +70,8 @@ type Config struct {
 	// brings its own set, with its own VersionTable.
 	Migrations fs.FS
 	// VersionTable records how far Migrations were applied (default
-	// VersionTable). Each set of migrations needs its own.
+	// VersionTable). Each set of migrations needs its own: a read model's
+	// is ReadModelVersionTable(name). At most 63 bytes.
 	VersionTable string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -57,6 +92,21 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// Validate reports the first unusable field, as a
+// *eventstore.ValidationError.
+func (c Config) Validate() error {
+	switch {
+	case c.URL == "" && c.ConnConfig == nil:
+		return &eventstore.ValidationError{Field: "URL", Reason: "is empty (and no ConnConfig is given)"}
+	case len(c.Schema) > maxIdent:
+		return &eventstore.ValidationError{Field: "Schema", Reason: fmt.Sprintf("%q is longer than Postgres' 63-byte identifier limit", c.Schema)}
+	case len(c.VersionTable) > maxIdent:
+		return &eventstore.ValidationError{Field: "VersionTable", Reason: fmt.Sprintf("%q is longer than Postgres' 63-byte identifier limit, "+
+			"which would cut it to a name another set may share (see ReadModelVersionTable)", c.VersionTable)}
+	}
+	return nil
+}
+
 // Migrations returns the embedded migration files (for inspection).
 func Migrations() fs.FS {
 	sub, err := fs.Sub(files, "sql")
@@ -75,12 +125,17 @@ func Migrations() fs.FS {
 // runs RESET ALL after each migration, which would undo a SET.
 func Migrate(ctx context.Context, cfg Config) (int32, error) {
 	cfg.setDefaults()
-	if cfg.URL == "" {
-		return 0, errors.New("migrate postgres: Config.URL is empty")
-	}
-	pc, err := pgx.ParseConfig(cfg.URL)
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return 0, fmt.Errorf("migrate postgres: %w", err)
+	}
+	var pc *pgx.ConnConfig
+	if cfg.ConnConfig != nil {
+		pc = cfg.ConnConfig.Copy()
+	} else {
+		var err error
+		if pc, err = pgx.ParseConfig(cfg.URL); err != nil {
+			return 0, fmt.Errorf("migrate postgres: %w", err)
+		}
 	}
 	pc.RuntimeParams["search_path"] = pgx.Identifier{cfg.Schema}.Sanitize()
 	conn, err := pgx.ConnectConfig(ctx, pc)

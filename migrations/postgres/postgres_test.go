@@ -3,10 +3,13 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	"github.com/eventpipe/eventpipe/migrations/postgres"
 )
@@ -63,7 +66,7 @@ func TestMigrateCreatesTheReadModelsOnceAndRefusesANewerSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"account_transactions", "accounts", postgres.VersionTable, "orders", "parked_events", "projection_positions",
+	want := []string{"account_transactions", "accounts", postgres.VersionTable, "orders", "parked_events", "projection_catchup", "projection_positions",
 		"saga_inputs", "saga_instances", "saga_outbox", "saga_timeouts", "todos"}
 	if len(tables) != len(want) {
 		t.Fatalf("tables in %s: %v, want %v", schema, tables, want)
@@ -85,5 +88,71 @@ func TestMigrateIntoAMissingSchemaFails(t *testing.T) {
 	testenv.Postgres(t)
 	if _, err := postgres.Migrate(context.Background(), postgres.Config{URL: testenv.Endpoints().Postgres, Schema: "no_such_schema_here"}); err == nil {
 		t.Fatal("Migrate into a missing schema succeeded")
+	}
+}
+
+// TestReadModelVersionTablesOfLongNamesSharingAPrefixStayApart migrates
+// two read models whose names share their first 60 bytes into one
+// schema, each with its own migrations (two for the first, one for the
+// second): cut at Postgres' 63 bytes, their version tables would be one,
+// and the second set would find the first's version 2 and be refused as
+// newer. Each keeps its own version table and version, a second run
+// changes nothing, and a name that fits keeps today's table name.
+func TestReadModelVersionTablesOfLongNamesSharingAPrefixStayApart(t *testing.T) {
+	ctx := context.Background()
+	conn, schema := schemaConn(t)
+	prefix := strings.Repeat("orders_by_customer_and_region_", 2) // 60 bytes
+	first, second := prefix+"_hourly", prefix+"_daily"
+	if got := postgres.ReadModelVersionTable("todo_log"); got != "eventpipe_schema_version_todo_log" {
+		t.Fatalf("ReadModelVersionTable(todo_log) = %q, want today's eventpipe_schema_version_todo_log", got)
+	}
+	tables := map[string]string{}
+	for _, name := range []string{first, second} {
+		vt := postgres.ReadModelVersionTable(name)
+		if len(vt) > 63 || !strings.HasPrefix(vt, postgres.VersionTable+"_orders_by_customer") {
+			t.Fatalf("ReadModelVersionTable(%s) = %q (%d bytes), want at most 63 bytes with a readable prefix", name, vt, len(vt))
+		}
+		tables[name] = vt
+	}
+	if tables[first] == tables[second] {
+		t.Fatalf("both read models got the version table %s", tables[first])
+	}
+	sets := map[string]fstest.MapFS{
+		first: {
+			"001_hourly.sql": {Data: []byte("CREATE TABLE hourly (id int);\n")},
+			"002_hourly.sql": {Data: []byte("ALTER TABLE hourly ADD COLUMN n int;\n")},
+		},
+		second: {"001_daily.sql": {Data: []byte("CREATE TABLE daily (id int);\n")}},
+	}
+	want := map[string]int32{first: 2, second: 1}
+	for run := range 2 {
+		for _, name := range []string{first, second} {
+			v, err := postgres.Migrate(ctx, postgres.Config{URL: testenv.Endpoints().Postgres, Schema: schema, Migrations: sets[name],
+				VersionTable: postgres.ReadModelVersionTable(name)})
+			if err != nil || v != want[name] {
+				t.Fatalf("run %d: Migrate of %s = %d, %v; want %d", run+1, name, v, err, want[name])
+			}
+		}
+	}
+	for name, vt := range tables {
+		var v int32
+		if err := conn.QueryRow(ctx, "SELECT version FROM "+pgx.Identifier{vt}.Sanitize()).Scan(&v); err != nil || v != want[name] {
+			t.Errorf("%s records %d (%v), want %d for %s", vt, v, err, want[name], name)
+		}
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name IN ('hourly', 'daily')`, schema).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("tables hourly and daily in %s: %d (%v), want both", schema, n, err)
+	}
+}
+
+// TestMigrateRefusesAVersionTablePostgresWouldCut refuses, before
+// connecting, a version table longer than 63 bytes.
+func TestMigrateRefusesAVersionTablePostgresWouldCut(t *testing.T) {
+	_, err := postgres.Migrate(context.Background(), postgres.Config{URL: testenv.Endpoints().Postgres,
+		VersionTable: postgres.VersionTable + "_" + strings.Repeat("x", 40)})
+	var ve *eventstore.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "VersionTable" {
+		t.Fatalf("Migrate with a 66-byte version table = %v, want a *eventstore.ValidationError on VersionTable", err)
 	}
 }

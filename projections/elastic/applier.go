@@ -65,9 +65,17 @@ type ApplierConfig struct {
 	// entry is dropped and the events are skipped, and a cached document
 	// behind the batch's events is brought up by gap repair.
 	CacheSize int
+	// CatchUpIndex is the index that keeps each search model's catch-up
+	// state (projections.CatchUpState), one document per Index (default
+	// DefaultCatchUpIndex; the binary puts the topic prefix before it,
+	// see Alias). It is created when missing.
+	CatchUpIndex string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultCatchUpIndex is ApplierConfig.CatchUpIndex's default.
+const DefaultCatchUpIndex = "eventpipe-catchup"
 
 // Validate reports the first missing or invalid field.
 func (c ApplierConfig) Validate() error {
@@ -117,6 +125,9 @@ func NewApplier(cfg ApplierConfig) (*Applier, error) {
 	}
 	if cfg.Index == "" {
 		cfg.Index = Alias("", cfg.Projection.Name())
+	}
+	if cfg.CatchUpIndex == "" {
+		cfg.CatchUpIndex = DefaultCatchUpIndex
 	}
 	wants := map[string]bool{}
 	for _, t := range cfg.Projection.AggregateTypes() {

@@ -2,8 +2,11 @@ package elastic
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,7 +51,7 @@ func EnsureIndex(ctx context.Context, es esapi.Transport, p Projection, alias st
 		return err
 	}
 	// A fixed name: processes that race here create the same index.
-	err = createIndex(ctx, es, alias+"-0", p, alias)
+	err = createIndex(ctx, es, alias+"-0", p, alias, "")
 	if err != nil && !isAlreadyExists(err) {
 		return err
 	}
@@ -59,11 +62,19 @@ func EnsureIndex(ctx context.Context, es esapi.Transport, p Projection, alias st
 }
 
 // createIndex creates index with p's settings and mappings, and alias
-// when not empty.
-func createIndex(ctx context.Context, es esapi.Transport, index string, p Projection, alias string) error {
+// when not empty; replicas, when not empty, replaces the number of
+// replicas p's settings give.
+func createIndex(ctx context.Context, es esapi.Transport, index string, p Projection, alias, replicas string) error {
 	body := map[string]any{}
 	for k, v := range p.IndexBody() {
 		body[k] = v
+	}
+	if replicas != "" {
+		settings, err := withReplicas(body["settings"], replicas)
+		if err != nil {
+			return fmt.Errorf("elastic: create index %s: %w", index, err)
+		}
+		body["settings"] = settings
 	}
 	if alias != "" {
 		body["aliases"] = map[string]any{alias: map[string]any{}}
@@ -79,9 +90,73 @@ func isAlreadyExists(err error) bool {
 	return errors.As(err, &re) && re.Type == "resource_already_exists_exception"
 }
 
-// newIndexName is the name of a replay's new index behind alias.
+// withReplicas returns a copy of the index settings of a create-index
+// body (nil, or an object in any of Elasticsearch's spellings: nested
+// under "index" or not, dotted keys) with number_of_replicas set to n and
+// every other spelling of it removed.
+func withReplicas(settings any, n string) (map[string]any, error) {
+	out := map[string]any{}
+	if settings != nil {
+		raw, err := json.Marshal(settings)
+		if err != nil {
+			return nil, fmt.Errorf("encode the projection's settings: %w", err)
+		}
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return nil, fmt.Errorf("the projection's settings are not an object: %w", err)
+		}
+	}
+	delete(out, "index.number_of_replicas")
+	if nested, ok := out["index"].(map[string]any); ok {
+		delete(nested, "number_of_replicas")
+	}
+	out["number_of_replicas"] = n
+	return out, nil
+}
+
+// liveReplicas returns the index.number_of_replicas setting of index, as
+// GET /<index>/_settings gives it.
+func liveReplicas(ctx context.Context, es esapi.Transport, index string) (string, error) {
+	var res map[string]struct {
+		Settings struct {
+			Index struct {
+				Replicas json.RawMessage `json:"number_of_replicas"`
+			} `json:"index"`
+		} `json:"settings"`
+	}
+	if err := esclient.Do(ctx, es, esapi.IndicesGetSettingsRequest{Index: []string{index}}, &res); err != nil {
+		return "", fmt.Errorf("elastic: settings of %s: %w", index, err)
+	}
+	raw := res[index].Settings.Index.Replicas
+	var n string
+	if err := json.Unmarshal(raw, &n); err != nil {
+		var num json.Number
+		if err := json.Unmarshal(raw, &num); err != nil || num == "" {
+			return "", fmt.Errorf("elastic: settings of %s: no index.number_of_replicas in %s", index, raw)
+		}
+		n = num.String()
+	}
+	if _, err := strconv.ParseUint(n, 10, 32); err != nil {
+		return "", fmt.Errorf("elastic: settings of %s: index.number_of_replicas %q is not a count", index, n)
+	}
+	return n, nil
+}
+
+// newIndexName is the name of a replay's new index behind alias:
+// <alias>-<unix ms>, the suffix always 13 digits (from 2001 to 2286).
 func newIndexName(alias string, now time.Time) string {
 	return fmt.Sprintf("%s-%d", alias, now.UnixMilli())
+}
+
+// ownIndexSuffix matches what follows "<alias>-" in the name of an index
+// of alias's own: 0 (EnsureIndex's first index) or a replay's unix ms
+// (newIndexName). Another model's index, whose name only starts with
+// the alias (todos-search-v2-0 beside todos-search), never matches.
+var ownIndexSuffix = regexp.MustCompile(`^(0|[1-9][0-9]{12})$`)
+
+// isOwnIndex reports whether index is named as an index of alias's own.
+func isOwnIndex(alias, index string) bool {
+	suffix, ok := strings.CutPrefix(index, alias+"-")
+	return ok && ownIndexSuffix.MatchString(suffix)
 }
 
 // refresh makes every write to index so far visible to search.

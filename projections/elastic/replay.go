@@ -2,9 +2,12 @@ package elastic
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
@@ -61,8 +64,10 @@ func (c ReplayConfig) Validate() error {
 // taking it away from searches:
 //
 //  1. it creates a new index (<alias>-<unix ms>) with the projection's
-//     mappings and applies the whole history to it, while searches and the
-//     live consumer keep using the alias's index;
+//     settings and mappings, but the number of replicas of the alias's
+//     index (index.number_of_replicas, raised or lowered since it was
+//     created), and applies the whole history to it, while searches and
+//     the live consumer keep using the alias's index;
 //  2. it brings the new index up to every document of the live one (from
 //     the store, where a live document is ahead), refreshes it and moves
 //     the alias to it in one _aliases request (atomic: a search sees the
@@ -73,7 +78,13 @@ func (c ReplayConfig) Validate() error {
 //
 // Only one replay of a read model runs at a time (projections.
 // ErrReplayRunning): the lock is a lease document in the
-// eventpipe-replay-locks index, renewed while the replay runs.
+// eventpipe-replay-locks index, renewed while the replay runs. Before it
+// starts, it deletes what an interrupted replay of the same alias left:
+// indices named <alias>-0 or <alias>-<13-digit unix ms> that no alias
+// points to. Indices of other models are never touched, even when their
+// name starts with the alias (the todos-search-v2-… indices of a model
+// todos-search-v2 beside todos-search), nor is an index any alias points
+// to.
 func Replay(ctx context.Context, cfg ReplayConfig) (_ projections.ReplayResult, err error) {
 	if err := cfg.Validate(); err != nil {
 		return projections.ReplayResult{}, err
@@ -121,11 +132,15 @@ func Replay(ctx context.Context, cfg ReplayConfig) (_ projections.ReplayResult, 
 	if err != nil {
 		return projections.ReplayResult{}, err
 	}
-	if err := dropLeftovers(ctx, es, alias, old); err != nil {
+	if err := dropLeftovers(ctx, es, alias, old, cfg.Logger); err != nil {
 		return projections.ReplayResult{}, wrap("drop indices left by an interrupted replay", err)
 	}
+	replicas, err := liveReplicas(ctx, es, old)
+	if err != nil {
+		return projections.ReplayResult{}, err
+	}
 	fresh := newIndexName(alias, time.Now())
-	if err := createIndex(ctx, es, fresh, p, ""); err != nil {
+	if err := createIndex(ctx, es, fresh, p, "", replicas); err != nil {
 		return projections.ReplayResult{}, err
 	}
 	swapped := false
@@ -203,20 +218,31 @@ func Replay(ctx context.Context, cfg ReplayConfig) (_ projections.ReplayResult, 
 	return res, nil
 }
 
-// dropLeftovers deletes the indices behind alias's name pattern that the
-// alias does not point to: new indices of replays that were interrupted
-// (the replay lock rules out a running one).
-func dropLeftovers(ctx context.Context, es esapi.Transport, alias, live string) error {
-	var res map[string]any
+// dropLeftovers deletes the indices of alias's own (isOwnIndex) that no
+// alias points to, live apart: the new indices of replays that were
+// interrupted, or an old index a replay could not delete after its swap
+// (the replay lock rules out a running one). An index named as alias's
+// own that some alias points to is another model's and is kept.
+func dropLeftovers(ctx context.Context, es esapi.Transport, alias, live string, logger *slog.Logger) error {
+	var res map[string]struct {
+		Aliases map[string]json.RawMessage `json:"aliases"`
+	}
 	if err := esclient.Do(ctx, es, esapi.IndicesGetRequest{Index: []string{alias + "-*"}}, &res); err != nil && !esclient.IsNotFound(err) {
 		return err
 	}
-	for name := range res {
-		if name != live {
-			if err := deleteIndex(ctx, es, name); err != nil {
-				return err
-			}
+	for _, name := range slices.Sorted(maps.Keys(res)) {
+		if name == live || !isOwnIndex(alias, name) {
+			continue
 		}
+		if aliases := res[name].Aliases; len(aliases) > 0 {
+			logger.Warn("replay: keeping an index named like a leftover of this alias: an alias points to it",
+				"alias", alias, "index", name, "its_aliases", slices.Sorted(maps.Keys(aliases)))
+			continue
+		}
+		if err := deleteIndex(ctx, es, name); err != nil {
+			return err
+		}
+		logger.Info("replay: deleted an index left by an interrupted replay", "alias", alias, "index", name)
 	}
 	return nil
 }

@@ -69,7 +69,10 @@ func (s synthetic) all() []eventstore.Envelope {
 
 // history pages the synthetic events by type, 1,000 a page, as the
 // store's ListByType would.
-func (s synthetic) history(_ context.Context, eventType, cursor string) ([]eventstore.Envelope, string, error) {
+func (s synthetic) history(_ context.Context, eventType, after, cursor string) ([]eventstore.Envelope, string, error) {
+	if after != "" {
+		return nil, "", fmt.Errorf("the synthetic history does not resume (after %s)", after)
+	}
 	lo, hi := 0, 0
 	switch eventType {
 	case bankaccount.AccountOpened:
@@ -260,7 +263,13 @@ func runReplayChildIfRequested() {
 			return err
 		}
 		s := newSynthetic(n) // gap repair reads the store only: the synthetic history has no gaps
-		res, err := eventpipe.Replay(context.Background(), eventpipe.ReplayConfig{ReadModel: readmodels.Accounts{}.Name(), Schema: schema,
+		ep := eventpipe.EndpointsFromEnv()
+		sep := "?"
+		if strings.Contains(ep.Postgres, "?") {
+			sep = "&"
+		}
+		ep.Postgres += sep + "search_path=" + schema // the URL picks the schema
+		res, err := eventpipe.Replay(context.Background(), eventpipe.ReplayConfig{ReadModel: readmodels.Accounts{}.Name(), Endpoints: ep,
 			History: s.history, Count: s.count})
 		if err != nil {
 			return err

@@ -19,8 +19,8 @@ import (
 )
 
 func history(s *store.Store) projections.HistoryPage {
-	return func(ctx context.Context, eventType, cursor string) ([]eventstore.Envelope, string, error) {
-		p, err := s.ListByType(ctx, store.TypeQuery{EventType: eventType, Cursor: cursor, Limit: 100})
+	return func(ctx context.Context, eventType, after, cursor string) ([]eventstore.Envelope, string, error) {
+		p, err := s.ListByType(ctx, store.TypeQuery{EventType: eventType, After: after, Cursor: cursor, Limit: 100})
 		return p.Events, p.Next, err
 	}
 }
@@ -60,8 +60,8 @@ func TestNewProjectionCatchesUpFromTheStoreThenFollowsLive(t *testing.T) {
 	var caughtUp atomic.Int64
 	hist := history(w.store)
 	runner, err := projections.NewRunner(projections.RunnerConfig{Applier: applier, Brokers: brokers, Topics: topics, Publisher: pub,
-		History: func(ctx context.Context, eventType, cursor string) ([]eventstore.Envelope, string, error) {
-			evs, next, err := hist(ctx, eventType, cursor)
+		History: func(ctx context.Context, eventType, after, cursor string) ([]eventstore.Envelope, string, error) {
+			evs, next, err := hist(ctx, eventType, after, cursor)
 			caughtUp.Add(int64(len(evs)))
 			return evs, next, err
 		}})

@@ -22,7 +22,13 @@ import (
 	"github.com/eventpipe/eventpipe/projections/readmodels"
 )
 
-const envConsumeChildSchema = "EVENTPIPE_TEST_CONSUME_CHILD_SCHEMA"
+const (
+	envConsumeChildSchema = "EVENTPIPE_TEST_CONSUME_CHILD_SCHEMA"
+	// envConsumeChildStart is the child's ConsumersConfig.Start
+	// (bus.ParseStart; "default" for the zero Start, i.e. the read
+	// model's default: history); unset: earliest, no catch-up.
+	envConsumeChildStart = "EVENTPIPE_TEST_CONSUME_CHILD_START"
+)
 
 func TestMain(m *testing.M) {
 	runConsumeChildIfRequested()
@@ -31,7 +37,9 @@ func TestMain(m *testing.M) {
 }
 
 // runConsumeChildIfRequested runs the accounts projection in this process
-// when a test started it as a child (the schema is in the environment).
+// when a test started it as a child (the schema is in the environment),
+// from the topics' oldest records unless envConsumeChildStart says
+// otherwise.
 func runConsumeChildIfRequested() {
 	schema := os.Getenv(envConsumeChildSchema)
 	if schema == "" {
@@ -46,7 +54,13 @@ func runConsumeChildIfRequested() {
 			return err
 		}
 		defer db.Close()
-		consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{ReadModels: []string{readmodels.Accounts{}.Name()}, DB: db, SkipCatchUp: true})
+		start := bus.StartEarliest
+		if s := os.Getenv(envConsumeChildStart); s != "" {
+			if start, err = bus.ParseStart(s); err != nil {
+				return err
+			}
+		}
+		consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Names: []string{readmodels.Accounts{}.Name()}, DB: db, Start: start})
 		if err != nil {
 			return err
 		}

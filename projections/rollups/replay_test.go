@@ -15,8 +15,8 @@ import (
 )
 
 func history(s *store.Store) projections.HistoryPage {
-	return func(ctx context.Context, eventType, cursor string) ([]eventstore.Envelope, string, error) {
-		p, err := s.ListByType(ctx, store.TypeQuery{EventType: eventType, Cursor: cursor, Limit: 100})
+	return func(ctx context.Context, eventType, after, cursor string) ([]eventstore.Envelope, string, error) {
+		p, err := s.ListByType(ctx, store.TypeQuery{EventType: eventType, After: after, Cursor: cursor, Limit: 100})
 		return p.Events, p.Next, err
 	}
 }

@@ -73,7 +73,7 @@ func migrateSchema(ctx context.Context, schema string, p *rollups.Projection) er
 		return err
 	}
 	_, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: url, Schema: schema, Migrations: p.Migrations(),
-		VersionTable: pgmigrate.VersionTable + "_" + p.Name()})
+		VersionTable: pgmigrate.ReadModelVersionTable(p.Name())})
 	return err
 }
 

@@ -36,11 +36,18 @@ import (
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
 )
 
-const envConsumeChild = "EVENTPIPE_TEST_SEARCH_CONSUME_CHILD"
+const (
+	envConsumeChild = "EVENTPIPE_TEST_SEARCH_CONSUME_CHILD"
+	// envConsumeChildStart is the child's ConsumersConfig.Start
+	// (bus.ParseStart; "default" for the search model's default:
+	// history); unset: earliest, without catch-up.
+	envConsumeChildStart = "EVENTPIPE_TEST_SEARCH_CONSUME_CHILD_START"
+)
 
 // runConsumeChildIfRequested runs the todos search model in this process
 // when a test started it as a child: eventpipe.NewConsumers from the
-// environment (events table, topic prefix), without catch-up.
+// environment (events table, topic prefix), without catch-up unless
+// envConsumeChildStart says otherwise.
 func runConsumeChildIfRequested() {
 	if os.Getenv(envConsumeChild) == "" {
 		return
@@ -49,7 +56,14 @@ func runConsumeChildIfRequested() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	err := func() error {
-		consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{ReadModels: []string{searchmodels.TodoSearch{}.Name()}, SkipCatchUp: true})
+		start := bus.StartEarliest
+		if s := os.Getenv(envConsumeChildStart); s != "" {
+			var err error
+			if start, err = bus.ParseStart(s); err != nil {
+				return err
+			}
+		}
+		consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Names: []string{searchmodels.TodoSearch{}.Name()}, Start: start})
 		if err != nil {
 			return err
 		}
@@ -84,20 +98,24 @@ func versionSum(t testing.TB, es *elasticsearch.Client, alias string, ids []stri
 	return n
 }
 
-// TestKilledSearchConsumerEndsEqualToTheReplay publishes 10,000 todo
-// events (100 todos of 100 events) and runs the todos search model in a
-// child process (eventpipe.NewConsumers, as `eventpipe consume` does)
-// that is killed with SIGKILL at random moments at least 10 times and
-// restarted, each kill once the running child has made progress; most
-// kills must land before the last event is applied. In the end every
-// document equals a from-scratch application of the events.
+// TestKilledSearchConsumerEndsEqualToTheReplay covers the live path: it
+// publishes 10,000 todo events (100 todos of 100 events) on the topic and
+// runs the todos search model in a child process (eventpipe.NewConsumers,
+// as `eventpipe consume` does, with --start earliest: no catch-up from the
+// store) that is killed with SIGKILL at random moments 6 times and
+// restarted, each kill once the running child has applied more. Every
+// kill must land mid-write: the documents' version sum (the events
+// applied) at each kill is above the previous kill's and strictly between
+// 0 and 10,000. In the end every document equals a from-scratch
+// application of the events.
 //
 // The events go straight onto the topic, as the relay would put them,
-// and not into the store: DynamoDB Local needs minutes for 10,000 events,
-// and a consumer fed in order never reads the store (it would only to
-// repair a gap, and then find nothing and fail the test loudly).
+// and not into the store: a consumer fed in order never reads the store
+// (it would only to repair a gap, and then find nothing and fail the test
+// loudly). The catch-up from the store, killed mid-way, is
+// TestKilledSearchCatchUpResumesAndEndsEqualToTheStore.
 func TestKilledSearchConsumerEndsEqualToTheReplay(t *testing.T) {
-	const todos, perTodo, kills = 100, 100, 10
+	const todos, perTodo, kills = 100, 100, 6
 	w := newWorld(t)
 	p := searchmodels.TodoSearch{}
 	topics := bus.Topics{Prefix: w.prefix}
@@ -146,7 +164,12 @@ func TestKilledSearchConsumerEndsEqualToTheReplay(t *testing.T) {
 		return cmd
 	}
 	applied := func() int64 { return versionSum(t, w.es, alias, todoIDs) }
-	testenv.KillRepeatedly(t, start, applied, int64(len(all)), kills)
+	killedAt := testenv.KillRepeatedly(t, start, applied, int64(len(all)), kills)
+	for i, n := range killedAt {
+		if n <= 0 || n >= int64(len(all)) || (i > 0 && n <= killedAt[i-1]) {
+			t.Errorf("kill %d did not land mid-write after more was applied: versions added up to %v at the kills, of %d", i+1, killedAt, len(all))
+		}
+	}
 	assertSame(t, "after the kills", w.documents(alias), w.scratch(p, all))
 }
 

@@ -184,8 +184,8 @@ func lastSequences(events []eventstore.Envelope) map[string]int64 {
 
 // catchUpHistory pages w's store by type for CatchUp and Replay.
 func (w *world) history() projections.HistoryPage {
-	return func(ctx context.Context, eventType, cursor string) ([]eventstore.Envelope, string, error) {
-		p, err := w.store.ListByType(ctx, store.TypeQuery{EventType: eventType, Cursor: cursor, Limit: 1000})
+	return func(ctx context.Context, eventType, after, cursor string) ([]eventstore.Envelope, string, error) {
+		p, err := w.store.ListByType(ctx, store.TypeQuery{EventType: eventType, After: after, Cursor: cursor, Limit: 1000})
 		return p.Events, p.Next, err
 	}
 }

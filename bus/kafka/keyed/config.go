@@ -44,10 +44,25 @@ type Config struct {
 	// committed (default 256). It is also the most a crash makes one
 	// partition redeliver, as long as commits succeed.
 	MaxInFlight int
+	// InitialOffset is where the group starts on a partition it has never
+	// committed an offset for: sarama.OffsetOldest (the default: a new
+	// group reads everything already on the topic) or sarama.OffsetNewest
+	// (only records written after the member's claim on the partition
+	// starts). Zero means the default; any other value is rejected. A
+	// partition with a committed offset always resumes from it.
+	InitialOffset int64
 	// NackResendSleep is the pause before a nacked message is handed out
-	// again (default 100ms). Later messages of its key wait; other keys
-	// keep flowing.
+	// again (default 100ms; zero means the default, negative is
+	// rejected). Later messages of its key wait; other keys keep flowing.
+	// A revoke ends the pause, and the message is left to the partition's
+	// next owner.
 	NackResendSleep time.Duration
+	// ReconnectRetrySleep is the pause before a subscription whose consumer
+	// group failed (Consume returned an error, e.g. the brokers are
+	// unreachable) starts over with a new client, and again after each
+	// failed attempt to (default 1s; zero means the default, negative is
+	// rejected). Stopping the subscription ends the pause at once.
+	ReconnectRetrySleep time.Duration
 	// CommitInterval is the longest an acked message waits before its
 	// offset is committed (default 200ms). A partition whose window is
 	// half full of acked messages asks for a commit at once.
@@ -81,8 +96,14 @@ func (c *Config) setDefaults() {
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 256
 	}
+	if c.InitialOffset == 0 {
+		c.InitialOffset = sarama.OffsetOldest
+	}
 	if c.NackResendSleep == 0 {
 		c.NackResendSleep = 100 * time.Millisecond
+	}
+	if c.ReconnectRetrySleep == 0 {
+		c.ReconnectRetrySleep = time.Second
 	}
 	if c.CommitInterval == 0 {
 		c.CommitInterval = 200 * time.Millisecond
@@ -110,8 +131,15 @@ func (c Config) Validate() error {
 	if c.MaxInFlight < 1 {
 		return &ConfigError{Field: "MaxInFlight", Reason: fmt.Sprintf("%d: must be at least 1", c.MaxInFlight)}
 	}
+	if c.InitialOffset != sarama.OffsetOldest && c.InitialOffset != sarama.OffsetNewest {
+		return &ConfigError{Field: "InitialOffset", Reason: fmt.Sprintf("%d: must be sarama.OffsetOldest (%d) or sarama.OffsetNewest (%d)",
+			c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest)}
+	}
 	if c.NackResendSleep < 0 {
 		return &ConfigError{Field: "NackResendSleep", Reason: "negative"}
+	}
+	if c.ReconnectRetrySleep < 0 {
+		return &ConfigError{Field: "ReconnectRetrySleep", Reason: "negative"}
 	}
 	if c.CommitInterval <= 0 {
 		return &ConfigError{Field: "CommitInterval", Reason: "must be positive"}
@@ -136,15 +164,17 @@ func (c Config) Validate() error {
 // settings this subscriber shares.
 func (c Config) groupConfig() kafka.SubscriberConfig {
 	return kafka.SubscriberConfig{
-		Brokers:           c.Brokers,
-		ConsumerGroup:     c.ConsumerGroup,
-		ClientID:          c.ClientID,
-		NackResendSleep:   c.NackResendSleep,
-		SessionTimeout:    c.SessionTimeout,
-		HeartbeatInterval: c.HeartbeatInterval,
-		RebalanceTimeout:  c.RebalanceTimeout,
-		CloseTimeout:      c.CloseTimeout,
-		Logger:            c.Logger,
+		Brokers:             c.Brokers,
+		ConsumerGroup:       c.ConsumerGroup,
+		ClientID:            c.ClientID,
+		InitialOffset:       c.InitialOffset,
+		NackResendSleep:     c.NackResendSleep,
+		ReconnectRetrySleep: c.ReconnectRetrySleep,
+		SessionTimeout:      c.SessionTimeout,
+		HeartbeatInterval:   c.HeartbeatInterval,
+		RebalanceTimeout:    c.RebalanceTimeout,
+		CloseTimeout:        c.CloseTimeout,
+		Logger:              c.Logger,
 	}
 }
 

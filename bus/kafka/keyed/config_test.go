@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
@@ -17,6 +18,11 @@ func TestNewRejectsInvalidConfigNamingTheField(t *testing.T) {
 	if _, err := keyed.New(base); err != nil {
 		t.Fatalf("defaults rejected: %v", err)
 	}
+	newest := base
+	newest.InitialOffset = sarama.OffsetNewest
+	if _, err := keyed.New(newest); err != nil {
+		t.Fatalf("InitialOffset OffsetNewest rejected: %v", err)
+	}
 	for _, tc := range []struct {
 		name  string
 		field string
@@ -26,6 +32,9 @@ func TestNewRejectsInvalidConfigNamingTheField(t *testing.T) {
 		{"no group", "ConsumerGroup", func(c *keyed.Config) { c.ConsumerGroup = "" }},
 		{"negative in flight", "MaxInFlight", func(c *keyed.Config) { c.MaxInFlight = -1 }},
 		{"negative nack sleep", "NackResendSleep", func(c *keyed.Config) { c.NackResendSleep = -time.Second }},
+		{"offset 5", "InitialOffset", func(c *keyed.Config) { c.InitialOffset = 5 }},
+		{"offset -3", "InitialOffset", func(c *keyed.Config) { c.InitialOffset = -3 }},
+		{"negative reconnect sleep", "ReconnectRetrySleep", func(c *keyed.Config) { c.ReconnectRetrySleep = -time.Second }},
 		{"negative commit interval", "CommitInterval", func(c *keyed.Config) { c.CommitInterval = -time.Second }},
 		{"revoke beyond the rebalance timeout", "RevokeTimeout", func(c *keyed.Config) { c.RevokeTimeout = 8 * time.Second }},
 		{"rebalance = session", "SessionTimeout/HeartbeatInterval/RebalanceTimeout", func(c *keyed.Config) {

@@ -2,8 +2,11 @@
 // keeps many messages of a partition in flight while the messages of one
 // key stay strictly in order: the idea of Confluent's parallel consumer,
 // behind Watermill's message.Subscriber so the Router, its middleware and
-// its metrics work unchanged. Subscribers is a drop-in for
-// bus/kafka.Subscribers.
+// its metrics work unchanged. Subscribers has the signature of
+// bus/kafka.Subscribers and passes Watermill's universal Pub/Sub suite
+// with the same features (see below), so it can replace it wherever the
+// order across the keys of a partition does not matter (see When to use
+// it).
 //
 // # When to use it
 //
@@ -28,9 +31,13 @@
 //     message of its key (same partition) was acked; a nacked message is
 //     handed out again, after NackResendSleep, before any later message of
 //     its key, while other keys keep flowing. Records without a key count
-//     as one key. Across process runs and rebalances the order holds from
+//     as one key of their partition (bus/kafka's Publisher spreads
+//     unkeyed messages over the partitions, so they have no order
+//     overall). Across process runs and rebalances the order holds from
 //     the last committed offset on: a new owner may repeat messages the
-//     old one processed, in order, never skip one.
+//     old one processed, in order, never skip one. A partition the group
+//     has never committed starts at InitialOffset (the oldest record by
+//     default).
 //   - At least once. Handlers must be idempotent.
 //   - Contiguous commits. A partition marks, and commits, only the offset
 //     below which every record was acked; a record not acked holds the
@@ -40,6 +47,14 @@
 //     partition, since a partition reads no further than MaxInFlight
 //     records past its last commit (unless a commit fails, which the next
 //     one retries).
+//   - Message contexts. Each message handed out has its own context,
+//     derived from the Subscribe context and carrying its partition and
+//     offset; it ends once the message is acked or nacked (a redelivery
+//     gets a new one), or when the partition is revoked before the ack.
+//   - Bounded stops. A subscription whose Subscribe context ends stops on
+//     its own, as Close stops every subscription: it commits what was
+//     acked, leaves the group and closes its channel, within
+//     RevokeTimeout plus twice CloseTimeout.
 //
 // # How it works
 //
@@ -53,5 +68,21 @@
 // drops what was committed. A revoked partition (rebalance, Close, end of
 // the Subscribe context) hands nothing more out, waits up to
 // RevokeTimeout for the acks of messages in flight, then cancels the
-// contexts of those still unacked and leaves them to the next owner.
+// contexts of those still unacked and leaves them to the next owner. A
+// member whose group fails rejoins with a new client after
+// ReconnectRetrySleep.
+//
+// # Universal suite
+//
+// TestUniversalPubSub runs Watermill's universal Pub/Sub suite
+// (pubsub/tests, in its short mode) on the stack's broker against
+// bus/kafka's Publisher and this Subscriber, claiming consumer groups,
+// persistence and at-least-once delivery, as bus/kafka's subscriber does:
+// every message published arrives (to concurrent members of a group, on
+// many topics, after nacks, across subscribers closed and opened again),
+// two groups each get every message, topics are kept apart, message
+// contexts end after the ack and on Close, and a subscription whose
+// context ends closes its channel while a new one gets the rest. It claims
+// no order, since its messages have no key: the order tests of this
+// package check per-key order.
 package keyed

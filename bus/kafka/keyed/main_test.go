@@ -22,6 +22,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	testenv.RunChildIfRequested() // a Kafka broker child
 	runConsumerChildIfRequested()
 	os.Exit(m.Run())
 }

@@ -17,7 +17,7 @@ import (
 // committed.
 type entry struct {
 	offset int64
-	ctx    context.Context  // the context every delivery of msg carries
+	ctx    context.Context  // parent of each delivery's context: partition and offset
 	msg    *message.Message // nil once acked
 	acked  bool
 }
@@ -122,7 +122,6 @@ func (p *partition) add(rec *sarama.ConsumerMessage) error {
 		return fmt.Errorf("keyed: unmarshal %s/%d at offset %d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 	}
 	ctx := context.WithValue(context.WithValue(p.ctx, partitionKey, rec.Partition), offsetKey, rec.Offset)
-	msg.SetContext(ctx)
 	e := &entry{offset: rec.Offset, ctx: ctx, msg: msg}
 	key := string(rec.Key)
 	p.mu.Lock()
@@ -172,41 +171,67 @@ func (p *partition) work(key string, q *keyQueue) {
 // message not handed out yet, or nacked, is not handed out again; one in
 // flight is waited for until the revoke abandons it.
 func (p *partition) deliver(e *entry) bool {
-	msg := e.msg
 	for {
-		// Counted from before the send, so that a revoke never misses a
-		// message being handed out at that moment.
-		p.mu.Lock()
-		p.inFlight++
-		p.mu.Unlock()
-		if closed(p.draining) {
-			p.dropInFlight()
-			return false
-		}
-		select {
-		case p.out <- msg:
-		case <-p.draining:
-			p.dropInFlight()
-			return false
-		}
-		select {
-		case <-msg.Acked():
+		switch p.deliverOnce(e) {
+		case acked:
 			return true // the caller counts it
-		case <-msg.Nacked():
-			p.dropInFlight()
-			if !p.sleep(p.cfg.NackResendSleep) {
-				return false
-			}
-			msg = msg.Copy()
-			msg.SetContext(e.ctx)
-			e.msg = msg
-		case <-p.abandon:
-			select {
-			case <-msg.Acked(): // acked just in time
-				return true
-			default:
-				return false
-			}
+		case revoked:
+			return false
+		}
+		// Nacked: hand out a fresh copy after the pause.
+		if !p.sleep(p.cfg.NackResendSleep) {
+			return false
+		}
+		e.msg = e.msg.Copy()
+	}
+}
+
+// outcome is how one hand-out of a message ended.
+type outcome int
+
+const (
+	acked outcome = iota
+	nacked
+	revoked
+)
+
+// deliverOnce hands e.msg out once, with a context of its own derived from
+// the entry's, and waits for its ack or nack or the revoke that abandons
+// it. That context is cancelled when deliverOnce returns: a message's
+// context ends once it is acked or nacked (Watermill's contract), and a
+// revoke cancels the entry's context anyway.
+func (p *partition) deliverOnce(e *entry) outcome {
+	msg := e.msg
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	msg.SetContext(ctx)
+	// Counted from before the send, so that a revoke never misses a
+	// message being handed out at that moment.
+	p.mu.Lock()
+	p.inFlight++
+	p.mu.Unlock()
+	if closed(p.draining) {
+		p.dropInFlight()
+		return revoked
+	}
+	select {
+	case p.out <- msg:
+	case <-p.draining:
+		p.dropInFlight()
+		return revoked
+	}
+	select {
+	case <-msg.Acked():
+		return acked
+	case <-msg.Nacked():
+		p.dropInFlight()
+		return nacked
+	case <-p.abandon:
+		select {
+		case <-msg.Acked(): // acked just in time
+			return acked
+		default:
+			return revoked
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,14 +16,11 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 )
 
-// reconnectSleep is the pause before a subscription whose group failed
-// starts over with a new client.
-const reconnectSleep = time.Second
-
 // Subscriber is a Watermill subscriber in a Kafka consumer group that
 // hands out many messages of a partition at once while the messages of
 // one key stay in order (see the package documentation). Each Subscribe
-// call is its own group member. It is safe for concurrent use.
+// call is its own group member. It implements
+// message.SubscribeInitializer. It is safe for concurrent use.
 type Subscriber struct {
 	cfg Config
 
@@ -41,9 +39,12 @@ func New(cfg Config) (*Subscriber, error) {
 	return &Subscriber{cfg: cfg}, nil
 }
 
+var _ message.SubscribeInitializer = (*Subscriber)(nil)
+
 // Subscribers returns a bus.SubscriberConstructor that builds a keyed
 // Subscriber from cfg for each consumer group it is asked for (cfg's own
-// ConsumerGroup is ignored): a drop-in for bus/kafka.Subscribers.
+// ConsumerGroup is ignored), as bus/kafka.Subscribers does; the package
+// documentation says where it can take that one's place.
 func Subscribers(cfg Config) bus.SubscriberConstructor {
 	return func(group string) (message.Subscriber, error) {
 		c := cfg
@@ -53,12 +54,19 @@ func Subscribers(cfg Config) bus.SubscriberConstructor {
 }
 
 // Subscribe joins the group as a new member consuming topic and returns
-// the channel its messages arrive on; a group with no committed offset
-// starts at the oldest record. The first connection is made before it
-// returns (its failure is returned); later failures are logged and the
-// member rejoins with a new client. When ctx ends or Close is called the
-// member stops (see Close) and the channel is closed. Message contexts
-// derive from ctx. It returns an error wrapping ErrClosed after Close.
+// the channel its messages arrive on; a partition the group has no
+// committed offset for starts at InitialOffset (by default the oldest
+// record). The first connection is made before it returns (its failure is
+// returned); later failures are logged and the member rejoins with a new
+// client after ReconnectRetrySleep. When ctx ends the subscription stops
+// on its own, as Close stops it (see Close): it commits, leaves the group,
+// its channel is closed and the Subscriber forgets it, while its other
+// subscriptions go on. Each message handed out has its own context,
+// derived from ctx and carrying its partition and offset
+// (MessagePartitionFromCtx), which is cancelled once that message is
+// acked or nacked (a redelivery after a nack gets a new one), or when its
+// partition is revoked without it being acked. It returns an error
+// wrapping ErrClosed after Close.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
 	closedErr := fmt.Errorf("keyed: subscribe to %s in group %s: %w", topic, s.cfg.ConsumerGroup, ErrClosed)
 	s.mu.Lock()
@@ -95,22 +103,49 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 			}
 		case <-sub.stopping:
 		}
+		s.forget(sub)
 	}()
 	return sub.out, nil
 }
 
-// Close stops every subscription and returns once they have stopped, or
-// with an error naming the bound one missed. Stopping a subscription
-// revokes its partitions: nothing more is handed out, messages in flight
-// get up to RevokeTimeout to be acked, the contiguous acked offsets are
-// committed and the member leaves its group. If that takes longer than
-// RevokeTimeout plus CloseTimeout (a JoinGroup waiting for a rebalance),
-// its connections are closed, failing the requests in flight, and it
-// gets CloseTimeout more. Close is idempotent.
+// forget drops a stopped subscription from the ones Close stops.
+func (s *Subscriber) forget(sub *subscription) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.subs, sub); i >= 0 {
+		s.subs = slices.Delete(s.subs, i, i+1)
+	}
+}
+
+// SubscribeInitialize creates topic if it does not exist yet, with the
+// broker's default partition count and replication factor; a topic that
+// exists is success and left as it is (see
+// bus/kafka.Subscriber.SubscribeInitialize, which it uses). It needs no
+// Subscribe and works after Close.
+func (s *Subscriber) SubscribeInitialize(topic string) error {
+	ks, err := kafka.NewSubscriber(s.cfg.groupConfig())
+	if err != nil {
+		return fmt.Errorf("keyed: initialize topic %s: %w", topic, err)
+	}
+	if err := ks.SubscribeInitialize(topic); err != nil {
+		return fmt.Errorf("keyed: %w", err)
+	}
+	return nil
+}
+
+// Close stops every subscription still running and returns once they
+// have stopped, or with an error naming the bound one missed. Stopping a
+// subscription revokes its partitions: nothing more is handed out,
+// messages in flight get up to RevokeTimeout to be acked, the contiguous
+// acked offsets are committed and the member leaves its group. If that
+// takes longer than RevokeTimeout plus CloseTimeout (a JoinGroup waiting
+// for a rebalance), its connections are closed, failing the requests in
+// flight, and it gets CloseTimeout more. Close is idempotent.
 func (s *Subscriber) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	subs := s.subs
+	s.subs = nil
 	s.mu.Unlock()
 	errs := make(chan error, len(subs))
 	for _, sub := range subs {
@@ -179,7 +214,7 @@ func (sub *subscription) run(client sarama.Client, group sarama.ConsumerGroup) {
 		errs.Wait()
 		_ = client.Close()
 		for {
-			if !sub.pause(reconnectSleep) {
+			if !sub.pause(sub.cfg.ReconnectRetrySleep) {
 				return
 			}
 			var err error

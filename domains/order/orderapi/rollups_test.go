@@ -64,7 +64,7 @@ func TestOrderRollupsEndpointAnswersTheBucketsFromPostgres(t *testing.T) {
 	schema, url := testenv.PostgresSchema(t, "oapi")
 	p := rollups.Orders()
 	if _, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: testenv.Endpoints().Postgres, Schema: schema, Migrations: p.Migrations(),
-		VersionTable: pgmigrate.VersionTable + "_" + p.Name()}); err != nil {
+		VersionTable: pgmigrate.ReadModelVersionTable(p.Name())}); err != nil {
 		t.Fatal(err)
 	}
 	db, err := pgxpool.New(ctx, url)

@@ -1,0 +1,8 @@
+package keyed
+
+// SubscriptionCount returns how many subscriptions s would stop on Close.
+func SubscriptionCount(s *Subscriber) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.subs)
+}

@@ -1,0 +1,362 @@
+package eventpipe_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/oklog/ulid/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/domains/bankaccount"
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/domains/transfer"
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/sagas/transfersaga"
+)
+
+// kafkaAdmin is an admin client on the stack's broker for tests.
+func kafkaAdmin(t *testing.T) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(testenv.KafkaBrokers(t)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// groupCommitted sums group's committed offsets on topics; -1 when the
+// group has committed none.
+func groupCommitted(t *testing.T, adm *kadm.Client, group string, topics ...string) int64 {
+	t.Helper()
+	offs, err := adm.FetchOffsets(context.Background(), group)
+	if err != nil && !strings.Contains(err.Error(), "GROUP_ID_NOT_FOUND") {
+		t.Fatal(err)
+	}
+	sum, any := int64(0), false
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.At >= 0 && slices.Contains(topics, o.Topic) {
+			sum, any = sum+o.At, true
+		}
+	})
+	if !any {
+		return -1
+	}
+	return sum
+}
+
+// topicEnd sums the end offsets of topic: how many records it holds.
+func topicEnd(t *testing.T, adm *kadm.Client, topic string) int64 {
+	t.Helper()
+	ends, err := adm.ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil {
+			n += o.Offset
+		}
+	})
+	return n
+}
+
+// runConsumers runs cfg's consumers until t ends and fails t when Run
+// returns an error.
+func runConsumers(t *testing.T, cfg eventpipe.ConsumersConfig) {
+	t.Helper()
+	cons, err := eventpipe.NewConsumers(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cons.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("consumers %v: %v", cfg.Names, err)
+		}
+		_ = cons.Close()
+	})
+}
+
+// todoEvent is a TodoCreated event of todo id, as the relay publishes it.
+func todoEvent(t *testing.T, id string) *message.Message {
+	t.Helper()
+	e := eventstore.Envelope{EventID: ulid.Make().String(), AggregateType: todo.AggregateType, AggregateID: id, Sequence: 1,
+		EventType: todo.TodoCreated, SchemaVersion: 1, OccurredAt: time.Now().UTC(), Payload: []byte(`{"title":"t"}`)}
+	msg, err := bus.EventMessage(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg
+}
+
+// TestAPlainWatermillHandlerRunsAsAConsumerWithItsGroupPoisonMetricsAndStatusRow
+// registers a user's Watermill handler on the todo events topic in the
+// catalogue and runs it as `eventpipe consume` does (NewConsumers): it
+// sees nothing published before its first start (its default start is
+// latest), sees what comes after in its own group
+// (<prefix>handler.<name>), sends the message it refuses for good to its
+// poison topic, exports its router metrics labelled consumer=<name>, and
+// Status reports its row (kind, group, committed offsets, poisoned).
+func TestAPlainWatermillHandlerRunsAsAConsumerWithItsGroupPoisonMetricsAndStatusRow(t *testing.T) {
+	ep := testEndpoints(t)
+	topics := bus.Topics{Prefix: ep.TopicPrefix}
+	topic := topics.Events(todo.AggregateType)
+	adm := kafkaAdmin(t)
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	for _, id := range []string{"old-1", "old-2", "old-3"} {
+		if err := pub.Publish(topic, todoEvent(t, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	h, err := eventpipe.Handler(eventpipe.HandlerConfig{Name: "audit", Topics: []string{bus.EventsTopic(todo.AggregateType)},
+		Handler: func(msg *message.Message) error {
+			e, err := bus.EventFromMessage(msg)
+			if err != nil {
+				return err
+			}
+			if e.AggregateID == "poison-me" {
+				return &eventstore.ValidationError{Field: "aggregate_id", Reason: "refused for good by the test"}
+			}
+			mu.Lock()
+			seen = append(seen, e.AggregateID)
+			mu.Unlock()
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := eventpipe.NewCatalog()
+	if err := cat.AddDomain(todo.Domain()); err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.AddConsumer(h); err != nil {
+		t.Fatal(err)
+	}
+	group := eventpipe.HandlerGroup(topics, "audit")
+	reg := prometheus.NewRegistry()
+	runConsumers(t, eventpipe.ConsumersConfig{Catalog: cat, Endpoints: ep, Names: []string{"audit"}, Registerer: reg})
+	// The group's start (the end of the topic) is committed before it
+	// joins: what was published before is never seen.
+	waitFor(t, 30*time.Second, "the handler's group to start", func() bool { return groupCommitted(t, adm, group, topic) >= 0 })
+	if got := groupCommitted(t, adm, group, topic); got != 3 {
+		t.Fatalf("the handler's group started at %d, want 3 (the end of the topic)", got)
+	}
+	for _, id := range []string{"new-1", "poison-me", "new-2"} {
+		if err := pub.Publish(topic, todoEvent(t, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poison := topics.Poison("handler.audit")
+	waitFor(t, 30*time.Second, "the new events and the poisoned one", func() bool {
+		mu.Lock()
+		n := len(seen)
+		mu.Unlock()
+		return n >= 2 && topicEnd(t, adm, poison) == 1 && groupCommitted(t, adm, group, topic) == 6
+	})
+	mu.Lock()
+	slices.Sort(seen)
+	if !slices.Equal(seen, []string{"new-1", "new-2"}) {
+		t.Errorf("the handler saw %v, want only the events published after its start", seen)
+	}
+	mu.Unlock()
+
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labelled := 0
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "consumer" && l.GetValue() == "audit" {
+					labelled++
+				}
+			}
+		}
+	}
+	if labelled == 0 {
+		t.Errorf("no metric labelled consumer=audit among %d families", len(families))
+	}
+
+	rep := eventpipe.Status(context.Background(), eventpipe.StatusConfig{Catalog: cat, Endpoints: ep})
+	i := slices.IndexFunc(rep.Groups, func(g eventpipe.GroupStatus) bool { return g.Consumer == "audit" })
+	if i < 0 {
+		t.Fatalf("no status row for the handler among %+v (errors %v)", rep.Groups, rep.Errors)
+	}
+	g := rep.Groups[i]
+	if g.Kind != eventpipe.KindHandler || g.Group != group || g.PoisonTopic != poison || g.Poisoned != 1 ||
+		g.Committed != 6 || g.Lag != 0 || !slices.Equal(g.Topics, []string{topic}) {
+		t.Errorf("status row %+v", g)
+	}
+}
+
+// TestASagaFirstDeployedOnHistoryActsOnNoneOfItUnlessStartedAtEarliest
+// requests transfers before the transfer saga was ever deployed (their
+// events are stored and on the saga's topics), then deploys it. By
+// default it acts on none of them, only on a transfer requested after
+// its start; started with --start earliest (ConsumersConfig.Start) it
+// acts on all of them.
+func TestASagaFirstDeployedOnHistoryActsOnNoneOfItUnlessStartedAtEarliest(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start bus.Start
+	}{{"default", bus.Start{}}, {"earliest", bus.StartEarliest}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rig := newTransferRig(t, time.Minute)
+			for _, acc := range []string{"a", "b"} {
+				rig.dispatch(bankaccount.OpenAccount, bankaccount.AggregateType, acc, struct{}{})
+				rig.dispatch(bankaccount.RecordTransaction, bankaccount.AggregateType, acc, bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: 1000})
+			}
+			old := []string{"old-1", "old-2", "old-3"}
+			for _, id := range old {
+				rig.requestTransfer(id, "a", "b", 10)
+			}
+			adm := kafkaAdmin(t)
+			topics := bus.Topics{Prefix: rig.ep.TopicPrefix}
+			eventsTopic := topics.Events(transfer.AggregateType)
+			waitFor(t, time.Minute, "the old transfers' events on the saga's topic", func() bool {
+				return topicEnd(t, adm, eventsTopic) >= int64(len(old))
+			})
+			cons, _ := rig.cat.Consumer(eventpipe.SagaConsumer(transfersaga.Name))
+			info := cons.Describe(topics)
+			runConsumers(t, eventpipe.ConsumersConfig{Catalog: rig.cat, Endpoints: rig.ep, DB: rig.db, Start: tc.start,
+				Names: []string{eventpipe.SagaConsumer(transfersaga.Name)}})
+			waitFor(t, 30*time.Second, "the saga's group to start", func() bool { return groupCommitted(t, adm, info.Group, info.Topics...) >= 0 })
+			if tc.start.IsEarliest() {
+				waitFor(t, time.Minute, "the saga to finish the old transfers", func() bool { return rig.finished() == int64(len(old)) })
+				for _, id := range old {
+					if s := rig.transferStatus(id); s != transfer.StatusCompleted {
+						t.Errorf("transfer %s is %q, want completed", id, s)
+					}
+				}
+				return
+			}
+			rig.requestTransfer("new-1", "a", "b", 10)
+			waitFor(t, time.Minute, "the saga to finish the new transfer", func() bool { return rig.transferStatus("new-1") == transfer.StatusCompleted })
+			// The saga's group is past every old event: it will never
+			// act on them.
+			waitFor(t, 30*time.Second, "the saga's group to commit past the new transfer", func() bool {
+				return groupCommitted(t, adm, info.Group, eventsTopic) == topicEnd(t, adm, eventsTopic)
+			})
+			if n := rig.finished(); n != 1 {
+				t.Errorf("the saga finished %d instances, want 1 (the new transfer only)", n)
+			}
+			for _, id := range old {
+				if s := rig.transferStatus(id); s != transfer.StatusRequested {
+					t.Errorf("transfer %s requested before the saga's deployment is %q, want still requested", id, s)
+				}
+			}
+		})
+	}
+}
+
+// TestConsumersRefuseAStartTheirKindCannotTake: history is for read and
+// search models; a saga, the aggregator or the snapshotter asked to start
+// there is refused before anything runs, with a typed error.
+func TestConsumersRefuseAStartTheirKindCannotTake(t *testing.T) {
+	ep := testEndpoints(t)
+	for _, name := range []string{eventpipe.SagaConsumer(transfersaga.Name), eventpipe.Snapshotter, eventpipe.AnalyticsAggregator} {
+		_, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Endpoints: ep, Names: []string{name}, Start: bus.StartHistory})
+		var ve *eventstore.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "start" {
+			t.Errorf("%s with start history: %v", name, err)
+		}
+	}
+	_, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Endpoints: ep, Names: []string{"no-such"}})
+	if !errors.Is(err, eventpipe.ErrUnknownConsumer) {
+		t.Errorf("an unknown consumer: %v", err)
+	}
+	if _, err := bus.ParseStart("yesterday"); err == nil {
+		t.Error("a start that is not a start was accepted")
+	}
+	for in, want := range map[string]string{"history": "history", "earliest": "earliest", "latest": "latest", "2026-11-25T10:00:00Z": "2026-11-25T10:00:00Z"} {
+		s, err := bus.ParseStart(in)
+		if err != nil || s.String() != want {
+			t.Errorf("ParseStart(%q) = %v, %v", in, s, err)
+		}
+	}
+}
+
+// TestAReadModelStartedAtLatestShowsNoHistory stores three todos (their
+// events relayed onto the topic), then starts the todos read model for the
+// first time with start latest: it shows none of them, only a todo created
+// after its start.
+func TestAReadModelStartedAtLatestShowsNoHistory(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ep := testEndpoints(t)
+	db := withLeasesAndReadModels(t, &ep, "latest")
+	svc := newService(t, ep, testenv.UniqueName(t, "g"))
+	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: ep, DiscoveryInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rel.Close()
+	relayed := make(chan error, 1)
+	go func() { relayed <- rel.Run(ctx) }()
+	defer func() { cancel(); <-relayed }()
+	create := func(id string) {
+		res, err := svc.Dispatcher.Dispatch(ctx, todoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: id}, nil))
+		if err != nil || res.Status != "accepted" {
+			t.Fatalf("create %s: %+v, %v", id, res, err)
+		}
+	}
+	for _, id := range []string{"old-1", "old-2", "old-3"} {
+		create(id)
+	}
+	adm := kafkaAdmin(t)
+	topic := bus.Topics{Prefix: ep.TopicPrefix}.Events(todo.AggregateType)
+	waitFor(t, time.Minute, "the old todos on the topic", func() bool { return topicEnd(t, adm, topic) == 3 })
+
+	runConsumers(t, eventpipe.ConsumersConfig{Endpoints: ep, DB: db, Names: []string{"todos"}, Start: bus.StartLatest})
+	group := bus.Topics{Prefix: ep.TopicPrefix}.Prefix + "projection.todos"
+	waitFor(t, 30*time.Second, "the read model's group to start", func() bool { return groupCommitted(t, adm, group, topic) >= 0 })
+	create("new-1")
+	rows := func() []string {
+		var ids []string
+		r, err := db.Query(ctx, `SELECT todo_id FROM todos ORDER BY todo_id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		for r.Next() {
+			var id string
+			if err := r.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	waitFor(t, 30*time.Second, "the new todo in the read model", func() bool { return slices.Contains(rows(), "new-1") })
+	waitFor(t, 30*time.Second, "the group past the new todo", func() bool { return groupCommitted(t, adm, group, topic) == 4 })
+	if got := rows(); !slices.Equal(got, []string{"new-1"}) {
+		t.Errorf("read model started at latest holds %v, want only new-1", got)
+	}
+}
