@@ -53,7 +53,9 @@ type ConsumersConfig struct {
 	// alias, elastic.Alias(Endpoints.TopicPrefix, name), whose index is
 	// created when missing.
 	Search *elasticsearch.Client
-	// NewSubscriber replaces each kind's default Kafka subscriber, and
+	// NewSubscriber replaces each kind's default Kafka subscriber (it
+	// must read the Kafka of Endpoints.KafkaBrokers, where a new group's
+	// start is committed, see kafka.StartGroup), and
 	// Publisher the Kafka publisher of poisoned messages and the sagas'
 	// commands (default: one on Endpoints.KafkaBrokers, closed by Close).
 	NewSubscriber bus.SubscriberConstructor

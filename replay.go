@@ -13,6 +13,7 @@ import (
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/elastic"
 )
@@ -74,7 +75,11 @@ func Replay(ctx context.Context, cfg ReplayConfig) (projections.ReplayResult, er
 	}
 	p, ok := cfg.Catalog.ReadModel(cfg.ReadModel)
 	if !ok {
-		return projections.ReplayResult{}, fmt.Errorf("replay: unknown read model %q (have %s)", cfg.ReadModel, strings.Join(cfg.Catalog.ModelNames(), ", "))
+		if cons, ok := cfg.Catalog.Consumer(cfg.ReadModel); ok {
+			return projections.ReplayResult{}, fmt.Errorf("replay: %s is a %s; only read and search models are rebuilt from the store (have %s)",
+				cfg.ReadModel, cons.Describe(bus.Topics{}).Kind, strings.Join(cfg.Catalog.ModelNames(), ", "))
+		}
+		return projections.ReplayResult{}, fmt.Errorf("replay: %w %q (have %s)", ErrUnknownConsumer, cfg.ReadModel, strings.Join(cfg.Catalog.ModelNames(), ", "))
 	}
 	db, live, closeDB, err := readModelDB(ctx, cfg.DB, cfg.Endpoints)
 	if err != nil {

@@ -212,6 +212,21 @@ func (r *transferRig) runSaga(name string) {
 	}
 	r.t.Cleanup(func() { _ = cons.Close() })
 	r.running = append(r.running, goRun(r.t, "saga "+name, cons.Run))
+	r.waitSagaStarted(name)
+}
+
+// waitSagaStarted waits until the saga called name has started its
+// consumer group (committed its start, latest by default): inputs
+// published from then on reach it; earlier ones never would.
+func (r *transferRig) waitSagaStarted(name string) {
+	r.t.Helper()
+	cons, ok := r.cat.Consumer(eventpipe.SagaConsumer(name))
+	if !ok {
+		r.t.Fatalf("no saga %s in the catalogue", name)
+	}
+	info := cons.Describe(bus.Topics{Prefix: r.ep.TopicPrefix})
+	adm := kafkaAdmin(r.t)
+	waitFor(r.t, time.Minute, "saga "+name+" to start its group", func() bool { return groupCommitted(r.t, adm, info.Group, info.Topics...) >= 0 })
 }
 
 // startSaga starts the saga's child process.
@@ -227,6 +242,7 @@ func (r *transferRig) startSaga() {
 	}
 	r.child = cmd
 	r.t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	r.waitSagaStarted(transfersaga.Name)
 }
 
 // killSaga kills the saga's child process with SIGKILL.

@@ -160,7 +160,10 @@ func catchUp(ctx context.Context, a Sink, history HistoryPage, after string, app
 		pages := make(chan []eventstore.Envelope, 1)
 		streams[i] = pages
 		g.Go(func() error {
-			defer close(pages)
+			// pages is closed only at the end of t's history: a stream
+			// that failed or was cancelled must not look ended, or the
+			// merge would go on without it and record a cursor past its
+			// unread events.
 			cursor := ""
 			for {
 				events, next, err := history(ctx, t, after, cursor)
@@ -175,6 +178,7 @@ func catchUp(ctx context.Context, a Sink, history HistoryPage, after string, app
 					}
 				}
 				if next == "" {
+					close(pages)
 					return nil
 				}
 				cursor = next
@@ -183,14 +187,19 @@ func catchUp(ctx context.Context, a Sink, history HistoryPage, after string, app
 	}
 	g.Go(func() error {
 		heads := make([][]eventstore.Envelope, len(streams))
-		refill := func(i int) {
+		refill := func(i int) error {
 			if len(heads[i]) == 0 && streams[i] != nil {
-				page, ok := <-streams[i]
-				if !ok {
-					streams[i] = nil
+				select {
+				case page, ok := <-streams[i]:
+					if !ok {
+						streams[i] = nil
+					}
+					heads[i] = page
+				case <-ctx.Done():
+					return ctx.Err()
 				}
-				heads[i] = page
 			}
+			return nil
 		}
 		batch := make([]eventstore.Envelope, 0, catchUpBatch)
 		flush := func() error {
@@ -206,7 +215,9 @@ func catchUp(ctx context.Context, a Sink, history HistoryPage, after string, app
 		for {
 			next := -1
 			for i := range heads {
-				refill(i)
+				if err := refill(i); err != nil {
+					return err
+				}
 				if len(heads[i]) > 0 && (next < 0 || heads[i][0].EventID < heads[next][0].EventID) {
 					next = i
 				}

@@ -1,0 +1,112 @@
+package projections_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/projections"
+)
+
+// memorySink is a Sink in memory: the events it applied and its catch-up
+// state, recorded with each batch.
+type memorySink struct {
+	types   []string
+	mu      sync.Mutex
+	applied []eventstore.Envelope
+	state   projections.CatchUpState
+}
+
+func (s *memorySink) Name() string             { return "memory" }
+func (s *memorySink) AggregateTypes() []string { return []string{"thing"} }
+func (s *memorySink) EventTypes() []string     { return s.types }
+func (s *memorySink) HasPositions(ctx context.Context) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.applied) > 0, nil
+}
+
+func (s *memorySink) Apply(ctx context.Context, events []eventstore.Envelope) (projections.Outcome, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.applied = append(s.applied, events...)
+	return projections.Outcome{Applied: len(events)}, nil
+}
+
+func (s *memorySink) CatchUpState(ctx context.Context) (projections.CatchUpState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state, nil
+}
+
+func (s *memorySink) ApplyCatchUp(ctx context.Context, events []eventstore.Envelope, st projections.CatchUpState) (projections.Outcome, error) {
+	out, err := s.Apply(ctx, events)
+	s.mu.Lock()
+	s.state = st
+	s.mu.Unlock()
+	return out, err
+}
+
+// TestCatchUpRecordsNoCursorPastAFailedPage pages two event types: the
+// second page of type a fails once. The catch-up must fail without
+// recording a cursor past a's unread events (a failed page is not the end
+// of a's history), so that the resumed catch-up applies every event.
+func TestCatchUpRecordsNoCursorPastAFailedPage(t *testing.T) {
+	ev := func(typ string, id int) eventstore.Envelope {
+		return eventstore.Envelope{EventID: fmt.Sprintf("%026d", id), EventType: typ, AggregateType: "thing",
+			AggregateID: fmt.Sprint(typ, id), Sequence: 1}
+	}
+	pages := map[string][][]eventstore.Envelope{
+		"a": {{ev("a", 1), ev("a", 3)}, {ev("a", 4), ev("a", 7)}},
+		"b": {{ev("b", 2), ev("b", 5), ev("b", 6), ev("b", 8)}},
+	}
+	failed := false
+	history := func(ctx context.Context, eventType, after, cursor string) ([]eventstore.Envelope, string, error) {
+		i := 0
+		if cursor != "" {
+			fmt.Sscan(cursor, &i)
+		}
+		if eventType == "a" && i == 1 && !failed {
+			failed = true
+			return nil, "", errors.New("the store is unavailable")
+		}
+		var page []eventstore.Envelope
+		for _, e := range pages[eventType][i] {
+			if e.EventID > after {
+				page = append(page, e)
+			}
+		}
+		next := ""
+		if i+1 < len(pages[eventType]) {
+			next = fmt.Sprint(i + 1)
+		}
+		return page, next, nil
+	}
+	s := &memorySink{types: []string{"a", "b"}}
+	if _, err := projections.ResumeCatchUp(context.Background(), s, history, nil); err == nil {
+		t.Fatal("the catch-up succeeded though a page failed")
+	}
+	if st, _ := s.CatchUpState(context.Background()); st.After > ev("a", 3).EventID {
+		t.Errorf("after the failed page the state claims every event up to %s; a's events from %s on were never read", st.After, ev("a", 4).EventID)
+	}
+	st, err := projections.ResumeCatchUp(context.Background(), s, history, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, e := range s.applied {
+		got[e.EventID] = true
+	}
+	for typ, ps := range pages {
+		for _, p := range ps {
+			for _, e := range p {
+				if !got[e.EventID] {
+					t.Errorf("event %s of type %s was never applied (state %+v)", e.EventID, typ, st)
+				}
+			}
+		}
+	}
+}
