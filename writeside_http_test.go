@@ -10,14 +10,25 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
 	"github.com/eventpipe/eventpipe/httpapi"
+	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
 // startHTTP runs the write side's HTTP API against a fresh events table
 // and returns its base URL.
 func startHTTP(t *testing.T) string {
+	t.Helper()
+	base, _ := startHTTPOn(t)
+	return base
+}
+
+// startHTTPOn is startHTTP that also returns the endpoints (the table).
+func startHTTPOn(t *testing.T) (string, endpoints.Endpoints) {
 	t.Helper()
 	ep := testEndpoints(t)
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
@@ -31,7 +42,7 @@ func startHTTP(t *testing.T) string {
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, ready) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return "http://" + <-ready
+	return "http://" + <-ready, ep
 }
 
 type reply struct {
@@ -145,6 +156,58 @@ func TestTwoClientsRacingWithTheSameIfMatch(t *testing.T) {
 		after := call(t, "GET", base+"/todo/race", "", "")
 		if won != 1 || lost != 1 || after.todo.Version != cur.todo.Version+1 {
 			t.Fatalf("round %d: codes %v, version %d → %d", round, codes, cur.todo.Version, after.todo.Version)
+		}
+	}
+}
+
+// TestTodoAPIBadInputWritesNothing sends the todo API every kind of bad
+// request — malformed or null bodies, invalid fields, a reserved
+// character, a body over the limit, stale or malformed If-Match, unknown
+// and deleted todos, a create of an existing id — and counts the events
+// table's items before and after: a synchronous request that is not
+// accepted writes nothing, not even a refusal record (its command id is
+// the server's own and can never be sent again).
+func TestTodoAPIBadInputWritesNothing(t *testing.T) {
+	base, ep := startHTTPOn(t)
+	db := testenv.DynamoDB(t)
+	count := func() int32 {
+		out, err := db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(ep.EventsTable), Select: "COUNT", ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Count
+	}
+	if r := call(t, "POST", base+"/todo", "", `{"id":"a1","title":"buy milk"}`); r.status != 201 {
+		t.Fatalf("create: %d %+v", r.status, r.err)
+	}
+	before := count()
+	if before == 0 {
+		t.Fatal("the accepted create wrote nothing")
+	}
+	for _, s := range []struct {
+		name, method, path, ifm, body string
+		status                        int
+	}{
+		{"null body", "POST", "/todo", "", `null`, 400},
+		{"empty body", "POST", "/todo", "", ``, 400},
+		{"malformed", "POST", "/todo", "", `{"title":`, 400},
+		{"array", "POST", "/todo", "", `[1,2]`, 400},
+		{"empty title", "POST", "/todo", "", `{"title":""}`, 400},
+		{"reserved id", "POST", "/todo", "", `{"id":"a#b","title":"x"}`, 400},
+		{"too large", "POST", "/todo", "", `{"title":"` + strings.Repeat("x", 70_000) + `"}`, 413},
+		{"create existing", "POST", "/todo", "", `{"id":"a1","title":"again"}`, 409},
+		{"update stale", "PUT", "/todo/a1", `"0"`, `{"title":"x"}`, 409},
+		{"update null", "PUT", "/todo/a1", `"1"`, `null`, 400},
+		{"update bad If-Match", "PUT", "/todo/a1", `"abc"`, `{"title":"x"}`, 400},
+		{"update unknown", "PUT", "/todo/zz", `"1"`, `{"title":"x"}`, 404},
+		{"delete unknown", "DELETE", "/todo/zz", `"1"`, ``, 404},
+		{"delete stale", "DELETE", "/todo/a1", `"7"`, ``, 409},
+	} {
+		if r := call(t, s.method, base+s.path, s.ifm, s.body); r.status != s.status {
+			t.Errorf("%s: %s %s → %d %+v, want %d", s.name, s.method, s.path, r.status, r.err, s.status)
+		}
+		if n := count(); n != before {
+			t.Fatalf("%s: the events table went from %d to %d items", s.name, before, n)
 		}
 	}
 }

@@ -152,11 +152,30 @@ func (d *Dispatcher) Dispatch(ctx context.Context, cmd Command) (res Result, err
 		tracing.RecordFailure(span, err)
 		span.End()
 	}()
-	return d.dispatch(ctx, cmd)
+	return d.dispatch(ctx, cmd, true)
 }
 
-// dispatch is Dispatch inside the command's span.
-func (d *Dispatcher) dispatch(ctx context.Context, cmd Command) (Result, error) {
+// DispatchFresh is Dispatch for a command whose id was just made and is
+// never sent again, such as a synchronous HTTP request's: no redelivery
+// can ask for its answer, so a refusal (invalid, rejected, not found,
+// conflict) is returned without being recorded, and a command that is not
+// accepted writes nothing. An accepted command's id is still recorded in
+// its append's transaction. Commands that may be delivered again (the
+// bus, a client's own command id) go through Dispatch.
+func (d *Dispatcher) DispatchFresh(ctx context.Context, cmd Command) (res Result, err error) {
+	ctx, span := tracing.Tracer().Start(ctx, "command "+cmd.Type, trace.WithAttributes(
+		attribute.String("eventpipe.command.id", cmd.ID), attribute.String("eventpipe.aggregate", cmd.AggregateType+"/"+cmd.AggregateID)))
+	defer func() {
+		span.SetAttributes(attribute.String("eventpipe.command.status", string(res.Status)))
+		tracing.RecordFailure(span, err)
+		span.End()
+	}()
+	return d.dispatch(ctx, cmd, false)
+}
+
+// dispatch is Dispatch inside the command's span; record says whether a
+// refusal is recorded under the command id.
+func (d *Dispatcher) dispatch(ctx context.Context, cmd Command, record bool) (Result, error) {
 	res := Result{CommandID: cmd.ID, AggregateType: cmd.AggregateType, AggregateID: cmd.AggregateID}
 	if err := cmd.Validate(); err != nil {
 		res.Status, res.Reason = StatusInvalid, err.Error()
@@ -167,7 +186,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, cmd Command) (Result, error) 
 		res.Status = StatusInvalid
 		res.Reason = fmt.Sprintf("%v %q for aggregate type %q (known: %v)", ErrUnknownCommand, cmd.Type, cmd.AggregateType, d.cfg.Registry.CommandTypes())
 		cause := &InvalidError{Err: fmt.Errorf("%w %q", ErrUnknownCommand, cmd.Type)}
-		if !d.cfg.Registry.hasAggregateType(cmd.AggregateType) {
+		if !record || !d.cfg.Registry.hasAggregateType(cmd.AggregateType) {
 			return res, cause
 		}
 		return d.record(ctx, cmd, res, cause)
@@ -181,6 +200,13 @@ func (d *Dispatcher) dispatch(ctx context.Context, cmd Command) (Result, error) 
 		return res, nil
 	case res.Status == "":
 		return res, fmt.Errorf("commands: handler of %s returned no status", cmd.Type)
+	case !record && res.Status == StatusInvalid:
+		if err == nil {
+			err = &InvalidError{Err: errors.New(res.Reason)}
+		}
+		return res, err
+	case !record:
+		return res, nil
 	}
 	return d.record(ctx, cmd, res, err)
 }

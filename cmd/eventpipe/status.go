@@ -50,9 +50,13 @@ func statusCommand() *cobra.Command {
 
 			fmt.Fprintln(out, "\nCONSUMER GROUPS")
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "GROUP\tTOPICS\tCOMMITTED\tNEWEST\tLAG\tPOISONED\tPARKED")
+			fmt.Fprintln(w, "GROUP\tKIND\tTOPICS\tCOMMITTED\tNEWEST\tLAG\tPOISONED\tPARKED")
 			for _, g := range r.Groups {
-				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", g.Group, len(g.Topics), g.Committed, g.Newest, g.Lag, g.Poisoned, parkedCell(g, r.ParkedErr))
+				kind := string(g.Kind)
+				if g.Consumer == "" {
+					kind = "commands"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", g.Group, kind, len(g.Topics), g.Committed, g.Newest, g.Lag, g.Poisoned, parkedCell(g, r.ParkedErr))
 			}
 			_ = w.Flush()
 			if len(r.Sagas) > 0 {

@@ -22,9 +22,11 @@ import (
 )
 
 // Dispatcher runs a command in-process and returns its result
-// (*commands.Dispatcher does).
+// (*commands.Dispatcher does). The API makes a fresh command id per
+// request, which nothing can send again, so it dispatches with
+// DispatchFresh: a request that is not accepted writes nothing.
 type Dispatcher interface {
-	Dispatch(ctx context.Context, cmd commands.Command) (commands.Result, error)
+	DispatchFresh(ctx context.Context, cmd commands.Command) (commands.Result, error)
 }
 
 // Reader reads a todo's current state (its STATE item, strongly
@@ -225,7 +227,7 @@ func (h *todoAPI) run(w http.ResponseWriter, r *http.Request, typ, id string, ex
 	}
 	cmd.ExpectedVersion = expected
 	cmd.IP = clientIP(r)
-	res, err := h.d.Dispatch(r.Context(), cmd)
+	res, err := h.d.DispatchFresh(r.Context(), cmd)
 	var invalid *commands.InvalidError
 	switch {
 	case errors.As(err, &invalid):
