@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/analytics/analyticsapi"
@@ -61,6 +62,14 @@ type WriteSideConfig struct {
 	// sees each command message after it was decoded from Kafka and
 	// before it is acked (tracing, auditing, test hooks).
 	Middlewares []message.HandlerMiddleware
+	// OperatorAddr, when set, is the listen address of the operator
+	// surface: /metrics, /status and /status.json (and /healthz) are
+	// served there (NewOperatorHTTP) and not on the API's listener,
+	// which then serves the API and /healthz only. Keep it on loopback or
+	// a private network. Empty (the default): the operator surface shares
+	// the API's listener, as before. `serve` reads it from
+	// --operator-addr or EVENTPIPE_OPERATOR_ADDR.
+	OperatorAddr string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -83,6 +92,14 @@ func (c WriteSideConfig) Validate() error {
 	}
 	if c.Endpoints.EventsTable == "" {
 		return errors.New("write side: no events table")
+	}
+	if c.OperatorAddr != "" {
+		if _, _, err := net.SplitHostPort(c.OperatorAddr); err != nil {
+			return fmt.Errorf("write side: OperatorAddr %q: %w", c.OperatorAddr, err)
+		}
+		if c.OperatorAddr == c.Endpoints.HTTPAddr {
+			return fmt.Errorf("write side: OperatorAddr %q is the API's own address", c.OperatorAddr)
+		}
 	}
 	return bus.ValidateTopic(c.topics().Poison(c.ConsumerGroup))
 }
@@ -258,22 +275,22 @@ func (s *WriteSide) RunCommandHandlers(ctx context.Context) error {
 // one commands topic.
 func commandGroup(group, topic string) string { return group + "." + topic }
 
-// NewHTTP returns the HTTP API on Endpoints.HTTPAddr with the status
-// page (package statuspage: GET /status and /status.json, sampling from
-// the first request until Close) and every HTTP resource of the
-// catalogue mounted, in name order.
+// NewHTTP returns the HTTP API on Endpoints.HTTPAddr with every HTTP
+// resource of the catalogue mounted, in name order, and, unless
+// OperatorAddr is set, the operator surface: /metrics and the status page
+// (package statuspage: GET /status and /status.json, sampling from the
+// first request until Close).
 func (s *WriteSide) NewHTTP() (*httpapi.Server, error) {
-	srv, err := httpapi.New(httpapi.Config{Addr: s.cfg.Endpoints.HTTPAddr, Registry: s.Registry, Logger: s.cfg.Logger})
+	separate := s.cfg.OperatorAddr != ""
+	srv, err := httpapi.New(httpapi.Config{Addr: s.cfg.Endpoints.HTTPAddr, Registry: s.Registry, OmitMetrics: separate, Logger: s.cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
-	page, err := statuspage.New(statuspage.Config{Reader: StatusPageReader(StatusConfig{Catalog: s.cfg.Catalog, Endpoints: s.cfg.Endpoints,
-		CommandGroup: s.cfg.ConsumerGroup, DB: s.readModels}), Logger: s.cfg.Logger})
-	if err != nil {
-		return nil, fmt.Errorf("write side: status page: %w", err)
+	if !separate {
+		if err := s.mountStatusPage(srv); err != nil {
+			return nil, err
+		}
 	}
-	page.Mount(srv.Mux)
-	s.statusPages = append(s.statusPages, page)
 	for _, name := range sortedKeys(s.cfg.Catalog.httpResources) {
 		if err := s.cfg.Catalog.httpResources[name](srv, s); err != nil {
 			return nil, fmt.Errorf("write side: HTTP resource %s: %w", name, err)
@@ -282,23 +299,69 @@ func (s *WriteSide) NewHTTP() (*httpapi.Server, error) {
 	return srv, nil
 }
 
-// Run runs the command handlers and the HTTP API until ctx ends or one of
-// them fails.
+// NewOperatorHTTP returns the operator surface on OperatorAddr: /healthz,
+// /metrics and the status page. It is an error when OperatorAddr is not
+// set (NewHTTP serves them then).
+func (s *WriteSide) NewOperatorHTTP() (*httpapi.Server, error) {
+	if s.cfg.OperatorAddr == "" {
+		return nil, errors.New("write side: no OperatorAddr: the operator surface is on the API's listener")
+	}
+	srv, err := httpapi.New(httpapi.Config{Addr: s.cfg.OperatorAddr, Registry: s.Registry, Logger: s.cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.mountStatusPage(srv); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+// mountStatusPage mounts a status page on srv; Close stops its sampling.
+func (s *WriteSide) mountStatusPage(srv *httpapi.Server) error {
+	page, err := statuspage.New(statuspage.Config{Reader: StatusPageReader(StatusConfig{Catalog: s.cfg.Catalog, Endpoints: s.cfg.Endpoints,
+		CommandGroup: s.cfg.ConsumerGroup, DB: s.readModels}), Logger: s.cfg.Logger})
+	if err != nil {
+		return fmt.Errorf("write side: status page: %w", err)
+	}
+	page.Mount(srv.Mux)
+	s.statusPages = append(s.statusPages, page)
+	return nil
+}
+
+// Run runs the command handlers, the HTTP API and, with OperatorAddr, the
+// operator surface until ctx ends or one of them fails.
 func (s *WriteSide) Run(ctx context.Context) error {
+	pages := len(s.statusPages)
+	defer func() { // the status pages of Run's servers stop with them
+		for _, p := range s.statusPages[pages:] {
+			p.Close()
+		}
+	}()
+	runs := []func(context.Context) error{s.RunCommandHandlers}
 	srv, err := s.NewHTTP()
 	if err != nil {
 		return err
 	}
-	defer s.statusPages[len(s.statusPages)-1].Close() // srv's: it stops with srv
+	runs = append(runs, func(ctx context.Context) error { return srv.Run(ctx, nil) })
+	if s.cfg.OperatorAddr != "" {
+		op, err := s.NewOperatorHTTP()
+		if err != nil {
+			return err
+		}
+		runs = append(runs, func(ctx context.Context) error { return op.Run(ctx, nil) })
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 2)
-	go func() { errc <- s.RunCommandHandlers(ctx) }()
-	go func() { errc <- srv.Run(ctx, nil) }()
-	first := <-errc
+	errc := make(chan error, len(runs))
+	for _, run := range runs {
+		go func() { errc <- run(ctx) }()
+	}
+	errs := []error{<-errc}
 	cancel()
-	second := <-errc
-	return errors.Join(first, second)
+	for range runs[1:] {
+		errs = append(errs, <-errc)
+	}
+	return errors.Join(errs...)
 }
 
 // todoResource is the todo API (domains/todo/todoapi) on the write side:

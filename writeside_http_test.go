@@ -9,10 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
@@ -209,5 +211,57 @@ func TestTodoAPIBadInputWritesNothing(t *testing.T) {
 		if n := count(); n != before {
 			t.Fatalf("%s: the events table went from %d to %d items", s.name, before, n)
 		}
+	}
+}
+
+// TestOperatorSurfaceMovesToItsOwnListener runs the write side with an
+// operator address: /metrics, /status and /status.json answer there and
+// are 404 on the API's listener, which still serves the API and /healthz;
+// without one, the API's listener serves them as before.
+func TestOperatorSurfaceMovesToItsOwnListener(t *testing.T) {
+	ep := testEndpoints(t)
+	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	operator := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "g"),
+		OperatorAddr: operator})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	get := func(addr, path string) int {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return -1
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	waitFor(t, 30*time.Second, "both listeners", func() bool { return get(ep.HTTPAddr, "/healthz") == 200 && get(operator, "/healthz") == 200 })
+	for path, want := range map[string][2]int{ // API, operator
+		"/metrics":     {404, 200},
+		"/status":      {404, 200},
+		"/status.json": {404, 200},
+		"/todo/a1":     {404, 404}, // the API's answer: no such todo; the operator's: no such route
+	} {
+		if got := [2]int{get(ep.HTTPAddr, path), get(operator, path)}; got != want {
+			t.Errorf("GET %s: API %d, operator %d; want %d, %d", path, got[0], got[1], want[0], want[1])
+		}
+	}
+	if r := call(t, "POST", "http://"+ep.HTTPAddr+"/todo", "", `{"id":"a1","title":"x"}`); r.status != 201 {
+		t.Errorf("the API on its listener: POST /todo %d %+v", r.status, r.err)
+	}
+	if _, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, OperatorAddr: ep.HTTPAddr}); err == nil {
+		t.Error("an operator address equal to the API's was accepted")
 	}
 }

@@ -36,6 +36,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Registry serves /metrics (default: a new registry).
 	Registry *prometheus.Registry
+	// OmitMetrics leaves /metrics out: the process serves it on another
+	// listener (an operator address apart from the API's).
+	OmitMetrics bool
 	// Logger logs one line per failed request (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -75,7 +78,8 @@ type Server struct {
 	Mux *http.ServeMux
 }
 
-// New returns a Server with /healthz and /metrics mounted.
+// New returns a Server with /healthz and (unless OmitMetrics) /metrics
+// mounted.
 func New(cfg Config) (*Server, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -85,7 +89,9 @@ func New(cfg Config) (*Server, error) {
 	s.Mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	s.Mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+	if !cfg.OmitMetrics {
+		s.Mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+	}
 	return s, nil
 }
 
