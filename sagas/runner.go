@@ -33,9 +33,10 @@ type Config struct {
 	// cancelled commands (on the replies topic) and poisoned inputs.
 	// Required.
 	Publisher message.Publisher
-	// Outcomes records the refusals of cancelled commands: the command
-	// handlers' event store. Required.
-	Outcomes commands.OutcomeRecorder
+	// Outcomes is the command handlers' event store: it records the
+	// refusals of cancelled commands, and the saga checks every reply
+	// against the answer it recorded for the command. Required.
+	Outcomes Outcomes
 	// NewSubscriber returns the subscriber of each topic the saga reads,
 	// in its consumer group (default: Kafka subscribers on Brokers).
 	NewSubscriber bus.SubscriberConstructor
@@ -122,7 +123,7 @@ func New(cfg Config) (*Runner, error) {
 	r := &Runner{cfg: cfg, saga: saga,
 		inputs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "eventpipe", Subsystem: "saga", Name: "inputs_total",
-			Help: "Saga inputs by kind and what became of them: handled, duplicate (handled before), skipped (no instance, or finished).",
+			Help: "Saga inputs by kind and what became of them: handled, duplicate (handled before), skipped (no instance, or finished), unverified (a reply the event store does not confirm: ignored).",
 		}, []string{"kind", "result"}),
 		effects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "eventpipe", Subsystem: "saga", Name: "effects_total",
@@ -161,11 +162,11 @@ func PoisonTopic(t bus.Topics, name string) string { return t.Poison("saga." + n
 // migrate when they do not.
 func Ready(ctx context.Context, db *pgxpool.Pool) error {
 	var exists bool
-	if err := db.QueryRow(ctx, `SELECT to_regclass('saga_instances') IS NOT NULL AND to_regclass('saga_outbox') IS NOT NULL`).Scan(&exists); err != nil {
+	if err := db.QueryRow(ctx, `SELECT to_regclass('saga_instances') IS NOT NULL AND to_regclass('saga_outbox') IS NOT NULL AND to_regclass('saga_commands') IS NOT NULL`).Scan(&exists); err != nil {
 		return fmt.Errorf("sagas: %w", err)
 	}
 	if !exists {
-		return errors.New("sagas: no saga tables in the database's schema: run `eventpipe migrate` (migrations/postgres 006)")
+		return errors.New("sagas: no saga tables in the database's schema: run `eventpipe migrate` (migrations/postgres 006 and 008)")
 	}
 	return nil
 }
@@ -261,8 +262,22 @@ func (r *Runner) routed(ctx context.Context, in Input) error {
 	return r.handle(ctx, instance, start, in)
 }
 
+// Outcomes is what a saga needs of the event store's command records
+// (eventstore/dynamodb.Store has both methods).
+type Outcomes interface {
+	commands.OutcomeRecorder
+	// CommandResult returns the answer recorded for commandID on ref:
+	// the append's result, *eventstore.RefusedCommandError, or
+	// eventstore.ErrCommandNotFound.
+	CommandResult(ctx context.Context, ref eventstore.Ref, commandID string) (eventstore.AppendResult, error)
+}
+
 // handleResult hands the answer to a command of this saga to its
-// instance; answers to other commands are skipped.
+// instance; answers to other commands are skipped. A reply is taken only
+// for a command the saga recorded sending (saga_commands) and only when
+// the event store's record of that command, on the aggregate the saga
+// sent it to, gives the same answer: the replies topic is open to any
+// client, so a reply with a saga-shaped command id is otherwise ignored.
 func (r *Runner) handleResult(msg *message.Message) error {
 	res, err := commands.ResultFromMessage(msg)
 	if err != nil {
@@ -272,8 +287,54 @@ func (r *Runner) handleResult(msg *message.Message) error {
 	if !ok {
 		return nil
 	}
-	in := Input{ID: "result:" + res.CommandID, Kind: KindResult, Result: res, Step: step}
-	return r.handle(msg.Context(), instance, false, in)
+	ctx := msg.Context()
+	verified, why, err := r.verify(ctx, res)
+	if err != nil {
+		return fmt.Errorf("sagas: %s: check the reply to %s: %w", r.saga.name, res.CommandID, err)
+	}
+	if why != "" {
+		r.cfg.Logger.WarnContext(ctx, "saga reply ignored", "saga", r.saga.name, "command", res.CommandID, "status", res.Status, "why", why)
+		r.inputs.WithLabelValues(string(KindResult), "unverified").Inc()
+		return nil
+	}
+	in := Input{ID: "result:" + res.CommandID, Kind: KindResult, Result: verified, Step: step}
+	return r.handle(ctx, instance, false, in)
+}
+
+// verify checks res against what the saga sent and the event store
+// recorded. It returns the recorded answer, or why res is not taken.
+func (r *Runner) verify(ctx context.Context, res commands.Result) (commands.Result, string, error) {
+	var ref eventstore.Ref
+	err := r.cfg.DB.QueryRow(ctx, `SELECT aggregate_type, aggregate_id FROM saga_commands WHERE saga = $1 AND command_id = $2`,
+		r.saga.name, res.CommandID).Scan(&ref.Type, &ref.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return res, "the saga sent no command with this id", nil
+	}
+	if err != nil {
+		return res, "", err
+	}
+	if res.AggregateType != ref.Type || res.AggregateID != ref.ID {
+		return res, fmt.Sprintf("the reply names %s/%s, the command went to %s", res.AggregateType, res.AggregateID, ref), nil
+	}
+	recorded, err := r.cfg.Outcomes.CommandResult(ctx, ref, res.CommandID)
+	var refused *eventstore.RefusedCommandError
+	switch {
+	case errors.Is(err, eventstore.ErrCommandNotFound):
+		return res, "the event store holds no answer to this command", nil
+	case errors.As(err, &refused):
+		if string(res.Status) != refused.Refusal.Status {
+			return res, fmt.Sprintf("the reply says %s, the event store recorded %s", res.Status, refused.Refusal.Status), nil
+		}
+		res.Reason, res.Version, res.EventIDs = refused.Refusal.Reason, refused.Refusal.Version, nil
+	case err != nil:
+		return res, "", err
+	default:
+		if res.Status != commands.StatusAccepted {
+			return res, fmt.Sprintf("the reply says %s, the event store recorded the command accepted", res.Status), nil
+		}
+		res.Version = recorded.LastSeq
+	}
+	return res, "", nil
 }
 
 // outboxRow is an effect waiting to run.
@@ -425,6 +486,10 @@ func (r *Runner) queue(ctx context.Context, tx pgx.Tx, instance string, fx *Effe
 		if err := add(outboxCommand, cmd); err != nil {
 			return nil, err
 		}
+		if _, err := tx.Exec(ctx, `INSERT INTO saga_commands (saga, command_id, instance, aggregate_type, aggregate_id) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT DO NOTHING`, r.saga.name, cmd.ID, instance, cmd.AggregateType, cmd.AggregateID); err != nil {
+			return nil, err
+		}
 	}
 	for _, c := range fx.cancels {
 		if err := add(outboxCancel, c); err != nil {
@@ -543,8 +608,8 @@ func (r *Runner) poll(ctx context.Context) {
 // shorter).
 const pruneEvery = time.Minute
 
-// prune deletes the input ids of instances that finished more than
-// KeepInputs ago.
+// prune deletes the input ids and the sent commands of instances that
+// finished more than KeepInputs ago.
 func (r *Runner) prune(ctx context.Context) error {
 	tag, err := r.cfg.DB.Exec(ctx, `DELETE FROM saga_inputs i USING saga_instances s
 		WHERE i.saga = $1 AND s.saga = $1 AND s.instance = i.instance AND s.outcome <> '' AND s.updated_at < now() - make_interval(secs => $2)`,
@@ -555,7 +620,10 @@ func (r *Runner) prune(ctx context.Context) error {
 	if n := tag.RowsAffected(); n > 0 {
 		r.cfg.Logger.DebugContext(ctx, "saga inputs pruned", "saga", r.saga.name, "rows", n)
 	}
-	return nil
+	_, err = r.cfg.DB.Exec(ctx, `DELETE FROM saga_commands c USING saga_instances s
+		WHERE c.saga = $1 AND s.saga = $1 AND s.instance = c.instance AND s.outcome <> '' AND s.updated_at < now() - make_interval(secs => $2)`,
+		r.saga.name, r.cfg.KeepInputs.Seconds())
+	return err
 }
 
 // retryTimeoutAfter is how long a timeout whose handling failed

@@ -156,6 +156,32 @@ func (r *rig) answer(res commands.Result) {
 	}
 }
 
+// handled answers the saga's OpenAccount command id of instance as the
+// command handlers do: the answer is recorded in the event store (the
+// account opened under the command id when accepted, the refusal
+// otherwise), then published on the replies topic.
+func (r *rig) handled(instance string, status commands.Status) {
+	r.t.Helper()
+	ctx := context.Background()
+	id := sagas.CommandID("ping", instance, "open")
+	ref := eventstore.Ref{Type: bankaccount.AggregateType, ID: instance}
+	res := commands.Result{CommandID: id, Status: status, AggregateType: ref.Type, AggregateID: ref.ID}
+	if status == commands.StatusAccepted {
+		facet, err := bankaccount.NewFacet(r.store, nil)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		out, err := facet.Append(ctx, instance, eventstore.Change{Events: []eventstore.NewEvent{bankaccount.Opened(instance)}, CommandID: id})
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		res.Version = out.Append.LastSeq
+	} else if _, err := r.store.RecordRefusal(ctx, ref, id, eventstore.Refusal{Status: string(status), Reason: "refused by the test"}); err != nil {
+		r.t.Fatal(err)
+	}
+	r.answer(res)
+}
+
 // instance waits until the instance id exists and cond holds for it.
 func (r *rig) instance(id string, cond func(sagas.Instance) bool) sagas.Instance {
 	r.t.Helper()
@@ -234,9 +260,9 @@ func TestEachInputTakesEffectOnceAndAFinishedInstanceTakesNoMore(t *testing.T) {
 		t.Errorf("sent %+v", cmds[0])
 	}
 
-	res := commands.Result{CommandID: "ping.i1.open", Status: commands.StatusAccepted, Version: 1}
-	r.answer(res)
-	r.answer(res)
+	r.handled("i1", commands.StatusAccepted)
+	r.answer(commands.Result{CommandID: "ping.i1.open", Status: commands.StatusAccepted, Version: 1,
+		AggregateType: bankaccount.AggregateType, AggregateID: "i1", Duplicate: true}) // a redelivery
 	r.answer(commands.Result{CommandID: "other.i1.open", Status: commands.StatusRejected}) // not this saga's
 	in = r.instance("i1", func(in sagas.Instance) bool { return in.Outcome != "" })
 	if in.Outcome != "accepted" || in.Version != 3 {
@@ -344,7 +370,7 @@ func TestTheInputsOfAFinishedInstanceArePrunedAndItStillTakesNoMore(t *testing.T
 	r.ping("i1", first)
 	r.ping("i2", ulid.Make().String())
 	r.instance("i1", func(in sagas.Instance) bool { return in.Version == 1 })
-	r.answer(commands.Result{CommandID: "ping.i1.open", Status: commands.StatusAccepted, Version: 1})
+	r.handled("i1", commands.StatusAccepted)
 	r.instance("i1", func(in sagas.Instance) bool { return in.Outcome != "" })
 	r.instance("i2", func(sagas.Instance) bool { return true })
 	inputs := func(instance string) int {
@@ -368,5 +394,46 @@ func TestTheInputsOfAFinishedInstanceArePrunedAndItStillTakesNoMore(t *testing.T
 	r.drained(r.topics.Events("pinger"))
 	if in := r.instance("i1", func(sagas.Instance) bool { return true }); in.Version != 2 || in.Outcome != "accepted" {
 		t.Errorf("i1 after a redelivery: version %d outcome %q, want 2 and accepted", in.Version, in.Outcome)
+	}
+}
+
+// TestForgedRepliesAreIgnored publishes, on the replies topic that any
+// client can write to, answers with the saga's command id form that the
+// command handlers never gave: to a command the saga never sent, naming
+// another aggregate than the one the command went to, and contradicting
+// the answer the event store recorded. The saga takes none of them; the
+// genuine answer then finishes the instance with the recorded status.
+func TestForgedRepliesAreIgnored(t *testing.T) {
+	r := newRig(t)
+	r.run(pingSaga(time.Hour), nil)
+	r.ping("i1", ulid.Make().String())
+	r.instance("i1", func(in sagas.Instance) bool { return in.Version == 1 })
+	r.sent(1)
+	forged := []commands.Result{
+		{CommandID: "ping.i9.open", Status: commands.StatusAccepted, AggregateType: bankaccount.AggregateType, AggregateID: "i9"}, // never sent
+		{CommandID: "ping.i1.open", Status: commands.StatusAccepted, AggregateType: bankaccount.AggregateType, AggregateID: "i2"}, // another aggregate
+		{CommandID: "ping.i1.open", Status: commands.StatusAccepted, AggregateType: bankaccount.AggregateType, AggregateID: "i1"}, // nothing recorded yet
+	}
+	for _, f := range forged {
+		r.answer(f)
+	}
+	r.drained(r.topics.Replies())
+	if in := r.instance("i1", func(sagas.Instance) bool { return true }); in.Outcome != "" || in.Version != 1 {
+		t.Fatalf("a forged reply moved the instance: outcome %q version %d", in.Outcome, in.Version)
+	}
+	// The store records a refusal; a reply claiming acceptance is forged.
+	r.handled("i1", commands.StatusRejected)
+	r.answer(commands.Result{CommandID: "ping.i1.open", Status: commands.StatusAccepted, AggregateType: bankaccount.AggregateType, AggregateID: "i1"})
+	in := r.instance("i1", func(in sagas.Instance) bool { return in.Outcome != "" })
+	if in.Outcome != string(commands.StatusRejected) || in.Version != 2 {
+		t.Errorf("outcome %q version %d, want rejected at 2 (the recorded answer)", in.Outcome, in.Version)
+	}
+	var unverified float64
+	r.drained(r.topics.Replies())
+	if err := r.db.QueryRow(context.Background(), `SELECT count(*) FROM saga_inputs WHERE saga = 'ping' AND input_id LIKE 'result:%'`).Scan(&unverified); err != nil {
+		t.Fatal(err)
+	}
+	if unverified != 1 {
+		t.Errorf("%v replies taken as inputs, want 1 (the genuine one)", unverified)
 	}
 }

@@ -67,7 +67,7 @@ func TestMigrateCreatesTheReadModelsOnceAndRefusesANewerSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"account_transactions", "accounts", postgres.VersionTable, "orders", "parked_events", "projection_catchup", "projection_positions",
-		"saga_inputs", "saga_instances", "saga_outbox", "saga_timeouts", "todos"}
+		"saga_commands", "saga_inputs", "saga_instances", "saga_outbox", "saga_timeouts", "todos"}
 	if len(tables) != len(want) {
 		t.Fatalf("tables in %s: %v, want %v", schema, tables, want)
 	}
