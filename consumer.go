@@ -118,6 +118,8 @@ type Resources struct {
 	Start bus.Start
 	// SnapshotEvery is the snapshotter's N (ConsumersConfig).
 	SnapshotEvery int64
+	// CommandKey signs the sagas' commands (ConsumersConfig).
+	CommandKey []byte
 	// Registerer receives metrics (nil: none); each kind labels its own
 	// (projection=, saga=, consumer=<name>).
 	Registerer prometheus.Registerer

@@ -118,7 +118,10 @@ func (s saga) Build(ctx context.Context, r Resources) (Runnable, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := sagas.Config{Saga: s.d, DB: r.DB, Publisher: r.Publisher, Outcomes: r.Store, NewSubscriber: r.NewSubscriber,
+	if len(r.CommandKey) == 0 {
+		r.Logger.Warn("no command key: the saga's commands are not signed, and any client can send one under its ids (set EVENTPIPE_COMMAND_KEY_FILE)", "saga", s.d.SagaName())
+	}
+	sc := sagas.Config{Saga: s.d, DB: r.DB, Publisher: r.Publisher, Outcomes: r.Store, CommandKey: r.CommandKey, NewSubscriber: r.NewSubscriber,
 		Brokers: r.Endpoints.KafkaBrokers, Topics: r.Topics, Registerer: r.registerer("saga", s.d.SagaName()), Logger: r.Logger}
 	runner, err := sagas.New(sc)
 	if err != nil {

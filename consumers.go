@@ -80,6 +80,11 @@ type ConsumersConfig struct {
 	// event that fails permanently there makes Run return the error. The
 	// other kinds do not park.
 	NoParking bool
+	// CommandKey signs the commands the sagas send (see
+	// WriteSideConfig.CommandKey; the same key as the command handlers').
+	// `consume` reads it from EVENTPIPE_COMMAND_KEY_FILE or
+	// EVENTPIPE_COMMAND_KEY (CommandKeyFromEnv).
+	CommandKey []byte
 	// Registerer receives each consumer's metrics, labelled with its name
 	// (projection=, saga=, consumer=; default: none).
 	Registerer prometheus.Registerer
@@ -150,7 +155,7 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 		return nil, err
 	}
 	res := Resources{Catalog: cfg.Catalog, Endpoints: cfg.Endpoints, Topics: topics, Store: store, History: StoreHistory(store),
-		DB: cfg.DB, Search: cfg.Search, NewSubscriber: cfg.NewSubscriber, Start: cfg.Start, SnapshotEvery: cfg.SnapshotEvery,
+		DB: cfg.DB, Search: cfg.Search, NewSubscriber: cfg.NewSubscriber, Start: cfg.Start, SnapshotEvery: cfg.SnapshotEvery, CommandKey: cfg.CommandKey,
 		Registerer: cfg.Registerer, Logger: cfg.Logger}
 	if needs.Elasticsearch && res.Search == nil {
 		if res.Search, err = esclient.NewClient(cfg.Endpoints.Elasticsearch); err != nil {

@@ -2,6 +2,8 @@ package eventpipe_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"slices"
 	"strings"
@@ -19,11 +21,13 @@ import (
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/domains/transfer"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/sagas"
 	"github.com/eventpipe/eventpipe/sagas/transfersaga"
 )
 
@@ -358,5 +362,61 @@ func TestAReadModelStartedAtLatestShowsNoHistory(t *testing.T) {
 	waitFor(t, 30*time.Second, "the group past the new todo", func() bool { return groupCommitted(t, adm, group, topic) == 4 })
 	if got := rows(); !slices.Equal(got, []string{"new-1"}) {
 		t.Errorf("read model started at latest holds %v, want only new-1", got)
+	}
+}
+
+// TestACommandUnderASagasIDIsRefusedUnlessTheSagaSignedIt gives the
+// command handlers and the transfer saga a command key. A client sends a
+// credit of 999 to account b under the command id the saga will use for
+// transfer tr-1's credit step, before the saga does: it is answered
+// invalid and nothing is recorded or appended. The transfer then runs:
+// the saga's own signed credit of 300 is applied under that id, once.
+func TestACommandUnderASagasIDIsRefusedUnlessTheSagaSignedIt(t *testing.T) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	key = []byte(hex.EncodeToString(key))
+	rig := newSagaRigWithKey(t, transferCatalog(time.Minute), key)
+	rig.dispatch(bankaccount.OpenAccount, bankaccount.AggregateType, "a", struct{}{})
+	rig.dispatch(bankaccount.RecordTransaction, bankaccount.AggregateType, "a", bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: 1000})
+	rig.dispatch(bankaccount.OpenAccount, bankaccount.AggregateType, "b", struct{}{})
+	rig.runSaga(transfersaga.Name)
+
+	creditID := sagas.CommandID(transfersaga.Name, "tr-1", transfersaga.StepCredit)
+	forged, err := commands.NewJSON(bankaccount.RecordTransaction, bankaccount.AggregateType, "b", bankaccount.TransactionAcceptedData{Desc: "forged", Amount: 999})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged.ID = creditID
+	msg, err := forged.ToMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	topics := bus.Topics{Prefix: rig.ep.TopicPrefix}
+	if err := rig.pub.Publish(forged.Topic(topics), msg); err != nil {
+		t.Fatal(err)
+	}
+	replies := testenv.Consume(t, rig.ep.KafkaBrokers, testenv.UniqueName(t, "replies"), topics.Replies(), 1)
+	res, err := commands.ResultFromMessage(replies[0])
+	if err != nil || res.CommandID != creditID || res.Status != commands.StatusInvalid || !strings.Contains(res.Reason, "not signed") {
+		t.Fatalf("the forged command's answer: %+v, %v; want invalid, not signed", res, err)
+	}
+	if _, err := rig.svc.Store.CommandResult(context.Background(), eventstore.Ref{Type: bankaccount.AggregateType, ID: "b"}, creditID); !errors.Is(err, eventstore.ErrCommandNotFound) {
+		t.Fatalf("the forged command left a record: %v", err)
+	}
+	if b, _ := rig.account("b"); b.Balance != 0 {
+		t.Fatalf("b holds %d after the forged credit, want 0", b.Balance)
+	}
+
+	rig.requestTransfer("tr-1", "a", "b", 300)
+	waitFor(t, time.Minute, "the transfer to complete", func() bool { return rig.transferStatus("tr-1") == transfer.StatusCompleted })
+	a, _ := rig.account("a")
+	b, _ := rig.account("b")
+	if a.Balance != 700 || b.Balance != 300 {
+		t.Errorf("balances a %d, b %d; want 700 and 300", a.Balance, b.Balance)
+	}
+	if got := rig.moves("b")[creditID]; !slices.Equal(got, []int64{300}) {
+		t.Errorf("b's transactions under %s: %v, want the saga's one credit of 300", creditID, got)
 	}
 }

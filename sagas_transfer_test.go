@@ -138,6 +138,7 @@ type transferRig struct {
 	pub     message.Publisher
 	child   *exec.Cmd
 	running []*background
+	key     []byte // the command key of the write side and the in-process sagas
 }
 
 // alive fails the test if a Run of the rig (command handlers, relay, an
@@ -163,6 +164,13 @@ func newTransferRig(t *testing.T, timeout time.Duration, mws ...message.HandlerM
 // dispatcher) and the relay, on fresh tables, topics and schema.
 func newSagaRig(t *testing.T, cat *eventpipe.Catalog, mws ...message.HandlerMiddleware) *transferRig {
 	t.Helper()
+	return newSagaRigWithKey(t, cat, nil, mws...)
+}
+
+// newSagaRigWithKey is newSagaRig whose command handlers and in-process
+// sagas hold the command key key.
+func newSagaRigWithKey(t *testing.T, cat *eventpipe.Catalog, key []byte, mws ...message.HandlerMiddleware) *transferRig {
+	t.Helper()
 	ctx := context.Background()
 	ep := testEndpoints(t)
 	ep.LeasesTable = testenv.UniqueName(t, "leases")
@@ -180,7 +188,8 @@ func newSagaRig(t *testing.T, cat *eventpipe.Catalog, mws ...message.HandlerMidd
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, Catalog: cat, ConsumerGroup: testenv.UniqueName(t, "g"), Middlewares: mws})
+	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, Catalog: cat, ConsumerGroup: testenv.UniqueName(t, "g"), Middlewares: mws,
+		CommandKey: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +204,7 @@ func newSagaRig(t *testing.T, cat *eventpipe.Catalog, mws ...message.HandlerMidd
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pub.Close() })
-	return &transferRig{t: t, ep: ep, cat: cat, svc: svc, db: db, pub: pub, running: []*background{
+	return &transferRig{t: t, ep: ep, cat: cat, svc: svc, db: db, pub: pub, key: key, running: []*background{
 		goRun(t, "command handlers", svc.RunCommandHandlers),
 		goRun(t, "relay", rel.Run),
 	}}
@@ -206,7 +215,7 @@ func newSagaRig(t *testing.T, cat *eventpipe.Catalog, mws ...message.HandlerMidd
 func (r *transferRig) runSaga(name string) {
 	r.t.Helper()
 	cons, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Catalog: r.cat, Endpoints: r.ep, DB: r.db,
-		Names: []string{eventpipe.SagaConsumer(name)}})
+		CommandKey: r.key, Names: []string{eventpipe.SagaConsumer(name)}})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -2,10 +2,15 @@ package eventpipe
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 
 	"github.com/eventpipe/eventpipe/analytics"
 
+	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
@@ -57,4 +62,41 @@ func OpenAnalytics(ctx context.Context, ep Endpoints, logger *slog.Logger) (*ana
 		return nil, err
 	}
 	return analytics.New(analytics.Config{Client: client, Table: ep.AnalyticsTable, Logger: logger})
+}
+
+// Environment variables of the deployment's command key (see
+// WriteSideConfig.CommandKey): a file holding it (preferred: it stays out
+// of the process list and the environment of children), or the key
+// itself.
+const (
+	EnvCommandKeyFile = "EVENTPIPE_COMMAND_KEY_FILE"
+	EnvCommandKey     = "EVENTPIPE_COMMAND_KEY"
+)
+
+// CommandKeyFromEnv returns the command key of EVENTPIPE_COMMAND_KEY_FILE
+// (the file's contents, surrounding white space trimmed) or
+// EVENTPIPE_COMMAND_KEY, nil when neither is set. A key shorter than
+// commands.MinKeyLength bytes, or both variables set, is an
+// *eventstore.ValidationError. Generate one with `openssl rand -hex 32`.
+func CommandKeyFromEnv() ([]byte, error) {
+	file, inline := os.Getenv(EnvCommandKeyFile), os.Getenv(EnvCommandKey)
+	var key []byte
+	switch {
+	case file != "" && inline != "":
+		return nil, &eventstore.ValidationError{Field: EnvCommandKey, Reason: "set " + EnvCommandKeyFile + " or " + EnvCommandKey + ", not both"}
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("command key: %w", err)
+		}
+		key = []byte(strings.TrimSpace(string(b)))
+	case inline != "":
+		key = []byte(strings.TrimSpace(inline))
+	default:
+		return nil, nil
+	}
+	if len(key) < commands.MinKeyLength {
+		return nil, &eventstore.ValidationError{Field: "command key", Reason: fmt.Sprintf("has %d bytes, want at least %d (openssl rand -hex 32)", len(key), commands.MinKeyLength)}
+	}
+	return key, nil
 }

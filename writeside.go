@@ -32,6 +32,7 @@ import (
 	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/httpapi"
+	"github.com/eventpipe/eventpipe/httpapi/auth"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
 	"github.com/eventpipe/eventpipe/statuspage"
@@ -70,6 +71,25 @@ type WriteSideConfig struct {
 	// the API's listener, as before. `serve` reads it from
 	// --operator-addr or EVENTPIPE_OPERATOR_ADDR.
 	OperatorAddr string
+	// Auth, when set, turns on JWT bearer authentication and its policy on
+	// the API's listener (package httpapi/auth): every request but
+	// /healthz needs a valid token, the todo API asks the policy before
+	// each command and read and records the token's subject as the
+	// events' actor, and every other resource needs the policy's read or
+	// write grant. Nil (the default, for now): the API is open. The
+	// operator listener (OperatorAddr) is not covered. `serve` reads it
+	// from the EVENTPIPE_AUTH_* variables.
+	Auth *auth.Config
+	// CommandKey, when set (at least commands.MinKeyLength bytes, the
+	// same for every serve and consume of the deployment), reserves the
+	// command ids of the catalogue's sagas (<saga>.<instance>.<step>) for
+	// commands the sagas signed with it: a command from the bus under
+	// such an id without a valid signature is answered invalid and
+	// poisoned without being recorded, so no client can take a saga
+	// step's id first. Empty (the default, for now): any client may use
+	// those ids. `serve` reads it from EVENTPIPE_COMMAND_KEY_FILE or
+	// EVENTPIPE_COMMAND_KEY (CommandKeyFromEnv).
+	CommandKey []byte
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -92,6 +112,11 @@ func (c WriteSideConfig) Validate() error {
 	}
 	if c.Endpoints.EventsTable == "" {
 		return errors.New("write side: no events table")
+	}
+	if c.Auth != nil {
+		if err := c.Auth.Validate(); err != nil {
+			return fmt.Errorf("write side: %w", err)
+		}
 	}
 	if c.OperatorAddr != "" {
 		if _, _, err := net.SplitHostPort(c.OperatorAddr); err != nil {
@@ -129,6 +154,7 @@ type WriteSide struct {
 	readModels *pgxpool.Pool // connects on first use
 	search     *elasticsearch.Client
 	analytics  *analytics.Store
+	auth       *auth.Authenticator // nil: the API is open
 
 	// statusPages were mounted by NewHTTP; Run and Close stop them.
 	statusPages []*statuspage.Page
@@ -140,6 +166,18 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	var authn *auth.Authenticator
+	if cfg.Auth != nil {
+		ac := *cfg.Auth
+		ac.Delegated = append(append([]string(nil), ac.Delegated...), todoapi.Resource)
+		if ac.Logger == nil {
+			ac.Logger = cfg.Logger
+		}
+		var err error
+		if authn, err = auth.New(ac); err != nil {
+			return nil, fmt.Errorf("write side: %w", err)
+		}
 	}
 	store, err := OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
 	if err != nil {
@@ -162,7 +200,15 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 			_ = pub.Close()
 		}
 	}
-	disp, err := commands.NewDispatcher(commands.DispatcherConfig{Registry: handlers, Outcomes: store, Replies: pub, Topics: cfg.topics(), Logger: cfg.Logger})
+	signed := commands.SignedIDs{Key: cfg.CommandKey}
+	for _, name := range cfg.Catalog.SagaNames() {
+		signed.Prefixes = append(signed.Prefixes, name+".")
+	}
+	if len(cfg.CommandKey) == 0 && len(signed.Prefixes) > 0 {
+		cfg.Logger.Warn("no command key: any client can send a command under a saga's command id (set EVENTPIPE_COMMAND_KEY_FILE)", "sagas", cfg.Catalog.SagaNames())
+	}
+	disp, err := commands.NewDispatcher(commands.DispatcherConfig{Registry: handlers, Outcomes: store, Replies: pub, Topics: cfg.topics(),
+		Signed: signed, Logger: cfg.Logger})
 	if err != nil {
 		closePub()
 		return nil, err
@@ -190,7 +236,7 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 		return nil, fmt.Errorf("write side: %w", err)
 	}
 	return &WriteSide{cfg: cfg, Store: store, Handlers: handlers, Dispatcher: disp, Registry: reg, pub: pub, ownPub: ownPub,
-		readModels: readModels, search: search, analytics: an}, nil
+		readModels: readModels, search: search, analytics: an, auth: authn}, nil
 }
 
 // Endpoints returns the resolved endpoints.
@@ -279,10 +325,15 @@ func commandGroup(group, topic string) string { return group + "." + topic }
 // resource of the catalogue mounted, in name order, and, unless
 // OperatorAddr is set, the operator surface: /metrics and the status page
 // (package statuspage: GET /status and /status.json, sampling from the
-// first request until Close).
+// first request until Close). With WriteSideConfig.Auth, every route but
+// /healthz is behind its authentication and policy.
 func (s *WriteSide) NewHTTP() (*httpapi.Server, error) {
 	separate := s.cfg.OperatorAddr != ""
-	srv, err := httpapi.New(httpapi.Config{Addr: s.cfg.Endpoints.HTTPAddr, Registry: s.Registry, OmitMetrics: separate, Logger: s.cfg.Logger})
+	hc := httpapi.Config{Addr: s.cfg.Endpoints.HTTPAddr, Registry: s.Registry, OmitMetrics: separate, Logger: s.cfg.Logger}
+	if s.auth != nil {
+		hc.Middleware = s.auth.Middleware
+	}
+	srv, err := httpapi.New(hc)
 	if err != nil {
 		return nil, err
 	}
@@ -379,6 +430,7 @@ func todoResource(srv *httpapi.Server, w *WriteSide) error {
 			return readmodels.ListTodos(ctx, w.ReadModels(), after, limit)
 		},
 		Search: searchmodels.TodoIndex{Client: w.Search(), Alias: w.SearchAlias(searchmodels.TodoSearch{}.Name())},
+		Policy: w.auth.Policy(),
 		Logger: w.cfg.Logger,
 	})
 }

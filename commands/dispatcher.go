@@ -91,6 +91,12 @@ type OutcomeRecorder interface {
 type DispatcherConfig struct {
 	// Registry holds the handlers. Required.
 	Registry *Registry
+	// Signed reserves command ids (the sagas') for commands signed with
+	// the deployment's command key: such a command without a valid
+	// signature (MetadataSignature) is invalid, answered and poisoned
+	// without being recorded, so it cannot take the id from the saga.
+	// The zero SignedIDs reserves nothing.
+	Signed SignedIDs
 	// Outcomes records refusals (usually the handlers' event store).
 	// Required.
 	Outcomes OutcomeRecorder
@@ -121,6 +127,9 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	}
 	if cfg.Outcomes == nil {
 		return nil, errors.New("commands: DispatcherConfig.Outcomes is nil")
+	}
+	if n := len(cfg.Signed.Key); n > 0 && n < MinKeyLength {
+		return nil, fmt.Errorf("commands: DispatcherConfig.Signed.Key has %d bytes, want at least %d", n, MinKeyLength)
 	}
 	return &Dispatcher{cfg: cfg}, nil
 }
@@ -254,6 +263,16 @@ func (d *Dispatcher) HandleMessage(msg *message.Message) error {
 	if err != nil {
 		d.publish(Result{CommandID: msg.UUID, Status: StatusInvalid, Reason: err.Error()}, "")
 		return &InvalidError{Err: err}
+	}
+	if d.cfg.Signed.Reserved(cmd.ID) && !VerifyCommand(d.cfg.Signed.Key, cmd, msg.Metadata.Get(MetadataSignature)) {
+		// Answered but not recorded: the saga's own command keeps its id.
+		err := &InvalidError{Err: fmt.Errorf("command %s: %w", cmd.ID, ErrUnsignedReservedID)}
+		d.cfg.Logger.Warn("unsigned command under a reserved id refused", "command_id", cmd.ID, "type", cmd.Type, "aggregate", cmd.AggregateType+"/"+cmd.AggregateID)
+		if perr := d.publish(Result{CommandID: cmd.ID, AggregateType: cmd.AggregateType, AggregateID: cmd.AggregateID,
+			Status: StatusInvalid, Reason: err.Error()}, cmd.CorrelationID); perr != nil {
+			return perr
+		}
+		return err
 	}
 	res, err := d.Dispatch(ctx, cmd)
 	var invalid *InvalidError

@@ -39,6 +39,10 @@ type Config struct {
 	// OmitMetrics leaves /metrics out: the process serves it on another
 	// listener (an operator address apart from the API's).
 	OmitMetrics bool
+	// Middleware, when set, wraps every route (authentication, package
+	// httpapi/auth); it runs inside the request's trace span and after the
+	// body limit is applied.
+	Middleware func(http.Handler) http.Handler
 	// Logger logs one line per failed request (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -95,13 +99,18 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the server's handler with the body size limit applied.
+// Handler returns the server's handler with the body size limit and
+// Config.Middleware applied.
 // Each request is traced (a server span continuing an incoming W3C
 // traceparent header; see package tracing).
 func (s *Server) Handler() http.Handler {
+	var routes http.Handler = s.Mux
+	if s.cfg.Middleware != nil {
+		routes = s.cfg.Middleware(routes)
+	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-		s.Mux.ServeHTTP(w, r)
+		routes.ServeHTTP(w, r)
 	})
 	return otelhttp.NewHandler(h, "http", otelhttp.WithPropagators(tracing.Propagator()), otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 		return r.Method + " " + r.URL.Path

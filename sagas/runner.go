@@ -37,6 +37,12 @@ type Config struct {
 	// refusals of cancelled commands, and the saga checks every reply
 	// against the answer it recorded for the command. Required.
 	Outcomes Outcomes
+	// CommandKey, when set (at least commands.MinKeyLength bytes), signs
+	// every command the saga sends (commands.SignCommand, in the
+	// message's commands.MetadataSignature): command handlers holding the
+	// same key refuse a command under the saga's id form that is not
+	// signed, so no client can take a step's command id first.
+	CommandKey []byte
 	// NewSubscriber returns the subscriber of each topic the saga reads,
 	// in its consumer group (default: Kafka subscribers on Brokers).
 	NewSubscriber bus.SubscriberConstructor
@@ -91,6 +97,8 @@ func (c Config) Validate() error {
 		return errors.New("sagas: Config.Publisher is nil")
 	case c.Outcomes == nil:
 		return errors.New("sagas: Config.Outcomes is nil")
+	case len(c.CommandKey) > 0 && len(c.CommandKey) < commands.MinKeyLength:
+		return fmt.Errorf("sagas: Config.CommandKey has %d bytes, want at least %d", len(c.CommandKey), commands.MinKeyLength)
 	case c.NewSubscriber == nil:
 		return errors.New("sagas: Config needs NewSubscriber or Brokers")
 	case c.PollInterval < 0 || c.SweepAfter < 0 || c.KeepInputs < 0:
@@ -531,6 +539,9 @@ func (r *Runner) runOne(ctx context.Context, row outboxRow) error {
 			return fmt.Errorf("outbox row %d: %w", row.seq, err)
 		}
 		tracing.Inject(ctx, msg) // the trace of the input that decided it, when run right after
+		if len(r.cfg.CommandKey) > 0 {
+			msg.Metadata.Set(commands.MetadataSignature, commands.SignCommand(r.cfg.CommandKey, cmd))
+		}
 		if err := r.cfg.Publisher.Publish(cmd.Topic(r.cfg.Topics), msg); err != nil {
 			return fmt.Errorf("send %s: %w", cmd.ID, err)
 		}

@@ -86,10 +86,14 @@ never be taken (the rules reject a stored event) goes to poison.snapshots.`,
 			if err != nil {
 				return fmt.Errorf("consume: --start: %w", err)
 			}
+			key, err := eventpipe.CommandKeyFromEnv()
+			if err != nil {
+				return fmt.Errorf("consume: %w", err)
+			}
 			ctx := cmd.Context()
 			reg := eventpipe.NewMetricsRegistry()
 			consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{
-				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Names: args, Start: start, SnapshotEvery: snapshotEvery, NoParking: noParking,
+				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Names: args, Start: start, CommandKey: key, SnapshotEvery: snapshotEvery, NoParking: noParking,
 				Registerer: reg, Logger: slog.Default(),
 			})
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/httpapi/auth"
 )
 
 func serveCommand() *cobra.Command {
@@ -22,18 +23,43 @@ It also serves the HTTP API (the todo, orders and analytics resources,
 status page /status and /status.json) on the same listener, or on its own
 with --operator-addr (EVENTPIPE_OPERATOR_ADDR): set it in production, on
 loopback or a private network, so that the API's listener serves only the
-API. It stops gracefully on SIGINT/SIGTERM.`,
+API. It stops gracefully on SIGINT/SIGTERM.
+
+The API is open unless JWT bearer authentication is configured, from the
+environment only: EVENTPIPE_AUTH_ISSUER, EVENTPIPE_AUTH_AUDIENCE,
+EVENTPIPE_AUTH_POLICY_FILE and EVENTPIPE_AUTH_JWKS_FILE or
+EVENTPIPE_AUTH_JWKS_URL (optional EVENTPIPE_AUTH_LEEWAY); see
+docs/security.md. serve warns at start when it is not.
+
+The command ids of the sagas (<saga>.<instance>.<step>) are reserved for
+commands the sagas sign with the deployment's command key, when one is set:
+EVENTPIPE_COMMAND_KEY_FILE (a file holding it) or EVENTPIPE_COMMAND_KEY, at
+least 32 bytes, the same for serve and consume.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("operator-addr") {
 				operatorAddr = os.Getenv(envOperatorAddr)
 			}
+			authCfg, err := auth.ConfigFromEnv()
+			if err != nil {
+				return err
+			}
+			key, err := eventpipe.CommandKeyFromEnv()
+			if err != nil {
+				return err
+			}
 			svc, err := eventpipe.NewWriteSide(cmd.Context(), eventpipe.WriteSideConfig{Catalog: catalog, ConsumerGroup: group,
-				OperatorAddr: operatorAddr, Logger: slog.Default()})
+				OperatorAddr: operatorAddr, Auth: authCfg, CommandKey: key, Logger: slog.Default()})
 			if err != nil {
 				return err
 			}
 			defer svc.Close()
+			if authCfg == nil {
+				slog.Warn("THE HTTP API IS UNAUTHENTICATED: anyone who reaches " + svc.Endpoints().HTTPAddr + " can send every command and read everything. " +
+					"Turn JWT auth on with " + auth.EnvIssuer + ", " + auth.EnvAudience + ", " + auth.EnvPolicyFile + " and " + auth.EnvJWKSFile + " or " + auth.EnvJWKSURL + " (see docs/security.md)")
+			} else {
+				slog.Info("HTTP API authentication on", "issuer", authCfg.Issuer, "audience", authCfg.Audience, "rules", len(authCfg.Policy.Rules))
+			}
 			slog.Info("serving", "http", svc.Endpoints().HTTPAddr, "operator", cmp.Or(operatorAddr, svc.Endpoints().HTTPAddr),
 				"commands", svc.Dispatcher.Topics(), "group", group)
 			return svc.Run(cmd.Context())
@@ -47,4 +73,3 @@ API. It stops gracefully on SIGINT/SIGTERM.`,
 
 // envOperatorAddr is serve's --operator-addr default.
 const envOperatorAddr = "EVENTPIPE_OPERATOR_ADDR"
-

@@ -19,6 +19,7 @@ import (
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/httpapi"
+	"github.com/eventpipe/eventpipe/httpapi/auth"
 )
 
 // Dispatcher runs a command in-process and returns its result
@@ -47,9 +48,18 @@ type Config struct {
 	// GET /todo/search and GET /todo/{id}?read=search (default: those
 	// answer 404).
 	Search Searcher
+	// Policy, when set (auth on: the server's middleware is
+	// auth.Authenticator.Middleware with "todo" delegated), is asked
+	// before every command is dispatched (its type) and before every read
+	// (resource "todo"): 401 without an identity in the request's context,
+	// 403 when it does not grant them. Nil: everything is allowed.
+	Policy *auth.Policy
 	// Logger logs failed reads of the read model (default slog.Default()).
 	Logger *slog.Logger
 }
+
+// Resource is the todo API's resource name in an auth.Policy.
+const Resource = "todo"
 
 // Validate reports the first missing field.
 func (c Config) Validate() error {
@@ -118,14 +128,21 @@ func Mount(srv *httpapi.Server, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	h := &todoAPI{d: cfg.Commands, r: cfg.States, list: cfg.List, searcher: cfg.Search, logger: cfg.Logger}
+	h := &todoAPI{d: cfg.Commands, r: cfg.States, list: cfg.List, searcher: cfg.Search, policy: cfg.Policy, logger: cfg.Logger}
+	read := func(next http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if auth.RequireRead(w, r, h.policy, Resource) {
+				next(w, r)
+			}
+		}
+	}
 	srv.Mux.HandleFunc("POST /todo", h.create)
-	srv.Mux.HandleFunc("GET /todo", h.listPage)
-	srv.Mux.HandleFunc("GET /todo/{id}", h.get)
+	srv.Mux.HandleFunc("GET /todo", read(h.listPage))
+	srv.Mux.HandleFunc("GET /todo/{id}", read(h.get))
 	if h.searcher != nil {
 		// The literal path wins over /todo/{id}, so a todo whose id is
 		// "search" cannot be read over HTTP while search is on.
-		srv.Mux.HandleFunc("GET /todo/search", h.search)
+		srv.Mux.HandleFunc("GET /todo/search", read(h.search))
 	}
 	srv.Mux.HandleFunc("POST /todo/{id}", h.update)
 	srv.Mux.HandleFunc("PUT /todo/{id}", h.update)
@@ -138,6 +155,7 @@ type todoAPI struct {
 	r        Reader
 	list     Lister
 	searcher Searcher
+	policy   *auth.Policy
 	logger   *slog.Logger
 }
 
@@ -218,8 +236,12 @@ func (h *todoAPI) remove(w http.ResponseWriter, r *http.Request) {
 }
 
 // run dispatches one todo command and writes the error response when it
-// did not succeed.
+// did not succeed. With a Policy, it first asks it whether the caller may
+// send typ; the verified subject, if any, becomes the command's actor.
 func (h *todoAPI) run(w http.ResponseWriter, r *http.Request, typ, id string, expected *int64, payload any) (commands.Result, bool) {
+	if !auth.RequireCommand(w, r, h.policy, typ) {
+		return commands.Result{}, false
+	}
 	cmd, err := commands.NewJSON(typ, todo.AggregateType, id, payload)
 	if err != nil {
 		httpapi.WriteError(w, http.StatusBadRequest, "invalid", err.Error())
@@ -227,6 +249,9 @@ func (h *todoAPI) run(w http.ResponseWriter, r *http.Request, typ, id string, ex
 	}
 	cmd.ExpectedVersion = expected
 	cmd.IP = clientIP(r)
+	if caller, ok := auth.FromContext(r.Context()); ok {
+		cmd.Actor = caller.Subject
+	}
 	res, err := h.d.DispatchFresh(r.Context(), cmd)
 	var invalid *commands.InvalidError
 	switch {

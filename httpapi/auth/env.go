@@ -1,0 +1,67 @@
+package auth
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/eventpipe/eventpipe/eventstore"
+)
+
+// Environment variables `eventpipe serve` reads its auth configuration
+// from. They are read from the environment only (never flags), and
+// neither they nor the files they name are logged or printed by
+// `eventpipe stack env`.
+const (
+	EnvJWKSFile   = "EVENTPIPE_AUTH_JWKS_FILE"
+	EnvJWKSURL    = "EVENTPIPE_AUTH_JWKS_URL"
+	EnvIssuer     = "EVENTPIPE_AUTH_ISSUER"
+	EnvAudience   = "EVENTPIPE_AUTH_AUDIENCE"
+	EnvPolicyFile = "EVENTPIPE_AUTH_POLICY_FILE"
+	EnvLeeway     = "EVENTPIPE_AUTH_LEEWAY"
+)
+
+// ConfigFromEnv returns the auth configuration the EVENTPIPE_AUTH_*
+// variables give, with its policy file loaded: nil and no error when
+// none of them is set (auth off), an error when some are set but the
+// configuration is incomplete or invalid, so a half-configured server
+// does not start open.
+func ConfigFromEnv() (*Config, error) {
+	return configFromLookup(os.LookupEnv)
+}
+
+func configFromLookup(lookup func(string) (string, bool)) (*Config, error) {
+	get := func(name string) string {
+		v, _ := lookup(name)
+		return strings.TrimSpace(v)
+	}
+	var cfg Config
+	cfg.JWKSFile, cfg.JWKSURL = get(EnvJWKSFile), get(EnvJWKSURL)
+	cfg.Issuer, cfg.Audience = get(EnvIssuer), get(EnvAudience)
+	policy, leeway := get(EnvPolicyFile), get(EnvLeeway)
+	if cfg.JWKSFile == "" && cfg.JWKSURL == "" && cfg.Issuer == "" && cfg.Audience == "" && policy == "" && leeway == "" {
+		return nil, nil
+	}
+	if leeway != "" {
+		d, err := time.ParseDuration(leeway)
+		if err != nil {
+			return nil, &eventstore.ValidationError{Field: EnvLeeway, Reason: err.Error()}
+		}
+		cfg.Leeway = d
+	}
+	if policy == "" {
+		return nil, &eventstore.ValidationError{Field: EnvPolicyFile, Reason: "required when auth is configured"}
+	}
+	p, err := LoadPolicy(policy)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Policy = p
+	c := cfg
+	c.setDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("auth from %s, %s, %s, %s: %w", EnvJWKSFile, EnvJWKSURL, EnvIssuer, EnvAudience, err)
+	}
+	return &cfg, nil
+}
