@@ -503,6 +503,13 @@ func (r *Runner) queue(ctx context.Context, tx pgx.Tx, instance string, fx *Effe
 		if err := add(outboxCancel, c); err != nil {
 			return nil, err
 		}
+		// The cancelled command is the saga's (sent before saga_commands
+		// existed, perhaps): its answer, the cancel's or the one that won,
+		// is then taken too.
+		if _, err := tx.Exec(ctx, `INSERT INTO saga_commands (saga, command_id, instance, aggregate_type, aggregate_id) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT DO NOTHING`, r.saga.name, c.CommandID, instance, c.AggregateType, c.AggregateID); err != nil {
+			return nil, err
+		}
 	}
 	return rows, nil
 }

@@ -437,3 +437,33 @@ func TestForgedRepliesAreIgnored(t *testing.T) {
 		t.Errorf("%v replies taken as inputs, want 1 (the genuine one)", unverified)
 	}
 }
+
+// TestAReplyToACommandSentBeforeSagaCommandsIsTakenAfterItsTimeout
+// simulates a command sent before migration 008 (its saga_commands row is
+// gone): its genuine reply is ignored, and the step's timeout then cancels
+// the command, which records it as the saga's; the answer the store holds
+// (the acceptance, which came first) finishes the instance.
+func TestAReplyToACommandSentBeforeSagaCommandsIsTakenAfterItsTimeout(t *testing.T) {
+	r := newRig(t)
+	r.run(pingSaga(2*time.Second), nil)
+	r.ping("i3", ulid.Make().String())
+	r.instance("i3", func(in sagas.Instance) bool { return in.Version == 1 })
+	if _, err := r.db.Exec(context.Background(), `DELETE FROM saga_commands WHERE saga = 'ping' AND command_id = 'ping.i3.open'`); err != nil {
+		t.Fatal(err)
+	}
+	r.handled("i3", commands.StatusAccepted)
+	if in := r.instance("i3", func(in sagas.Instance) bool { return in.Outcome != "" }); in.Outcome != string(commands.StatusAccepted) {
+		t.Errorf("after the timeout: outcome %q, want accepted (the store's answer)", in.Outcome)
+	}
+	// The reply was taken only after the timeout: the first reply (sent
+	// right away) was ignored, the cancel's answer finished the instance.
+	var timeoutAt, resultAt *time.Time
+	if err := r.db.QueryRow(context.Background(), `SELECT
+		(SELECT min(handled_at) FROM saga_inputs WHERE saga = 'ping' AND instance = 'i3' AND input_id LIKE 'timeout:%'),
+		(SELECT min(handled_at) FROM saga_inputs WHERE saga = 'ping' AND instance = 'i3' AND input_id LIKE 'result:%')`).Scan(&timeoutAt, &resultAt); err != nil {
+		t.Fatal(err)
+	}
+	if timeoutAt == nil || resultAt == nil || resultAt.Before(*timeoutAt) {
+		t.Errorf("timeout handled at %v, reply at %v: want the reply taken after the timeout", timeoutAt, resultAt)
+	}
+}
