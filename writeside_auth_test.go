@@ -2,9 +2,6 @@ package eventpipe_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -174,27 +171,10 @@ type authReply struct {
 // authCall is call with a bearer token when token is set.
 func authCall(t *testing.T, method, url, token, ifMatch, body string) authReply {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	bearer := ""
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		bearer = "Bearer " + token
 	}
-	if ifMatch != "" {
-		req.Header.Set("If-Match", ifMatch)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	r := authReply{reply: reply{status: resp.StatusCode, etag: resp.Header.Get("ETag")}, challenge: resp.Header.Get("WWW-Authenticate")}
-	if resp.StatusCode < 300 {
-		_ = json.Unmarshal(b, &r.todo)
-	} else {
-		_ = json.Unmarshal(b, &r.err)
-	}
-	return r
+	r, h := callHeaders(t, method, url, body, map[string]string{"Authorization": bearer, "If-Match": ifMatch})
+	return authReply{reply: r, challenge: h.Get("WWW-Authenticate")}
 }

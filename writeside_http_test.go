@@ -62,15 +62,22 @@ func call(t *testing.T, method, url, ifMatch, body string) reply {
 // callWith is call with a Content-Type header when contentType is set.
 func callWith(t *testing.T, method, url, ifMatch, body, contentType string) reply {
 	t.Helper()
+	r, _ := callHeaders(t, method, url, body, map[string]string{"Content-Type": contentType, "If-Match": ifMatch})
+	return r
+}
+
+// callHeaders sends a request with the headers that are not empty and
+// returns its reply and the response's headers.
+func callHeaders(t *testing.T, method, url, body string, headers map[string]string) (reply, http.Header) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if ifMatch != "" {
-		req.Header.Set("If-Match", ifMatch)
+	for k, v := range headers {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -84,7 +91,7 @@ func callWith(t *testing.T, method, url, ifMatch, body, contentType string) repl
 	} else {
 		_ = json.Unmarshal(b, &r.err)
 	}
-	return r
+	return r, resp.Header
 }
 
 // TestTodoAPIStatusCodes walks the todo API through every

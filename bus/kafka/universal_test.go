@@ -1,11 +1,9 @@
 package kafka_test
 
 import (
-	"sync"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
@@ -39,44 +37,11 @@ var universalFeatures = tests.Features{
 	ForceShort:     true,
 }
 
-// universalConstructors returns the suite's constructors for the
-// Publisher and the subscribers newSub builds. Every subscriber the
-// plain constructor makes for one test (one *testing.T) is in the same,
-// unique group; the consumer-group constructor uses the group it is
-// given.
-func universalConstructors(brokers []string, newSub func(group string) (message.Subscriber, error)) (tests.PubSubConstructor, tests.ConsumerGroupPubSubConstructor) {
-	withGroup := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
-		pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
-		if err != nil {
-			t.Fatalf("publisher: %v", err)
-		}
-		sub, err := newSub(group)
-		if err != nil {
-			_ = pub.Close()
-			t.Fatalf("subscriber in group %s: %v", group, err)
-		}
-		return pub, sub
-	}
-	var mu sync.Mutex
-	groups := map[*testing.T]string{}
-	plain := func(t *testing.T) (message.Publisher, message.Subscriber) {
-		mu.Lock()
-		group, ok := groups[t]
-		if !ok {
-			group = testenv.UniqueName(t, "wm")
-			groups[t] = group
-		}
-		mu.Unlock()
-		return withGroup(t, group)
-	}
-	return plain, withGroup
-}
-
 // TestUniversalPubSubWithSubscriber runs Watermill's universal Pub/Sub
 // suite on the stack's broker against Publisher and Subscriber.
 func TestUniversalPubSubWithSubscriber(t *testing.T) {
 	brokers := testenv.KafkaBrokers(t)
-	plain, withGroup := universalConstructors(brokers, kafka.Subscribers(kafka.SubscriberConfig{
+	plain, withGroup := testenv.UniversalPubSub(brokers, "wm", kafka.Subscribers(kafka.SubscriberConfig{
 		Brokers: brokers, Logger: watermill.NopLogger{},
 	}))
 	tests.TestPubSub(t, universalFeatures, plain, withGroup)

@@ -1,14 +1,11 @@
 package keyed_test
 
 import (
-	"sync"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
 
-	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 )
@@ -37,30 +34,6 @@ func TestUniversalPubSub(t *testing.T) {
 		Persistent:     true,
 		ForceShort:     true,
 	}
-	newSub := keyed.Subscribers(keyed.Config{Brokers: brokers, Logger: watermill.NopLogger{}})
-	withGroup := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
-		pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
-		if err != nil {
-			t.Fatalf("publisher: %v", err)
-		}
-		sub, err := newSub(group)
-		if err != nil {
-			_ = pub.Close()
-			t.Fatalf("keyed subscriber in group %s: %v", group, err)
-		}
-		return pub, sub
-	}
-	var mu sync.Mutex
-	groups := map[*testing.T]string{}
-	plain := func(t *testing.T) (message.Publisher, message.Subscriber) {
-		mu.Lock()
-		group, ok := groups[t]
-		if !ok {
-			group = testenv.UniqueName(t, "wm-keyed")
-			groups[t] = group
-		}
-		mu.Unlock()
-		return withGroup(t, group)
-	}
+	plain, withGroup := testenv.UniversalPubSub(brokers, "wm-keyed", keyed.Subscribers(keyed.Config{Brokers: brokers, Logger: watermill.NopLogger{}}))
 	tests.TestPubSub(t, features, plain, withGroup)
 }
