@@ -194,7 +194,7 @@ func (r Resources) startGroup(ctx context.Context, group string, topics []string
 	if len(r.Endpoints.KafkaBrokers) == 0 || len(topics) == 0 {
 		return nil
 	}
-	_, err := kafka.StartGroup(ctx, kafka.GroupStartConfig{Brokers: r.Endpoints.KafkaBrokers, Group: group, Topics: topics, Start: start, Logger: r.Logger})
+	_, err := kafka.StartGroup(ctx, kafka.GroupStartConfig{Brokers: r.Endpoints.KafkaBrokers, Security: r.Endpoints.Kafka, Group: group, Topics: topics, Start: start, Logger: r.Logger})
 	return err
 }
 

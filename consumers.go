@@ -93,7 +93,7 @@ type ConsumersConfig struct {
 }
 
 func (c *ConsumersConfig) setDefaults() {
-	processDefaults(&c.Catalog, &c.Endpoints, &c.Logger)
+	_ = processDefaults(&c.Catalog, &c.Endpoints, &c.Logger) // Validate reports Endpoints.Err
 }
 
 // ErrUnknownConsumer is wrapped when a name is not a consumer of the
@@ -102,6 +102,9 @@ var ErrUnknownConsumer = errors.New("unknown consumer")
 
 // Validate reports the first unusable field.
 func (c ConsumersConfig) Validate() error {
+	if err := c.Endpoints.Err(); err != nil {
+		return err
+	}
 	have := strings.Join(c.Catalog.ConsumerNames(), ", ")
 	if len(c.Names) == 0 {
 		return fmt.Errorf("no consumer named (have %s)", have)
@@ -158,7 +161,7 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 		DB: cfg.DB, Search: cfg.Search, NewSubscriber: cfg.NewSubscriber, Start: cfg.Start, SnapshotEvery: cfg.SnapshotEvery, CommandKey: cfg.CommandKey,
 		Registerer: cfg.Registerer, Logger: cfg.Logger}
 	if needs.Elasticsearch && res.Search == nil {
-		if res.Search, err = esclient.NewClient(cfg.Endpoints.Elasticsearch); err != nil {
+		if res.Search, err = esclient.NewClient(cfg.Endpoints.Elasticsearch, cfg.Endpoints.ElasticsearchSecurity); err != nil {
 			return fail(err)
 		}
 	}

@@ -69,16 +69,19 @@ type Migrated struct {
 // eventpipe (or a newer version of a read model), is an error and left
 // unchanged.
 func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
-	processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger)
+	err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger)
 	ep := cfg.Endpoints
 	out := Migrated{EventsTable: ep.EventsTable, LeasesTable: ep.LeasesTable, AnalyticsTable: ep.AnalyticsTable}
+	if err != nil {
+		return out, fmt.Errorf("migrate: %w", err)
+	}
 	pg, schema, closePG, err := readModelDB(ctx, cfg.DB, ep)
 	if err != nil {
 		return out, fmt.Errorf("migrate: %w", err)
 	}
 	defer closePG()
 	out.PostgresSchema = schema
-	db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+	db, err := dynamoclient.New(ctx, dynamoConfig(ep))
 	if err != nil {
 		return out, err
 	}
@@ -103,7 +106,7 @@ func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
 	if names := cfg.Catalog.SearchModelNames(); len(names) > 0 {
 		es := cfg.Search
 		if es == nil {
-			if es, err = esclient.NewClient(ep.Elasticsearch); err != nil {
+			if es, err = esclient.NewClient(ep.Elasticsearch, ep.ElasticsearchSecurity); err != nil {
 				return out, err
 			}
 		}

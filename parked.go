@@ -40,7 +40,9 @@ type ParkedListConfig struct {
 // ParkedList returns the parked events cfg selects, by projection,
 // aggregate and sequence (see package parking).
 func ParkedList(ctx context.Context, cfg ParkedListConfig) ([]parking.Event, error) {
-	processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger)
+	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
+		return nil, fmt.Errorf("parked list: %w", err)
+	}
 	if cfg.Projection != "" {
 		if err := knownModel(cfg.Catalog, cfg.Projection); err != nil {
 			return nil, fmt.Errorf("parked list: %w", err)
@@ -91,7 +93,9 @@ type ParkedReplayConfig struct {
 // with the new reason; the result says which (see parking.Store.Replay).
 // Run it with the fixed code: the same binary version as the consumers.
 func ParkedReplay(ctx context.Context, cfg ParkedReplayConfig) (parking.ReplayResult, error) {
-	processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger)
+	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
+		return parking.ReplayResult{}, fmt.Errorf("parked replay: %w", err)
+	}
 	if cfg.Projection == "" {
 		return parking.ReplayResult{}, fmt.Errorf("parked replay: name a projection (have %s)", strings.Join(cfg.Catalog.ModelNames(), ", "))
 	}
@@ -131,7 +135,7 @@ func parkedSink(ctx context.Context, cfg ParkedReplayConfig, db *pgxpool.Pool) (
 	p, _ := cfg.Catalog.SearchModel(cfg.Projection)
 	es := cfg.Search
 	if es == nil {
-		if es, err = esclient.NewClient(cfg.Endpoints.Elasticsearch); err != nil {
+		if es, err = esclient.NewClient(cfg.Endpoints.Elasticsearch, cfg.Endpoints.ElasticsearchSecurity); err != nil {
 			return nil, err
 		}
 	}

@@ -71,7 +71,7 @@ type RelayConfig struct {
 }
 
 func (c *RelayConfig) setDefaults() {
-	processDefaults(&c.Catalog, &c.Endpoints, &c.Logger)
+	_ = processDefaults(&c.Catalog, &c.Endpoints, &c.Logger) // Validate reports Endpoints.Err
 	if c.Stream == "" {
 		c.Stream = RelayEvents
 	}
@@ -80,6 +80,9 @@ func (c *RelayConfig) setDefaults() {
 // Validate reports an unknown Stream ("" is RelayEvents); relay.New
 // checks the rest.
 func (c RelayConfig) Validate() error {
+	if err := c.Endpoints.Err(); err != nil {
+		return err
+	}
 	_, err := relayTable(c.Endpoints, c.Stream)
 	return err
 }
@@ -127,11 +130,11 @@ func NewRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) {
 		rc.Translator = analyticsbus.Translator{Topics: topics}
 		clientID += "-" + cfg.Stream
 	}
-	db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+	db, err := dynamoclient.New(ctx, dynamoConfig(ep))
 	if err != nil {
 		return nil, err
 	}
-	streams, err := dynamoclient.NewStreams(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+	streams, err := dynamoclient.NewStreams(ctx, dynamoConfig(ep))
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +160,7 @@ func publisher(given message.Publisher, ep Endpoints, clientID string, logger *s
 	if given != nil {
 		return given, func() error { return nil }, nil
 	}
-	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, ClientID: clientID, Logger: watermill.NewSlogLogger(logger)})
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Security: ep.Kafka, ClientID: clientID, Logger: watermill.NewSlogLogger(logger)})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -180,7 +183,7 @@ func RelayStreamStatus(ctx context.Context, ep Endpoints, name string) (stream s
 	if err != nil {
 		return "", nil, err
 	}
-	db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+	db, err := dynamoclient.New(ctx, dynamoConfig(ep))
 	if err != nil {
 		return "", nil, err
 	}

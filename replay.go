@@ -53,7 +53,7 @@ type ReplayConfig struct {
 }
 
 func (c *ReplayConfig) setDefaults() {
-	processDefaults(&c.Catalog, &c.Endpoints, &c.Logger)
+	_ = processDefaults(&c.Catalog, &c.Endpoints, &c.Logger) // Validate reports Endpoints.Err
 }
 
 // ErrReplayRunning is returned (wrapped) by Replay when another replay of
@@ -70,6 +70,9 @@ var ErrReplayRunning = projections.ErrReplayRunning
 // elastic.Replay).
 func Replay(ctx context.Context, cfg ReplayConfig) (projections.ReplayResult, error) {
 	cfg.setDefaults()
+	if err := cfg.Endpoints.Err(); err != nil {
+		return projections.ReplayResult{}, fmt.Errorf("replay: %w", err)
+	}
 	if sp, ok := cfg.Catalog.SearchModel(cfg.ReadModel); ok {
 		return replaySearchModel(ctx, cfg, sp)
 	}
@@ -130,7 +133,7 @@ func replaySearchModel(ctx context.Context, cfg ReplayConfig, p elastic.Projecti
 	}
 	es := cfg.Search
 	if es == nil {
-		if es, err = esclient.NewClient(cfg.Endpoints.Elasticsearch); err != nil {
+		if es, err = esclient.NewClient(cfg.Endpoints.Elasticsearch, cfg.Endpoints.ElasticsearchSecurity); err != nil {
 			return projections.ReplayResult{}, err
 		}
 	}

@@ -44,11 +44,14 @@ type SenderConfig struct {
 // commands with Catalog.NewCommand. Close it when done.
 func NewSender(cfg SenderConfig) (*kafka.Sender, error) {
 	cfg.Endpoints = cfg.Endpoints.Fill()
+	if err := cfg.Endpoints.Err(); err != nil {
+		return nil, fmt.Errorf("sender: %w", err)
+	}
 	var logger watermill.LoggerAdapter = watermill.NopLogger{}
 	if cfg.Logger != nil {
 		logger = watermill.NewSlogLogger(cfg.Logger)
 	}
 	return kafka.NewSender(kafka.SenderConfig{
-		Brokers: cfg.Endpoints.KafkaBrokers, Topics: bus.Topics{Prefix: cfg.Endpoints.TopicPrefix}, Logger: logger,
+		Brokers: cfg.Endpoints.KafkaBrokers, Security: cfg.Endpoints.Kafka, Topics: bus.Topics{Prefix: cfg.Endpoints.TopicPrefix}, Logger: logger,
 	})
 }

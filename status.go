@@ -132,7 +132,7 @@ func (r StatusReport) Relay(name string) (RelayStreamReport, bool) {
 // still returned.
 func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 	logger := slog.New(slog.DiscardHandler)
-	processDefaults(&cfg.Catalog, &cfg.Endpoints, &logger)
+	envErr := processDefaults(&cfg.Catalog, &cfg.Endpoints, &logger)
 	if cfg.CommandGroup == "" {
 		cfg.CommandGroup = DefaultCommandGroup
 	}
@@ -140,6 +140,9 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 	ep := cfg.Endpoints
 	topics := bus.Topics{Prefix: ep.TopicPrefix}
 	var r StatusReport
+	if envErr != nil {
+		r.Errors = append(r.Errors, fmt.Errorf("settings: %w", envErr))
+	}
 	for _, name := range RelayStreams() {
 		rel := RelayStreamReport{Name: name, PoisonTopic: topics.Poison(relay.PoisonGroupFor(name))}
 		var err error
@@ -169,7 +172,7 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 			// Every topic with the prefix, found as the consumer finds
 			// them (the analytics aggregator: one topic per source).
 			var err error
-			if g.Topics, err = topicsWithPrefix(ctx, ep.KafkaBrokers, info.TopicPrefix); err != nil {
+			if g.Topics, err = topicsWithPrefix(ctx, kafka.Cluster{Brokers: ep.KafkaBrokers, Security: ep.Kafka}, info.TopicPrefix); err != nil {
 				r.Errors = append(r.Errors, fmt.Errorf("%s topics: %w", name, err))
 			}
 		}
@@ -216,7 +219,7 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 	for _, g := range groups {
 		poisonTopics = append(poisonTopics, g.PoisonTopic)
 	}
-	counts, err := kafka.TopicMessages(ctx, ep.KafkaBrokers, poisonTopics)
+	counts, err := kafka.TopicMessages(ctx, kafka.Cluster{Brokers: ep.KafkaBrokers, Security: ep.Kafka}, poisonTopics)
 	if err != nil {
 		r.Errors = append(r.Errors, fmt.Errorf("poison topics: %w", err))
 	}
@@ -229,7 +232,7 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 			r.Groups = append(r.Groups, g) // no analytics topic yet: nothing to measure
 			continue
 		}
-		rows, err := kafka.ConsumerLag(ctx, ep.KafkaBrokers, g.Group, g.Topics)
+		rows, err := kafka.ConsumerLag(ctx, kafka.Cluster{Brokers: ep.KafkaBrokers, Security: ep.Kafka}, g.Group, g.Topics)
 		if err != nil {
 			r.Errors = append(r.Errors, fmt.Errorf("group %s: %w", g.Group, err))
 		}
@@ -283,11 +286,15 @@ func parkedCounts(ctx context.Context, db *pgxpool.Pool, ep Endpoints, logger *s
 // topicsWithPrefix lists the topics whose name is prefix followed by at
 // least one character, sorted: what the aggregation consumer subscribes
 // to. It does not create topics.
-func topicsWithPrefix(ctx context.Context, brokers []string, prefix string) ([]string, error) {
+func topicsWithPrefix(ctx context.Context, cluster kafka.Cluster, prefix string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	brokers := cluster.Brokers
 	sc := sarama.NewConfig()
+	if err := cluster.Security.ApplySarama(sc); err != nil {
+		return nil, fmt.Errorf("kafka client on %v: %w", brokers, err)
+	}
 	sc.Version = kafka.KafkaVersion
 	sc.ClientID = "eventpipe-status"
 	sc.Metadata.AllowAutoTopicCreation = false

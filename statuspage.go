@@ -18,7 +18,7 @@ import (
 // safe for concurrent use.
 func StatusPageReader(cfg StatusConfig) statuspage.ReaderFunc {
 	logger := slog.New(slog.DiscardHandler)
-	processDefaults(&cfg.Catalog, &cfg.Endpoints, &logger)
+	_ = processDefaults(&cfg.Catalog, &cfg.Endpoints, &logger) // Status reports Endpoints.Err
 	topics := bus.Topics{Prefix: cfg.Endpoints.TopicPrefix}
 	return func(ctx context.Context) statuspage.Snapshot {
 		r := Status(ctx, cfg)
@@ -71,7 +71,7 @@ func StatusPageReader(cfg StatusConfig) statuspage.ReaderFunc {
 		if len(names) == 0 {
 			return snap
 		}
-		rows, err := kafka.ConsumerLag(ctx, cfg.Endpoints.KafkaBrokers, topics.Prefix+"eventpipe-status-page", names)
+		rows, err := kafka.ConsumerLag(ctx, kafka.Cluster{Brokers: cfg.Endpoints.KafkaBrokers, Security: cfg.Endpoints.Kafka}, topics.Prefix+"eventpipe-status-page", names)
 		if err != nil {
 			snap.Events, snap.Errors = nil, append(snap.Errors, fmt.Sprintf("events topics' offsets: %v", err))
 			return snap

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/eventpipe/eventpipe/analytics"
 
@@ -14,6 +13,7 @@ import (
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/internal/secretenv"
 )
 
 // Endpoints are the addresses and names every part of eventpipe agrees
@@ -32,7 +32,8 @@ func EndpointsFromEnv() Endpoints { return endpoints.FromEnv() }
 // processDefaults fills the fields every process Config shares: the
 // built-in catalogue, each empty field of the endpoints from the
 // environment (Endpoints.Fill), slog's default logger.
-func processDefaults(catalog **Catalog, ep *Endpoints, logger **slog.Logger) {
+// It returns why the environment's security settings could not be read.
+func processDefaults(catalog **Catalog, ep *Endpoints, logger **slog.Logger) error {
 	if *catalog == nil {
 		*catalog = Builtin()
 	}
@@ -40,13 +41,20 @@ func processDefaults(catalog **Catalog, ep *Endpoints, logger **slog.Logger) {
 	if *logger == nil {
 		*logger = slog.Default()
 	}
+	return ep.Err()
+}
+
+// dynamoConfig is the DynamoDB client configuration of ep: its endpoint
+// and the role to assume.
+func dynamoConfig(ep Endpoints) dynamoclient.Config {
+	return dynamoclient.Config{Endpoint: ep.DynamoDB, RoleARN: ep.AWSRoleARN}
 }
 
 // OpenStore connects to the events table of ep (DynamoDB Local, or AWS
 // when ep.DynamoDB is "aws") with c's schema: the event types of its
 // domains and its upcasters. logger may be nil (slog's default).
 func OpenStore(ctx context.Context, ep Endpoints, c *Catalog, logger *slog.Logger) (*ddbstore.Store, error) {
-	client, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+	client, err := dynamoclient.New(ctx, dynamoConfig(ep))
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +65,7 @@ func OpenStore(ctx context.Context, ep Endpoints, c *Catalog, logger *slog.Logge
 // events, sessions and aggregations; see package analytics). logger may
 // be nil (slog's default).
 func OpenAnalytics(ctx context.Context, ep Endpoints, logger *slog.Logger) (*analytics.Store, error) {
-	client, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
+	client, err := dynamoclient.New(ctx, dynamoConfig(ep))
 	if err != nil {
 		return nil, err
 	}
@@ -69,8 +77,8 @@ func OpenAnalytics(ctx context.Context, ep Endpoints, logger *slog.Logger) (*ana
 // of the process list and the environment of children), or the key
 // itself.
 const (
-	EnvCommandKeyFile = "EVENTPIPE_COMMAND_KEY_FILE"
 	EnvCommandKey     = "EVENTPIPE_COMMAND_KEY"
+	EnvCommandKeyFile = EnvCommandKey + secretenv.FileSuffix
 )
 
 // CommandKeyFromEnv returns the command key of EVENTPIPE_COMMAND_KEY_FILE
@@ -79,24 +87,15 @@ const (
 // commands.MinKeyLength bytes, or both variables set, is an
 // *eventstore.ValidationError. Generate one with `openssl rand -hex 32`.
 func CommandKeyFromEnv() ([]byte, error) {
-	file, inline := os.Getenv(EnvCommandKeyFile), os.Getenv(EnvCommandKey)
-	var key []byte
-	switch {
-	case file != "" && inline != "":
-		return nil, &eventstore.ValidationError{Field: EnvCommandKey, Reason: "set " + EnvCommandKeyFile + " or " + EnvCommandKey + ", not both"}
-	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("command key: %w", err)
-		}
-		key = []byte(strings.TrimSpace(string(b)))
-	case inline != "":
-		key = []byte(strings.TrimSpace(inline))
-	default:
+	key, err := secretenv.Lookup(os.LookupEnv, EnvCommandKey)
+	if err != nil {
+		return nil, fmt.Errorf("command key: %w", err)
+	}
+	if key == "" {
 		return nil, nil
 	}
 	if len(key) < commands.MinKeyLength {
 		return nil, &eventstore.ValidationError{Field: "command key", Reason: fmt.Sprintf("has %d bytes, want at least %d (openssl rand -hex 32)", len(key), commands.MinKeyLength)}
 	}
-	return key, nil
+	return []byte(key), nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
+	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/httpapi/auth"
@@ -76,10 +77,16 @@ type WriteSideConfig struct {
 	// /healthz needs a valid token, the todo API asks the policy before
 	// each command and read and records the token's subject as the
 	// events' actor, and every other resource needs the policy's read or
-	// write grant. Nil (the default, for now): the API is open. The
-	// operator listener (OperatorAddr) is not covered. `serve` reads it
-	// from the EVENTPIPE_AUTH_* variables.
+	// write grant. The operator listener (OperatorAddr) is not covered:
+	// keep it on loopback or a private network. `serve` reads it from the
+	// EVENTPIPE_AUTH_* variables. Nil: NewHTTP refuses to serve unless
+	// NoAuth says the API is meant to be open.
 	Auth *auth.Config
+	// NoAuth serves the HTTP API without authentication when Auth is nil:
+	// anyone who reaches it can send every command and read everything.
+	// For local development and tests only; `serve` sets it with
+	// --no-auth (or EVENTPIPE_AUTH=off) and says so loudly at start.
+	NoAuth bool
 	// CommandKey, when set (at least commands.MinKeyLength bytes, the
 	// same for every serve and consume of the deployment), reserves the
 	// command ids of the catalogue's sagas (<saga>.<instance>.<step>) for
@@ -95,18 +102,21 @@ type WriteSideConfig struct {
 }
 
 func (c *WriteSideConfig) setDefaults() {
-	processDefaults(&c.Catalog, &c.Endpoints, &c.Logger)
+	_ = processDefaults(&c.Catalog, &c.Endpoints, &c.Logger) // Validate reports Endpoints.Err
 	if c.ConsumerGroup == "" {
 		c.ConsumerGroup = DefaultCommandGroup
 	}
 	if c.NewSubscriber == nil {
-		c.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: c.Endpoints.KafkaBrokers, ClientID: "eventpipe-serve",
+		c.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: c.Endpoints.KafkaBrokers, Security: c.Endpoints.Kafka, ClientID: "eventpipe-serve",
 			Logger: watermill.NewSlogLogger(c.Logger)})
 	}
 }
 
 // Validate reports the first invalid field.
 func (c WriteSideConfig) Validate() error {
+	if err := c.Endpoints.Err(); err != nil {
+		return fmt.Errorf("write side: %w", err)
+	}
 	if len(c.Endpoints.KafkaBrokers) == 0 && (c.Publisher == nil || c.NewSubscriber == nil) {
 		return errors.New("write side: no Kafka brokers (needed unless WriteSideConfig.Publisher and WriteSideConfig.NewSubscriber are set)")
 	}
@@ -114,6 +124,9 @@ func (c WriteSideConfig) Validate() error {
 		return errors.New("write side: no events table")
 	}
 	if c.Auth != nil {
+		if c.NoAuth {
+			return fmt.Errorf("write side: %w", &eventstore.ValidationError{Field: "NoAuth", Reason: "set Auth or NoAuth, not both"})
+		}
 		if err := c.Auth.Validate(); err != nil {
 			return fmt.Errorf("write side: %w", err)
 		}
@@ -189,7 +202,7 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 	}
 	pub, ownPub := cfg.Publisher, cfg.Publisher == nil
 	if ownPub {
-		kp, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: cfg.Endpoints.KafkaBrokers, ClientID: "eventpipe-serve", Logger: watermill.NewSlogLogger(cfg.Logger)})
+		kp, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: cfg.Endpoints.KafkaBrokers, Security: cfg.Endpoints.Kafka, ClientID: "eventpipe-serve", Logger: watermill.NewSlogLogger(cfg.Logger)})
 		if err != nil {
 			return nil, err
 		}
@@ -223,7 +236,7 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 	}
 	// Nor does the Elasticsearch client: the search endpoints answer 503
 	// until Elasticsearch is there.
-	search, err := esclient.NewClient(cfg.Endpoints.Elasticsearch)
+	search, err := esclient.NewClient(cfg.Endpoints.Elasticsearch, cfg.Endpoints.ElasticsearchSecurity)
 	if err != nil {
 		readModels.Close()
 		closePub()
@@ -317,6 +330,10 @@ func (s *WriteSide) RunCommandHandlers(ctx context.Context) error {
 	return nil
 }
 
+// ErrNoAuth is returned by NewHTTP (and Run) when WriteSideConfig has
+// neither Auth nor NoAuth: the HTTP API is not served open by accident.
+var ErrNoAuth = errors.New("write side: the HTTP API has no authentication: set WriteSideConfig.Auth (JWT, see docs/security.md), or NoAuth for local development")
+
 // commandGroup is the consumer group of the command handlers of group on
 // one commands topic.
 func commandGroup(group, topic string) string { return group + "." + topic }
@@ -328,6 +345,9 @@ func commandGroup(group, topic string) string { return group + "." + topic }
 // first request until Close). With WriteSideConfig.Auth, every route but
 // /healthz is behind its authentication and policy.
 func (s *WriteSide) NewHTTP() (*httpapi.Server, error) {
+	if s.auth == nil && !s.cfg.NoAuth {
+		return nil, ErrNoAuth
+	}
 	separate := s.cfg.OperatorAddr != ""
 	hc := httpapi.Config{Addr: s.cfg.Endpoints.HTTPAddr, Registry: s.Registry, OmitMetrics: separate, Logger: s.cfg.Logger}
 	if s.auth != nil {
@@ -367,10 +387,30 @@ func (s *WriteSide) NewOperatorHTTP() (*httpapi.Server, error) {
 	return srv, nil
 }
 
+// access says who may reach the HTTP API and the operator surface, for
+// the status page.
+func (s *WriteSide) access() statuspage.Access {
+	a := statuspage.Access{Mode: statuspage.AccessOpen, Operator: "on the API's listener, open like the API"}
+	if s.cfg.OperatorAddr != "" {
+		a.Operator = "on their own listener " + s.cfg.OperatorAddr + ", without authentication (keep it on loopback or a private network)"
+	}
+	if s.auth == nil {
+		return a
+	}
+	a.Mode, a.Issuer, a.Audience = statuspage.AccessJWT, s.cfg.Auth.Issuer, s.cfg.Auth.Audience
+	for _, r := range s.auth.Policy().Rules {
+		a.Rules = append(a.Rules, statuspage.AccessRule(r))
+	}
+	if s.cfg.OperatorAddr == "" {
+		a.Operator = "on the API's listener, behind its authentication (read grants status and metrics)"
+	}
+	return a
+}
+
 // mountStatusPage mounts a status page on srv; Close stops its sampling.
 func (s *WriteSide) mountStatusPage(srv *httpapi.Server) error {
 	page, err := statuspage.New(statuspage.Config{Reader: StatusPageReader(StatusConfig{Catalog: s.cfg.Catalog, Endpoints: s.cfg.Endpoints,
-		CommandGroup: s.cfg.ConsumerGroup, DB: s.readModels}), Logger: s.cfg.Logger})
+		CommandGroup: s.cfg.ConsumerGroup, DB: s.readModels}), Access: s.access(), Logger: s.cfg.Logger})
 	if err != nil {
 		return fmt.Errorf("write side: status page: %w", err)
 	}

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/analytics/analyticsapi"
@@ -131,5 +134,74 @@ func TestServeMountsTheAnalyticsAPI(t *testing.T) {
 	}
 	if events != 4 || pageViews != 3 || sessions != 2 {
 		t.Errorf("hourly aggregations %+v: %d events, %d page views, %d sessions; want 4, 3, 2", hourly.Aggregations, events, pageViews, sessions)
+	}
+}
+
+// TestAnalyticsAndOrderAPIsBadInputWritesNothing sends the analytics
+// ingestion and the order API every kind of bad request — malformed,
+// null and oversized bodies, events without a type or session, a bad
+// timestamp, an empty batch, an invalid source id, bad query parameters —
+// and counts the items of the analytics and events tables before and
+// after: each is refused with a 4xx and nothing is stored.
+func TestAnalyticsAndOrderAPIsBadInputWritesNothing(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ep := testEndpoints(t)
+	ep.AnalyticsTable = testenv.UniqueName(t, "analytics")
+	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	ddb := testenv.DynamoDB(t)
+	if err := migrate.CreateAnalyticsTable(ctx, ddb, ep.AnalyticsTable); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.DeleteTable(t, ddb, ep.AnalyticsTable) })
+	svc := newService(t, ep, testenv.UniqueName(t, "g"))
+	srv, err := svc.NewHTTP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, done := make(chan string, 1), make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ready) }()
+	defer func() { cancel(); <-done }()
+	base := "http://" + <-ready
+	count := func(table string) int32 {
+		out, err := ddb.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), Select: "COUNT", ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Count
+	}
+	if r := call(t, "POST", base+"/sources/site/events", "", `{"type":"page_view","sessionId":"s1","url":"/"}`); r.status != http.StatusCreated {
+		t.Fatalf("a good event: %+v", r)
+	}
+	analyticsBefore, eventsBefore := count(ep.AnalyticsTable), count(ep.EventsTable)
+	if analyticsBefore == 0 {
+		t.Fatal("the good event stored nothing")
+	}
+	huge := `{"events":[` + strings.Repeat(`{"type":"page_view","sessionId":"s1","url":"/`+strings.Repeat("x", 1000)+`"},`, 2000) + `{"type":"page_view","sessionId":"s1"}]}`
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/sources/site/events", `null`},
+		{"POST", "/sources/site/events", `{`},
+		{"POST", "/sources/site/events", `[]`},
+		{"POST", "/sources/site/events", `{"events":[]}`},
+		{"POST", "/sources/site/events", `{"sessionId":"s1"}`},
+		{"POST", "/sources/site/events", `{"type":"page_view"}`},
+		{"POST", "/sources/site/events", `{"type":"page_view","sessionId":"s1","timestamp":"yesterday"}`},
+		{"POST", "/sources/site/events", `{"events":[{"type":"page_view","sessionId":"s2"},{"type":"page_view","sessionId":""}]}`},
+		{"POST", "/sources/site/events", huge},
+		{"POST", "/sources/" + strings.Repeat("s", 300) + "/events", `{"type":"page_view","sessionId":"s1"}`},
+		{"POST", "/sources/si%23te/events", `{"type":"page_view","sessionId":"s1"}`},
+		{"GET", "/sources/site/aggregations?period=weekly", ""},
+		{"GET", "/orders/rollups?period=yearly", ""},
+		{"GET", "/orders/rollups?period=hourly&from=tomorrow", ""},
+		{"GET", "/orders/search?min_total=lots", ""},
+		{"POST", "/orders/search", `{"q":"x"}`},
+	} {
+		r := call(t, c.method, base+c.path, "", c.body)
+		if r.status < 400 || r.status >= 500 {
+			t.Errorf("%s %s %.60s: %d; want a 4xx refusal", c.method, c.path, c.body, r.status)
+		}
+	}
+	if n, m := count(ep.AnalyticsTable), count(ep.EventsTable); n != analyticsBefore || m != eventsBefore {
+		t.Fatalf("bad requests changed the tables: analytics %d → %d items, events %d → %d", analyticsBefore, n, eventsBefore, m)
 	}
 }

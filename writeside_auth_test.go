@@ -2,6 +2,12 @@ package eventpipe_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,6 +42,7 @@ func TestHTTPAuth(t *testing.T) {
 			Policy: &auth.Policy{Rules: []auth.Rule{
 				{Subjects: []string{"alice"}, Commands: []string{todo.CreateTodo, todo.UpdateTodo}, Read: []string{"todo"}},
 				{Scopes: []string{"todo:write"}, Commands: []string{todo.CreateTodo}},
+				{Subjects: []string{"ops"}, Read: []string{"status"}},
 			}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +150,31 @@ func TestHTTPAuth(t *testing.T) {
 		}
 	}
 
+	// The status page, on the API's listener, is behind the same auth and
+	// shows who is allowed.
+	if r := authCall(t, "GET", base+"/status.json", alice(authtest.RS256), "", ""); r.status != 403 {
+		t.Errorf("alice reads the status page: %+v; want 403", r)
+	}
+	ops := idp.Sign(t, authtest.ES256, authtest.Claims{Subject: "ops"})
+	var page struct {
+		Access struct {
+			Mode, Issuer, Audience, Operator string
+			Rules                            []struct{ Subjects, Scopes, Commands, Read []string }
+		}
+	}
+	waitUntil(t, "ops reads /status.json", func() (bool, string) {
+		code, body := getWithBearer(t, base+"/status.json", ops)
+		if code != 200 { // 503 until the first sample
+			return false, fmt.Sprintf("%d %s", code, body)
+		}
+		return json.Unmarshal([]byte(body), &page) == nil, body
+	})
+	if page.Access.Mode != "jwt" || page.Access.Issuer != iss || page.Access.Audience != aud || len(page.Access.Rules) != 3 ||
+		!slices.Equal(page.Access.Rules[0].Subjects, []string{"alice"}) || !slices.Equal(page.Access.Rules[1].Scopes, []string{"todo:write"}) ||
+		!strings.Contains(page.Access.Operator, "behind its authentication") {
+		t.Errorf("status page access %+v; want jwt, the issuer, audience and the policy's three rules", page.Access)
+	}
+
 	// Rotation: the new kid is fetched on first sight, the old one is gone.
 	oldTok := alice(authtest.RS256)
 	time.Sleep(150 * time.Millisecond) // past MinRefreshInterval since the last fetch
@@ -177,4 +209,41 @@ func authCall(t *testing.T, method, url, token, ifMatch, body string) authReply 
 	}
 	r, h := callHeaders(t, method, url, body, map[string]string{"Authorization": bearer, "If-Match": ifMatch})
 	return authReply{reply: r, challenge: h.Get("WWW-Authenticate")}
+}
+
+// getWithBearer GETs url with a bearer token and returns the status and
+// body.
+func getWithBearer(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestHTTPAPIIsNotServedOpenByAccident builds a write side with neither
+// Auth nor NoAuth: NewHTTP refuses with ErrNoAuth, so a program that
+// forgets to configure authentication does not serve an open API.
+func TestHTTPAPIIsNotServedOpenByAccident(t *testing.T) {
+	ep := testEndpoints(t)
+	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "g")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	if _, err := svc.NewHTTP(); !errors.Is(err, eventpipe.ErrNoAuth) {
+		t.Fatalf("NewHTTP without Auth or NoAuth: %v; want ErrNoAuth", err)
+	}
+	if err := svc.Run(context.Background()); !errors.Is(err, eventpipe.ErrNoAuth) {
+		t.Fatalf("Run without Auth or NoAuth: %v; want ErrNoAuth", err)
+	}
 }

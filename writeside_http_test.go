@@ -230,7 +230,7 @@ func TestOperatorSurfaceMovesToItsOwnListener(t *testing.T) {
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	operator := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "g"),
-		OperatorAddr: operator})
+		OperatorAddr: operator, NoAuth: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func testEndpoints(t testing.TB) endpoints.Endpoints {
 
 func newService(t testing.TB, ep endpoints.Endpoints, group string) *eventpipe.WriteSide {
 	t.Helper()
-	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: group})
+	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: group, NoAuth: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,8 @@ type RunnerConfig struct {
 	// Brokers are the Kafka seed brokers: required without NewSubscriber;
 	// with a Registerer they also feed the Kafka offset lag metric.
 	Brokers []string
+	// KafkaSecurity is the TLS and SASL of its Kafka clients.
+	KafkaSecurity kafka.Security
 	// Topics names the event topics (and the poison topic).
 	Topics bus.Topics
 	// Publisher publishes poisoned messages. Required.
@@ -173,7 +175,7 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	if cfg.NewSubscriber == nil {
 		// Key-ordered: many messages of a partition in flight, one
 		// aggregate's in order, so a batch can fill up to BatchSize.
-		cfg.NewSubscriber = keyed.Subscribers(keyed.Config{Brokers: cfg.Brokers, ClientID: "eventpipe-consume",
+		cfg.NewSubscriber = keyed.Subscribers(keyed.Config{Brokers: cfg.Brokers, Security: cfg.KafkaSecurity, ClientID: "eventpipe-consume",
 			Logger: watermill.NewSlogLogger(cfg.Logger)})
 	}
 	r := &Runner{cfg: cfg, queue: make(chan pending, cfg.BatchSize),
@@ -262,7 +264,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	group := r.ConsumerGroup()
 	if len(r.cfg.Brokers) > 0 {
-		if _, err := kafka.StartGroup(ctx, kafka.GroupStartConfig{Brokers: r.cfg.Brokers, Group: group, Topics: r.Topics(),
+		if _, err := kafka.StartGroup(ctx, kafka.GroupStartConfig{Brokers: r.cfg.Brokers, Security: r.cfg.KafkaSecurity, Group: group, Topics: r.Topics(),
 			Start: groupStart, Logger: r.cfg.Logger}); err != nil {
 			return fmt.Errorf("projections: %s: %w", r.cfg.Applier.Name(), err)
 		}
@@ -352,7 +354,7 @@ func (r *Runner) consume(ctx context.Context) error {
 	if r.cfg.Registerer != nil && len(r.cfg.Brokers) > 0 {
 		// Kafka offset lag of the projection's group, beside the last
 		// applied event's age.
-		lag, err := kafka.NewLagMonitor(kafka.LagConfig{Brokers: r.cfg.Brokers, ConsumerGroup: group, Topics: topics, Registerer: r.cfg.Registerer, Logger: r.cfg.Logger})
+		lag, err := kafka.NewLagMonitor(kafka.LagConfig{Brokers: r.cfg.Brokers, Security: r.cfg.KafkaSecurity, ConsumerGroup: group, Topics: topics, Registerer: r.cfg.Registerer, Logger: r.cfg.Logger})
 		if err != nil {
 			return err
 		}

@@ -210,7 +210,7 @@ func TestKilledRelaysLoseNothing(t *testing.T) {
 		return nil
 	}
 	published := func() int64 {
-		n, err := kafka.TopicMessages(context.Background(), e.ep.KafkaBrokers, []string{e.topics.Events("tick")})
+		n, err := kafka.TopicMessages(context.Background(), kafka.Cluster{Brokers: e.ep.KafkaBrokers}, []string{e.topics.Events("tick")})
 		if err != nil {
 			t.Errorf("count published: %v", err)
 		}

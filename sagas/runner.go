@@ -48,6 +48,8 @@ type Config struct {
 	NewSubscriber bus.SubscriberConstructor
 	// Brokers are the Kafka seed brokers (required without NewSubscriber).
 	Brokers []string
+	// KafkaSecurity is the TLS and SASL of its Kafka clients.
+	KafkaSecurity kafka.Security
 	// Topics is the topic namespace.
 	Topics bus.Topics
 	// PollInterval is how often due timeouts and left-over outbox rows
@@ -82,7 +84,7 @@ func (c *Config) setDefaults() {
 		c.Logger = slog.Default()
 	}
 	if c.NewSubscriber == nil && len(c.Brokers) > 0 {
-		c.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: c.Brokers, ClientID: "eventpipe-saga", Logger: watermill.NewSlogLogger(c.Logger)})
+		c.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: c.Brokers, Security: c.KafkaSecurity, ClientID: "eventpipe-saga", Logger: watermill.NewSlogLogger(c.Logger)})
 	}
 }
 

@@ -210,7 +210,7 @@ func (r *rig) drained(topics ...string) {
 	group := sagas.ConsumerGroup(r.topics, "ping")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		lag, err := kafka.ConsumerLag(context.Background(), testenv.KafkaBrokers(r.t), group, topics)
+		lag, err := kafka.ConsumerLag(context.Background(), kafka.Cluster{Brokers: testenv.KafkaBrokers(r.t)}, group, topics)
 		if err != nil {
 			r.t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
 )
@@ -50,6 +51,8 @@ type Config struct {
 	// Brokers are the Kafka seed brokers: required without NewSubscriber;
 	// with a Registerer they also feed the Kafka offset lag metric.
 	Brokers []string
+	// KafkaSecurity is the TLS and SASL of its Kafka clients.
+	KafkaSecurity kafka.Security
 	// Topics names the events topics, the group and the poison topic.
 	Topics bus.Topics
 	// Group is the consumer group (default Topics.Prefix + DefaultGroup).

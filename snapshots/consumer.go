@@ -66,7 +66,7 @@ func New(cfg Config) (*Consumer, error) {
 		return nil, err
 	}
 	if cfg.NewSubscriber == nil {
-		cfg.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: cfg.Brokers, ClientID: "eventpipe-snapshots",
+		cfg.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: cfg.Brokers, Security: cfg.KafkaSecurity, ClientID: "eventpipe-snapshots",
 			Logger: watermill.NewSlogLogger(cfg.Logger)})
 	}
 	m, err := newMetrics(cfg.Registerer)
@@ -116,7 +116,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	router.AddMiddleware(mws...)
 	topics := c.Topics()
 	if c.cfg.Registerer != nil && len(c.cfg.Brokers) > 0 {
-		lag, err := kafka.NewLagMonitor(kafka.LagConfig{Brokers: c.cfg.Brokers, ConsumerGroup: c.cfg.Group, Topics: topics,
+		lag, err := kafka.NewLagMonitor(kafka.LagConfig{Brokers: c.cfg.Brokers, Security: c.cfg.KafkaSecurity, ConsumerGroup: c.cfg.Group, Topics: topics,
 			Registerer: c.cfg.Registerer, Logger: c.cfg.Logger})
 		if err != nil {
 			return fmt.Errorf("snapshots: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -38,6 +39,63 @@ type Config struct {
 	// Logger receives the samples' errors at debug level (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// Access says who may reach the HTTP API, shown in the page's
+	// "Access" section and in /status.json. It is static: the page does
+	// not sample it. The zero Access (Mode "") hides the section.
+	Access Access
+}
+
+// Access modes.
+const (
+	AccessJWT  = "jwt"  // JWT authentication with a policy
+	AccessOpen = "open" // no authentication (local development)
+)
+
+// Access describes how the HTTP API is protected and who may do what
+// through it. The page keeps its own types so that it does not depend on
+// the package that enforces it: the caller converts its authentication
+// configuration and policy (httpapi/auth) into an Access.
+type Access struct {
+	// Mode is AccessJWT or AccessOpen; "" means not given, and the page
+	// shows no access section.
+	Mode string `json:"mode"`
+	// Issuer and Audience are the tokens' expected "iss" and "aud"
+	// claims, in AccessJWT mode.
+	Issuer   string `json:"issuer,omitempty"`
+	Audience string `json:"audience,omitempty"`
+	// Rules are the policy's rules, in order.
+	Rules []AccessRule `json:"rules,omitempty"`
+	// Operator says where /metrics and /status are served and how they
+	// are protected, as a sentence: e.g. "on the API's listener, behind
+	// its authentication", or "on its own listener 127.0.0.1:9090,
+	// without authentication (keep it on loopback or a private network)".
+	Operator string `json:"operator,omitempty"`
+}
+
+// AccessRule is one rule of the policy: it grants Commands, Read and
+// Write to the identities whose subject is in Subjects or that hold one of
+// Scopes. "*" in Subjects stands for any authenticated identity; "*" in
+// Commands, Read or Write for every command type or resource.
+type AccessRule struct {
+	Subjects []string `json:"subjects,omitempty"`
+	Scopes   []string `json:"scopes,omitempty"`
+	// Commands are command types the identities may send.
+	Commands []string `json:"commands,omitempty"`
+	// Read and Write are resources (the first path segment: todo,
+	// analytics, status, …) the identities may read (GET, HEAD) and write
+	// other than by a command.
+	Read  []string `json:"read,omitempty"`
+	Write []string `json:"write,omitempty"`
+}
+
+// clone is a deep copy of a, so that the caller may change its slices.
+func (a Access) clone() Access {
+	a.Rules = slices.Clone(a.Rules)
+	for i, r := range a.Rules {
+		a.Rules[i] = AccessRule{Subjects: slices.Clone(r.Subjects), Scopes: slices.Clone(r.Scopes),
+			Commands: slices.Clone(r.Commands), Read: slices.Clone(r.Read), Write: slices.Clone(r.Write)}
+	}
+	return a
 }
 
 func (c *Config) setDefaults() {
@@ -74,6 +132,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("statuspage: Config.History (%s) holds more than %d samples of Config.Interval (%s)", c.History, maxSamples, c.Interval)
 	case c.ReadTimeout < 0:
 		return fmt.Errorf("statuspage: Config.ReadTimeout is negative (%s)", c.ReadTimeout)
+	case c.Access.Mode != "" && c.Access.Mode != AccessJWT && c.Access.Mode != AccessOpen:
+		return fmt.Errorf("statuspage: Config.Access.Mode is %q, want %q, %q or empty", c.Access.Mode, AccessJWT, AccessOpen)
 	}
 	return nil
 }

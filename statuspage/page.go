@@ -3,7 +3,9 @@
 // every consumer group's position, lag, poisoned and parked messages, the
 // relay streams' leases, the sagas' instances and the events per minute by
 // aggregate type with a chart over the history kept; GET /status.json has
-// the same numbers for scripts and tests.
+// the same numbers for scripts and tests. Both also say who may reach the
+// HTTP API when Config.Access is given (the caller converts its
+// authentication configuration and policy).
 //
 // A Page samples a Reader every Config.Interval in the background and keeps
 // the samples of Config.History in a ring. Rates are the differences of
@@ -44,6 +46,7 @@ func New(cfg Config) (*Page, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.Access = cfg.Access.clone()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Page{cfg: cfg, ctx: ctx, cancel: cancel, first: make(chan struct{}), done: make(chan struct{}),
 		samples: newRing[Sample](cfg.samples())}, nil
@@ -156,6 +159,8 @@ type Report struct {
 	// Rates is the rate history, oldest first: one point per pair of
 	// consecutive samples.
 	Rates []RatePoint `json:"rates"`
+	// Access is Config.Access, nil when not given (Mode "").
+	Access *Access `json:"access,omitempty"`
 }
 
 // report builds the Report of the samples kept now.
@@ -164,6 +169,10 @@ func (p *Page) report() Report {
 	samples := p.samples.values()
 	p.mu.Unlock()
 	rep := Report{Interval: p.cfg.Interval.Seconds(), History: p.cfg.History.Seconds(), Samples: len(samples)}
+	if p.cfg.Access.Mode != "" {
+		a := p.cfg.Access // read-only after New
+		rep.Access = &a
+	}
 	if len(samples) == 0 {
 		return rep
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -160,6 +161,7 @@ func TestValidateNamesTheWrongField(t *testing.T) {
 		{Config{Reader: r, Interval: time.Minute, History: time.Second}, "Config.History (1s) is shorter than Config.Interval (1m0s)"},
 		{Config{Reader: r, Interval: time.Millisecond, History: 24 * time.Hour}, "holds more than 100000 samples"},
 		{Config{Reader: r, ReadTimeout: -time.Second}, "Config.ReadTimeout is negative"},
+		{Config{Reader: r, Access: Access{Mode: "JWT"}}, `Config.Access.Mode is "JWT"`},
 	} {
 		_, err := New(tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -209,5 +211,158 @@ func TestRingKeepsTheNewestValuesOldestFirst(t *testing.T) {
 	}
 	if v := r.values(); len(v) != 3 || v[0] != 5 || v[1] != 6 || v[2] != 7 {
 		t.Fatalf("values %v, want [5 6 7]", v)
+	}
+}
+
+// accessPage serves the fake reader's snapshot with access; it has its
+// first sample once it returns.
+func accessPage(t *testing.T, access Access) *Page {
+	t.Helper()
+	p, err := New(Config{Reader: &fakeReader{step: 1}, Interval: time.Hour, History: time.Hour, Access: access})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func TestPageShowsTheAccessPolicy(t *testing.T) {
+	access := Access{Mode: AccessJWT, Issuer: "https://issuer.example", Audience: "eventpipe-api",
+		Rules: []AccessRule{
+			{Subjects: []string{"alice"}, Scopes: []string{"todo:write"}, Commands: []string{"CreateTodo", "UpdateTodo"}, Read: []string{"todo"}},
+			{Subjects: []string{"*"}, Commands: []string{"*"}, Read: []string{"*"}, Write: []string{"analytics"}},
+		},
+		Operator: "on the API's listener, behind its authentication"}
+	p := accessPage(t, access)
+	access.Rules[0].Subjects[0] = "mallory" // the page keeps its own copy
+
+	rec := get(t, p, "/status")
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /status: %d %s", rec.Code, body)
+	}
+	for _, want := range []string{
+		`<h2 id="access">Access</h2>`,
+		`<b data-metric="access-mode" data-mode="jwt">jwt</b>`,
+		`<code data-metric="access-issuer">https://issuer.example</code>`,
+		`<code data-metric="access-audience">eventpipe-api</code>`,
+		`<span data-metric="access-operator">on the API&#39;s listener, behind its authentication</span>`,
+		`<tr data-rule="0">`,
+		`<td data-metric="rule-who">subject <code>alice</code>; scope <code>todo:write</code></td>`,
+		`<td data-metric="rule-commands"><code>CreateTodo</code>, <code>UpdateTodo</code></td>`,
+		`<td data-metric="rule-read"><code>todo</code></td>`,
+		`<td data-metric="rule-write"><span class="muted">–</span></td>`,
+		`<tr data-rule="1">`,
+		`<td data-metric="rule-who">any authenticated identity</td>`,
+		`<td data-metric="rule-commands">every command type</td>`,
+		`<td data-metric="rule-read">every resource</td>`,
+		`<td data-metric="rule-write"><code>analytics</code></td>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+	// After the summary cards, before the throughput.
+	if cards, sec, tp := strings.Index(body, `class="cards"`), strings.Index(body, `id="access"`), strings.Index(body, `id="throughput"`); !(cards < sec && sec < tp) {
+		t.Errorf("access section at %d, want between the cards (%d) and the throughput (%d)", sec, cards, tp)
+	}
+	for _, unwanted := range []string{"mallory", "access-warning", "ZgotmplZ"} {
+		if strings.Contains(body, unwanted) {
+			t.Errorf("page has %s", unwanted)
+		}
+	}
+}
+
+func TestPageWarnsThatAnOpenAPIIsOpenToAnyone(t *testing.T) {
+	p := accessPage(t, Access{Mode: AccessOpen, Operator: "on its own listener 127.0.0.1:9090, without authentication (keep it on loopback or a private network)"})
+	body := get(t, p, "/status").Body.String()
+	for _, want := range []string{
+		`<b class="errors" data-metric="access-mode" data-mode="open">open</b>`,
+		`<span class="errors" data-metric="access-warning">no authentication: anyone who reaches the API can send every command and read everything</span>`,
+		`<span data-metric="access-operator">on its own listener 127.0.0.1:9090, without authentication (keep it on loopback or a private network)</span>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+	if strings.Contains(body, `id="access-table"`) || strings.Contains(body, "access-issuer") {
+		t.Errorf("an open API's page shows a policy:\n%s", body)
+	}
+}
+
+func TestPageWithoutAccessHasNoAccessSection(t *testing.T) {
+	p := accessPage(t, Access{})
+	body := get(t, p, "/status").Body.String()
+	if !strings.Contains(body, `id="groups"`) {
+		t.Fatalf("no page:\n%s", body)
+	}
+	for _, unwanted := range []string{`id="access"`, "access-mode", ">Access<"} {
+		if strings.Contains(body, unwanted) {
+			t.Errorf("page has %s", unwanted)
+		}
+	}
+	rec := get(t, p, "/status.json")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /status.json: %d %s", rec.Code, rec.Body)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if a, ok := raw["access"]; ok {
+		t.Fatalf("status.json has access %s", a)
+	}
+}
+
+func TestPageShowsTheAccessBeforeTheFirstSample(t *testing.T) {
+	r := &fakeReader{block: true}
+	p, err := New(Config{Reader: r, Interval: time.Hour, History: time.Hour, Access: Access{Mode: AccessOpen}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil).WithContext(ctx))
+	body := rec.Body.String()
+	if !strings.Contains(body, `id="no-sample"`) || !strings.Contains(body, `data-metric="access-mode" data-mode="open"`) {
+		t.Fatalf("page without a sample:\n%s", body)
+	}
+}
+
+func TestStatusJSONCarriesTheAccess(t *testing.T) {
+	access := Access{Mode: AccessJWT, Issuer: "https://issuer.example", Audience: "eventpipe-api",
+		Rules:    []AccessRule{{Scopes: []string{"ops"}, Read: []string{"status", "metrics"}}},
+		Operator: "on the API's listener, behind its authentication"}
+	p := accessPage(t, access)
+	rec := get(t, p, "/status.json")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /status.json: %d %s", rec.Code, rec.Body)
+	}
+	var raw struct {
+		Access json.RawMessage `json:"access"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"mode":"jwt","issuer":"https://issuer.example","audience":"eventpipe-api","rules":[{"scopes":["ops"],"read":["status","metrics"]}],"operator":"on the API's listener, behind its authentication"}`
+	// Compared as values: the keys' order does not matter.
+	var got, wantV any
+	if err := json.Unmarshal(raw.Access, &got); err != nil {
+		t.Fatalf("access %s: %v", raw.Access, err)
+	}
+	if err := json.Unmarshal([]byte(want), &wantV); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, wantV) {
+		t.Fatalf("access %s, want %s", raw.Access, want)
+	}
+	var rep Report
+	if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Access == nil || rep.Access.Mode != AccessJWT || len(rep.Access.Rules) != 1 || rep.Access.Rules[0].Read[1] != "metrics" {
+		t.Fatalf("report access %+v", rep.Access)
 	}
 }

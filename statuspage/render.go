@@ -36,6 +36,55 @@ type view struct {
 	Relays      []relayView
 	Sagas       []sagaView
 	Chart       chart
+	Access      *accessView // nil: no Config.Access
+}
+
+// accessView is Config.Access as the page shows it.
+type accessView struct {
+	Access
+	Open  bool
+	Rules []ruleView
+}
+
+// ruleView is an AccessRule as the page shows it.
+type ruleView struct {
+	Anyone   bool     // "*" in Subjects: any authenticated identity
+	Subjects []string // but "*"
+	Scopes   []string
+	Commands grant
+	Read     grant
+	Write    grant
+}
+
+// grant is what a rule grants: every command type or resource ("*"), or
+// those listed.
+type grant struct {
+	All   bool
+	Items []string
+}
+
+func newAccessView(a Access) *accessView {
+	if a.Mode == "" {
+		return nil
+	}
+	v := &accessView{Access: a, Open: a.Mode == AccessOpen}
+	toGrant := func(items []string) grant {
+		if slices.Contains(items, "*") {
+			return grant{All: true}
+		}
+		return grant{Items: items}
+	}
+	for _, r := range a.Rules {
+		rv := ruleView{Anyone: slices.Contains(r.Subjects, "*"), Scopes: r.Scopes,
+			Commands: toGrant(r.Commands), Read: toGrant(r.Read), Write: toGrant(r.Write)}
+		for _, s := range r.Subjects {
+			if s != "*" {
+				rv.Subjects = append(rv.Subjects, s)
+			}
+		}
+		v.Rules = append(v.Rules, rv)
+	}
+	return v
 }
 
 // totals sum the groups and the throughput.
@@ -68,7 +117,7 @@ type outcome struct {
 }
 
 func (p *Page) render(w http.ResponseWriter, r *http.Request, rep Report) {
-	v := view{Report: rep, Every: p.cfg.Interval, Kept: p.cfg.History}
+	v := view{Report: rep, Every: p.cfg.Interval, Kept: p.cfg.History, Access: newAccessView(p.cfg.Access)}
 	if p.cfg.Refresh > 0 {
 		v.Refresh = max(int(p.cfg.Refresh.Round(time.Second)/time.Second), 1)
 	}

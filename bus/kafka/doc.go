@@ -20,6 +20,17 @@
 // bus/kafka/keyed is the other subscriber: many messages of a partition in
 // flight, one key's in order.
 //
+// Every client the package builds (the Publisher, the Subscriber and its
+// topic creation, the keyed subscriber, the Sender, ConsumerLag,
+// TopicMessages, the LagMonitor and StartGroup) connects as its config's
+// Security says: TLS (tlsconfig) and SASL PLAIN, SCRAM-SHA-256,
+// SCRAM-SHA-512 or AWS MSK IAM (OAUTHBEARER with a token of
+// aws-msk-iam-sasl-signer-go). Security.ApplySarama and Security.KgoOpts
+// configure sarama and franz-go clients built elsewhere the same way. The
+// zero Security is plain text without authentication. A wrong CA, password
+// or mechanism fails the client's construction or first request with an
+// error naming the security in use (never its secrets).
+//
 // TestUniversalPubSubWithSubscriber runs Watermill's universal Pub/Sub
 // suite (pubsub/tests, in its short mode) on the stack's broker against
 // the Publisher and the Subscriber, with the features they promise:

@@ -59,6 +59,9 @@ type PublisherConfig struct {
 	Brokers []string
 	// ClientID names the client in broker logs (default "eventpipe").
 	ClientID string
+	// Security is how the producer connects: TLS and SASL (default: the
+	// zero Security, plain text without authentication).
+	Security Security
 	// Logger receives Watermill's logs (default: slog's default logger).
 	Logger watermill.LoggerAdapter
 }
@@ -77,6 +80,9 @@ func (c PublisherConfig) Validate() error {
 	if len(c.Brokers) == 0 {
 		return errors.New("kafka: PublisherConfig.Brokers is empty")
 	}
+	if err := c.Security.Validate(); err != nil {
+		return fmt.Errorf("kafka: PublisherConfig.Security: %w", err)
+	}
 	return nil
 }
 
@@ -89,6 +95,9 @@ type SubscriberConfig struct {
 	ConsumerGroup string
 	// ClientID names the client in broker logs (default "eventpipe").
 	ClientID string
+	// Security is how the subscriber's clients connect: TLS and SASL
+	// (default: the zero Security, plain text without authentication).
+	Security Security
 	// InitialOffset is where the group starts on a partition it has never
 	// committed an offset for: sarama.OffsetOldest (the default: a new
 	// group reads everything already on the topic) or sarama.OffsetNewest
@@ -185,6 +194,9 @@ func (c SubscriberConfig) Validate() error {
 	if c.RebalanceTimeout >= c.SessionTimeout {
 		return fmt.Errorf("kafka: SubscriberConfig.RebalanceTimeout %s must be below SessionTimeout %s", c.RebalanceTimeout, c.SessionTimeout)
 	}
+	if err := c.Security.Validate(); err != nil {
+		return fmt.Errorf("kafka: SubscriberConfig.Security: %w", err)
+	}
 	return nil
 }
 
@@ -261,7 +273,11 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := cfg.saramaConfig(&ConnTracker{}).Validate(); err != nil {
+	sc, err := cfg.saramaConfig(&ConnTracker{})
+	if err == nil {
+		err = sc.Validate()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("kafka: kafka subscriber for group %s: %w", cfg.ConsumerGroup, err)
 	}
 	return &Subscriber{cfg: cfg}, nil
@@ -276,17 +292,23 @@ func (c SubscriberConfig) SaramaConfig() (*sarama.Config, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	sc := c.saramaConfig(&ConnTracker{})
-	if err := sc.Validate(); err != nil {
+	sc, err := c.saramaConfig(&ConnTracker{})
+	if err == nil {
+		err = sc.Validate()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("kafka: consumer group %s: %w", c.ConsumerGroup, err)
 	}
 	return sc, nil
 }
 
 // saramaConfig returns the sarama configuration of one subscription,
-// dialing through conns.
-func (c SubscriberConfig) saramaConfig(conns *ConnTracker) *sarama.Config {
+// dialing through conns (sarama runs TLS over the connections it dials).
+func (c SubscriberConfig) saramaConfig(conns *ConnTracker) (*sarama.Config, error) {
 	sc := wmkafka.DefaultSaramaSubscriberConfig()
+	if err := c.Security.ApplySarama(sc); err != nil {
+		return nil, err
+	}
 	sc.Version = KafkaVersion
 	sc.ClientID = c.ClientID
 	sc.Consumer.Offsets.Initial = c.InitialOffset
@@ -315,7 +337,7 @@ func (c SubscriberConfig) saramaConfig(conns *ConnTracker) *sarama.Config {
 	conns.Dialer = net.Dialer{Timeout: sc.Net.DialTimeout, KeepAlive: sc.Net.KeepAlive}
 	sc.Net.Proxy.Enable = true
 	sc.Net.Proxy.Dialer = conns
-	return sc
+	return sc, nil
 }
 
 // Subscribe consumes topic as a member of the group until ctx ends or
@@ -328,10 +350,14 @@ func (c SubscriberConfig) saramaConfig(conns *ConnTracker) *sarama.Config {
 // with the same context). Subscribe fails after Close.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
 	conns := &ConnTracker{}
+	sc, err := s.cfg.saramaConfig(conns)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: kafka subscriber for group %s: %w", s.cfg.ConsumerGroup, err)
+	}
 	inner, err := wmkafka.NewSubscriber(wmkafka.SubscriberConfig{
 		Brokers:               s.cfg.Brokers,
 		Unmarshaler:           Marshaler,
-		OverwriteSaramaConfig: s.cfg.saramaConfig(conns),
+		OverwriteSaramaConfig: sc,
 		ConsumerGroup:         s.cfg.ConsumerGroup,
 		NackResendSleep:       s.cfg.NackResendSleep,
 		ReconnectRetrySleep:   s.cfg.ReconnectRetrySleep,
@@ -404,11 +430,14 @@ func (s *Subscriber) Close() error {
 // after Close.
 func (s *Subscriber) SubscribeInitialize(topic string) error {
 	sc := sarama.NewConfig()
+	if err := s.cfg.Security.ApplySarama(sc); err != nil {
+		return fmt.Errorf("kafka: initialize topic %s: %w", topic, err)
+	}
 	sc.Version = KafkaVersion
 	sc.ClientID = s.cfg.ClientID
 	admin, err := sarama.NewClusterAdmin(s.cfg.Brokers, sc)
 	if err != nil {
-		return fmt.Errorf("kafka: initialize topic %s: cluster admin on %v: %w", topic, s.cfg.Brokers, err)
+		return fmt.Errorf("kafka: initialize topic %s: %w", topic, s.cfg.Security.wrapConnErr("cluster admin", s.cfg.Brokers, err))
 	}
 	defer admin.Close()
 	err = admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: -1, ReplicationFactor: -1}, false)

@@ -21,10 +21,23 @@ import (
 // one registry).
 const LagMetricName = "eventpipe_consumer_lag_messages"
 
+// Cluster is a Kafka cluster to connect to: its seed brokers and how to
+// connect to them.
+type Cluster struct {
+	// Brokers are the seed brokers. Required.
+	Brokers []string
+	// Security is how to connect: TLS and SASL (the zero Security is plain
+	// text without authentication).
+	Security Security
+}
+
 // LagConfig configures a LagMonitor.
 type LagConfig struct {
 	// Brokers are the seed brokers. Required.
 	Brokers []string
+	// Security is how the monitor's client connects: TLS and SASL
+	// (default: the zero Security, plain text without authentication).
+	Security Security
 	// ConsumerGroup is the group whose committed offsets are measured.
 	// Required.
 	ConsumerGroup string
@@ -63,6 +76,9 @@ func (c LagConfig) Validate() error {
 	case c.Interval < 0:
 		return fmt.Errorf("kafka: LagConfig.Interval is negative (%s)", c.Interval)
 	}
+	if err := c.Security.Validate(); err != nil {
+		return fmt.Errorf("kafka: LagConfig.Security: %w", err)
+	}
 	return nil
 }
 
@@ -80,17 +96,17 @@ type PartitionLag struct {
 	Lag int64
 }
 
-// ConsumerLag measures once, with a client of its own: for every partition
+// ConsumerLag measures once, with a client of its own on cluster: for every partition
 // of topics, the newest offset minus group's committed offset (or minus the
 // oldest offset still available, when the group has committed nothing
 // there). Topics that do not exist yet yield no rows. Rows are sorted by
 // topic and partition. ctx is checked between broker requests; a single
 // request is bounded by sarama's network timeouts.
-func ConsumerLag(ctx context.Context, brokers []string, group string, topics []string) ([]PartitionLag, error) {
-	if err := (LagConfig{Brokers: brokers, ConsumerGroup: group, Topics: topics}).Validate(); err != nil {
+func ConsumerLag(ctx context.Context, cluster Cluster, group string, topics []string) ([]PartitionLag, error) {
+	if err := (LagConfig{Brokers: cluster.Brokers, Security: cluster.Security, ConsumerGroup: group, Topics: topics}).Validate(); err != nil {
 		return nil, err
 	}
-	admin, err := newLagAdmin(brokers)
+	admin, err := newLagAdmin(cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -105,8 +121,11 @@ type lagAdmin struct {
 	admin  sarama.ClusterAdmin
 }
 
-func newLagAdmin(brokers []string) (*lagAdmin, error) {
+func newLagAdmin(cluster Cluster) (*lagAdmin, error) {
 	sc := sarama.NewConfig()
+	if err := cluster.Security.ApplySarama(sc); err != nil {
+		return nil, err
+	}
 	sc.Version = KafkaVersion
 	sc.ClientID = "eventpipe-lag"
 	// Measuring must not create the topics it looks at, and a missing
@@ -114,9 +133,9 @@ func newLagAdmin(brokers []string) (*lagAdmin, error) {
 	sc.Metadata.AllowAutoTopicCreation = false
 	sc.Metadata.Retry.Max = 1
 	sc.Metadata.Retry.Backoff = 100 * time.Millisecond
-	client, err := sarama.NewClient(brokers, sc)
+	client, err := sarama.NewClient(cluster.Brokers, sc)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: kafka client for lag on %v: %w", brokers, err)
+		return nil, cluster.Security.wrapConnErr("kafka client for lag", cluster.Brokers, err)
 	}
 	admin, err := sarama.NewClusterAdminFromClient(client)
 	if err != nil {
@@ -240,7 +259,7 @@ func (m *LagMonitor) Run(ctx context.Context) error {
 	for {
 		var err error
 		if conn == nil {
-			conn, err = newLagAdmin(m.cfg.Brokers)
+			conn, err = newLagAdmin(Cluster{Brokers: m.cfg.Brokers, Security: m.cfg.Security})
 		}
 		if err == nil {
 			err = m.poll(ctx, conn)
@@ -290,8 +309,15 @@ func (m *LagMonitor) Last() []PartitionLag {
 // TopicMessages counts the records each topic holds now (newest minus
 // oldest offset, summed over its partitions), for example how many
 // messages wait on a poison topic. A topic that does not exist counts 0.
-func TopicMessages(ctx context.Context, brokers []string, topics []string) (map[string]int64, error) {
-	admin, err := newLagAdmin(brokers)
+// It connects to cluster with a client of its own.
+func TopicMessages(ctx context.Context, cluster Cluster, topics []string) (map[string]int64, error) {
+	if len(cluster.Brokers) == 0 {
+		return nil, errors.New("kafka: TopicMessages: Cluster.Brokers is empty")
+	}
+	if err := cluster.Security.Validate(); err != nil {
+		return nil, fmt.Errorf("kafka: TopicMessages: Cluster.Security: %w", err)
+	}
+	admin, err := newLagAdmin(cluster)
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func TestLagConfigValidateRejectsMissingFields(t *testing.T) {
 			t.Errorf("%s: NewLagMonitor accepted %+v", name, cfg)
 		}
 	}
-	if _, err := kafka.ConsumerLag(context.Background(), valid.Brokers, "", valid.Topics); err == nil {
+	if _, err := kafka.ConsumerLag(context.Background(), kafka.Cluster{Brokers: valid.Brokers}, "", valid.Topics); err == nil {
 		t.Error("ConsumerLag without a group was accepted")
 	}
 }
@@ -84,7 +84,7 @@ func TestConsumerLagCountsUncommittedRecords(t *testing.T) {
 	publishKeyed(t, brokers, topic, n)
 	ctx := context.Background()
 
-	rows, err := kafka.ConsumerLag(ctx, brokers, group, []string{topic})
+	rows, err := kafka.ConsumerLag(ctx, kafka.Cluster{Brokers: brokers}, group, []string{topic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestConsumerLagCountsUncommittedRecords(t *testing.T) {
 	testenv.Consume(t, brokers, group, topic, consumed)
 	committed := testenv.WaitCommitted(t, brokers, group, topic, consumed)
 
-	rows, err = kafka.ConsumerLag(ctx, brokers, group, []string{topic})
+	rows, err = kafka.ConsumerLag(ctx, kafka.Cluster{Brokers: brokers}, group, []string{topic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestConsumerLagWithoutCommitCountsFromOldest(t *testing.T) {
 	publishKeyed(t, brokers, topic, n)
 	ctx := context.Background()
 
-	rows, err := kafka.ConsumerLag(ctx, brokers, topic+"-group", []string{topic})
+	rows, err := kafka.ConsumerLag(ctx, kafka.Cluster{Brokers: brokers}, topic+"-group", []string{topic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestConsumerLagWithoutCommitCountsFromOldest(t *testing.T) {
 		t.Fatalf("delete records: %v", err)
 	}
 
-	rows, err = kafka.ConsumerLag(ctx, brokers, topic+"-group", []string{topic})
+	rows, err = kafka.ConsumerLag(ctx, kafka.Cluster{Brokers: brokers}, topic+"-group", []string{topic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,12 +188,12 @@ func TestConsumerLagSkipsMissingTopics(t *testing.T) {
 	ctx := context.Background()
 
 	for range 2 { // the second pass sees whether the first created the topic
-		rows, err := kafka.ConsumerLag(ctx, brokers, "g-"+missing, []string{missing})
+		rows, err := kafka.ConsumerLag(ctx, kafka.Cluster{Brokers: brokers}, "g-"+missing, []string{missing})
 		if err != nil || len(rows) != 0 {
 			t.Fatalf("missing topic: rows %+v, err %v; want none, nil", rows, err)
 		}
 	}
-	rows, err := kafka.ConsumerLag(ctx, brokers, "g-"+missing, []string{missing, present})
+	rows, err := kafka.ConsumerLag(ctx, kafka.Cluster{Brokers: brokers}, "g-"+missing, []string{missing, present})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,6 +68,9 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		return nil, err
 	}
 	sc := sarama.NewConfig()
+	if err := cfg.Security.ApplySarama(sc); err != nil {
+		return nil, err
+	}
 	sc.Version = KafkaVersion
 	sc.ClientID = cfg.ClientID
 	sc.Producer.RequiredAcks = sarama.WaitForAll
@@ -81,7 +84,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	sc.Metadata.AllowAutoTopicCreation = true
 	producer, err := sarama.NewAsyncProducer(cfg.Brokers, sc)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: kafka producer for %v: %w", cfg.Brokers, err)
+		return nil, cfg.Security.wrapConnErr("kafka producer", cfg.Brokers, err)
 	}
 	p := &Publisher{producer: producer, logger: cfg.Logger, done: make(chan struct{})}
 	var wg sync.WaitGroup

@@ -20,7 +20,12 @@ import (
 type SenderConfig struct {
 	// Brokers are the Kafka seed brokers. Required.
 	Brokers []string
-	// Publisher publishes commands (default: NewPublisher on Brokers).
+	// Security is how the Sender's clients connect: TLS and SASL
+	// (default: the zero Security, plain text without authentication).
+	// The default Publisher uses it too.
+	Security Security
+	// Publisher publishes commands (default: NewPublisher on Brokers
+	// with Security).
 	Publisher message.Publisher
 	// Topics is the topic namespace (default: the default namespace).
 	Topics bus.Topics
@@ -38,6 +43,9 @@ func (c *SenderConfig) setDefaults() {
 func (c SenderConfig) Validate() error {
 	if len(c.Brokers) == 0 {
 		return errors.New("kafka: SenderConfig.Brokers is empty")
+	}
+	if err := c.Security.Validate(); err != nil {
+		return fmt.Errorf("kafka: SenderConfig.Security: %w", err)
 	}
 	return nil
 }
@@ -66,20 +74,24 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	}
 	s := &Sender{pub: cfg.Publisher, topics: cfg.Topics}
 	if s.pub == nil {
-		pub, err := NewPublisher(PublisherConfig{Brokers: cfg.Brokers, Logger: cfg.Logger})
+		pub, err := NewPublisher(PublisherConfig{Brokers: cfg.Brokers, Security: cfg.Security, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
 		s.pub, s.ownPub = pub, true
 	}
 	sc := sarama.NewConfig()
+	if err := cfg.Security.ApplySarama(sc); err != nil {
+		s.Close()
+		return nil, err
+	}
 	sc.Version = KafkaVersion
 	sc.ClientID = "eventpipe-sender"
 	sc.Consumer.MaxWaitTime = 50 * time.Millisecond
 	client, err := sarama.NewClient(cfg.Brokers, sc)
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("kafka: kafka client for %v: %w", cfg.Brokers, err)
+		return nil, cfg.Security.wrapConnErr("kafka client", cfg.Brokers, err)
 	}
 	s.client = client
 	return s, nil

@@ -18,6 +18,9 @@ import (
 type GroupStartConfig struct {
 	// Brokers are the seed brokers. Required.
 	Brokers []string
+	// Security is how the admin client connects: TLS and SASL (default:
+	// the zero Security, plain text without authentication).
+	Security Security
 	// Group is the consumer group. Required.
 	Group string
 	// Topics are every topic the group reads. Required.
@@ -56,6 +59,9 @@ func (c GroupStartConfig) Validate() error {
 	case c.Timeout < 0:
 		return errors.New("kafka: GroupStartConfig.Timeout is negative")
 	}
+	if err := c.Security.Validate(); err != nil {
+		return fmt.Errorf("kafka: GroupStartConfig.Security: %w", err)
+	}
 	return nil
 }
 
@@ -83,7 +89,11 @@ func StartGroup(ctx context.Context, cfg GroupStartConfig) (bool, error) {
 	wrap := func(what string, err error) error {
 		return fmt.Errorf("kafka: start group %s at %s: %s: %w", cfg.Group, cfg.Start, what, err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("eventpipe-group-start"))
+	secOpts, err := cfg.Security.KgoOpts()
+	if err != nil {
+		return false, wrap("client", err)
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("eventpipe-group-start")}, secOpts...)...)
 	if err != nil {
 		return false, wrap("client", err)
 	}
@@ -97,7 +107,7 @@ func StartGroup(ctx context.Context, cfg GroupStartConfig) (bool, error) {
 		err = nil // a group nobody ever joined (Kafka answers with no offsets; some brokers with this)
 	}
 	if err != nil {
-		return false, wrap("fetch committed offsets", err)
+		return false, wrap("fetch committed offsets", cfg.Security.wrapConnErr("admin client", cfg.Brokers, err))
 	}
 	has := false
 	committed.Each(func(o kadm.OffsetResponse) { has = has || o.At >= 0 })

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"fmt"
 	"log/slog"
 	"os"
 
@@ -13,6 +14,7 @@ import (
 
 func serveCommand() *cobra.Command {
 	var group, operatorAddr string
+	var noAuth bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the command handlers (one consumer group) and the HTTP API",
@@ -25,11 +27,13 @@ with --operator-addr (EVENTPIPE_OPERATOR_ADDR): set it in production, on
 loopback or a private network, so that the API's listener serves only the
 API. It stops gracefully on SIGINT/SIGTERM.
 
-The API is open unless JWT bearer authentication is configured, from the
-environment only: EVENTPIPE_AUTH_ISSUER, EVENTPIPE_AUTH_AUDIENCE,
+The API needs JWT bearer authentication, configured from the environment
+only: EVENTPIPE_AUTH_ISSUER, EVENTPIPE_AUTH_AUDIENCE,
 EVENTPIPE_AUTH_POLICY_FILE and EVENTPIPE_AUTH_JWKS_FILE or
 EVENTPIPE_AUTH_JWKS_URL (optional EVENTPIPE_AUTH_LEEWAY); see
-docs/security.md. serve warns at start when it is not.
+docs/security.md. Without it serve refuses to start, unless --no-auth (or
+EVENTPIPE_AUTH=off) says the API is meant to be open: for local
+development only, and serve says so loudly at start.
 
 The command ids of the sagas (<saga>.<instance>.<step>) are reserved for
 commands the sagas sign with the deployment's command key, when one is set:
@@ -44,18 +48,27 @@ least 32 bytes, the same for serve and consume.`,
 			if err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("no-auth") {
+				if noAuth, err = auth.OffFromEnv(); err != nil {
+					return err
+				}
+			}
+			if authCfg == nil && !noAuth {
+				return fmt.Errorf("serve: the HTTP API has no authentication: configure JWT with %s, %s, %s and %s or %s (see docs/security.md), or pass --no-auth (%s=off) for local development",
+					auth.EnvIssuer, auth.EnvAudience, auth.EnvPolicyFile, auth.EnvJWKSFile, auth.EnvJWKSURL, auth.EnvAuth)
+			}
 			key, err := eventpipe.CommandKeyFromEnv()
 			if err != nil {
 				return err
 			}
 			svc, err := eventpipe.NewWriteSide(cmd.Context(), eventpipe.WriteSideConfig{Catalog: catalog, ConsumerGroup: group,
-				OperatorAddr: operatorAddr, Auth: authCfg, CommandKey: key, Logger: slog.Default()})
+				OperatorAddr: operatorAddr, Auth: authCfg, NoAuth: authCfg == nil && noAuth, CommandKey: key, Logger: slog.Default()})
 			if err != nil {
 				return err
 			}
 			defer svc.Close()
 			if authCfg == nil {
-				slog.Warn("THE HTTP API IS UNAUTHENTICATED: anyone who reaches " + svc.Endpoints().HTTPAddr + " can send every command and read everything. " +
+				slog.Warn("THE HTTP API IS UNAUTHENTICATED (--no-auth, for local development only): anyone who reaches " + svc.Endpoints().HTTPAddr + " can send every command and read everything. " +
 					"Turn JWT auth on with " + auth.EnvIssuer + ", " + auth.EnvAudience + ", " + auth.EnvPolicyFile + " and " + auth.EnvJWKSFile + " or " + auth.EnvJWKSURL + " (see docs/security.md)")
 			} else {
 				slog.Info("HTTP API authentication on", "issuer", authCfg.Issuer, "audience", authCfg.Audience, "rules", len(authCfg.Policy.Rules))
@@ -67,6 +80,7 @@ least 32 bytes, the same for serve and consume.`,
 	}
 	addTracingFlag(cmd)
 	cmd.Flags().StringVar(&group, "group", eventpipe.DefaultCommandGroup, "consumer group of the command handlers")
+	cmd.Flags().BoolVar(&noAuth, "no-auth", false, "serve the HTTP API without authentication: local development only (default $"+auth.EnvAuth+"=off)")
 	cmd.Flags().StringVar(&operatorAddr, "operator-addr", "", "serve /metrics, /status and /status.json here instead of on the API's listener (default $"+envOperatorAddr+"; empty: the API's listener)")
 	return cmd
 }

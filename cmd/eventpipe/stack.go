@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -23,19 +24,30 @@ external and left alone. Elasticsearch is served by eventpipe's own
 Elasticsearch-API server (a subset of the Elasticsearch 8 REST API; not
 Elasticsearch): point ELASTICSEARCH_URL at a real Elasticsearch 8 to use that.`,
 	}
-	cmd.AddCommand(
-		&cobra.Command{
-			Use:   "up",
-			Short: "Start every service that is not already running (idempotent)",
-			Args:  cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				s, err := newStack(cmd)
-				if err != nil {
-					return err
-				}
-				return s.Up(cmd.Context())
-			},
+	var secure bool
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Start every service that is not already running (idempotent)",
+		Long: `Start every service that is not already running (idempotent).
+
+With --secure the services take the shapes of production: Kafka with TLS and
+SASL SCRAM-SHA-512, PostgreSQL with TLS and scram-sha-256 passwords only, the
+Elasticsearch API over HTTPS with an API key. Certificates, passwords and keys
+are generated once under <stack dir>/secure/ (readable by you only); "eventpipe
+stack env" prints the variables that point clients at them. The mode is
+remembered: stop the stack before switching modes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := stack.New(stack.Config{Out: cmd.OutOrStdout(), Secure: secure})
+			if err != nil {
+				return err
+			}
+			return s.Up(cmd.Context())
 		},
+	}
+	up.Flags().BoolVar(&secure, "secure", false, "start with TLS and credentials everywhere (material in <stack dir>/secure/)")
+	cmd.AddCommand(
+		up,
 		&cobra.Command{
 			Use:   "down",
 			Short: "Stop the processes this stack started; data is kept",
@@ -62,16 +74,18 @@ Elasticsearch): point ELASTICSEARCH_URL at a real Elasticsearch 8 to use that.`,
 		},
 		&cobra.Command{
 			Use:   "env",
-			Short: "Print export lines for the stack's addresses (eval \"$(eventpipe stack env)\")",
+			Short: "Print export lines for the stack's addresses (eval \"$(eventpipe stack env)\"); in secure mode also its CA, password and key files",
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				s, err := newStack(cmd)
 				if err != nil {
 					return err
 				}
-				ep := s.Endpoints()
-				ep.StackDir = s.Dir()
-				for _, line := range ep.Exports() {
+				lines, err := s.EnvLines()
+				if err != nil {
+					return err
+				}
+				for _, line := range lines {
 					fmt.Fprintln(cmd.OutOrStdout(), line)
 				}
 				return nil
@@ -83,12 +97,18 @@ Elasticsearch): point ELASTICSEARCH_URL at a real Elasticsearch 8 to use that.`,
 	return cmd
 }
 
-// newStack builds the stack from the environment, printing to cmd's output.
+// newStack builds the stack from the environment, printing to cmd's
+// output; it follows the mode the last `stack up` recorded.
 func newStack(cmd *cobra.Command) (*stack.Stack, error) {
 	return stack.New(stack.Config{Out: cmd.OutOrStdout()})
 }
 
 func printStatus(cmd *cobra.Command, s *stack.Stack) error {
+	mode := s.Mode()
+	if s.Secure() {
+		mode += " (TLS and credentials; material in " + filepath.Join(s.Dir(), "secure") + ", see `eventpipe stack env`)"
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "MODE %s\n", mode)
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "COMPONENT\tADDRESS\tPROCESS\tHEALTH\tLOG")
 	unhealthy := 0

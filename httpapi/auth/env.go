@@ -20,6 +20,9 @@ const (
 	EnvAudience   = "EVENTPIPE_AUTH_AUDIENCE"
 	EnvPolicyFile = "EVENTPIPE_AUTH_POLICY_FILE"
 	EnvLeeway     = "EVENTPIPE_AUTH_LEEWAY"
+	// EnvAuth=off serves the API without authentication (local
+	// development only); `serve --no-auth` is the same.
+	EnvAuth = "EVENTPIPE_AUTH"
 )
 
 // ConfigFromEnv returns the auth configuration the EVENTPIPE_AUTH_*
@@ -64,4 +67,18 @@ func configFromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		return nil, fmt.Errorf("auth from %s, %s, %s, %s: %w", EnvJWKSFile, EnvJWKSURL, EnvIssuer, EnvAudience, err)
 	}
 	return &cfg, nil
+}
+
+// OffFromEnv reports whether EVENTPIPE_AUTH says "off" (the API served
+// without authentication, for local development). "on" or unset is
+// false; any other value is an *eventstore.ValidationError.
+func OffFromEnv() (bool, error) {
+	switch v := strings.ToLower(strings.TrimSpace(os.Getenv(EnvAuth))); v {
+	case "", "on", "jwt":
+		return false, nil
+	case "off":
+		return true, nil
+	default:
+		return false, &eventstore.ValidationError{Field: EnvAuth, Reason: fmt.Sprintf("%q is not on or off", v)}
+	}
 }

@@ -124,7 +124,7 @@ func Run(ctx context.Context, cfg Config) error {
 		args   []string
 		health string
 	}{
-		{"serve", []string{"serve"}, "http://" + cfg.Endpoints.HTTPAddr + "/healthz"},
+		{"serve", []string{"serve", "--no-auth"}, "http://" + cfg.Endpoints.HTTPAddr + "/healthz"},
 		{"relay", []string{"relay", "--metrics-addr", cfg.RelayMetricsAddr}, "http://" + cfg.RelayMetricsAddr + "/healthz"},
 		{"consume", []string{"consume", "--all", "--metrics-addr", cfg.ConsumeMetricsAddr}, "http://" + cfg.ConsumeMetricsAddr + "/healthz"},
 	} {

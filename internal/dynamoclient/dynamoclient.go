@@ -2,7 +2,9 @@
 // configured endpoint: DynamoDB Local from the stack (static dummy
 // credentials, response checksums off because DynamoDB Local sends wrong
 // CRC32s on some error responses) or AWS itself (the SDK's default
-// credential chain). The clients are safe for concurrent use.
+// credential chain: environment, shared config and SSO, web identity,
+// ECS and EC2 roles; optionally a role assumed through STS on top). The
+// clients are safe for concurrent use.
 package dynamoclient
 
 import (
@@ -10,14 +12,19 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // AWSEndpoint is the Endpoint value that selects the real AWS service.
@@ -34,6 +41,16 @@ type Config struct {
 	// MaxConns bounds idle connections per host (default 256) so that many
 	// concurrent writers reuse connections instead of redialling.
 	MaxConns int
+	// RoleARN, when set, is an IAM role assumed through STS with the
+	// default chain's credentials (refreshed before they expire); AWS
+	// only.
+	RoleARN string
+	// RoleSessionName names the assumed role's sessions in CloudTrail
+	// (default "eventpipe").
+	RoleSessionName string
+	// STSEndpoint overrides the STS endpoint the role is assumed at
+	// (default: the region's); for VPC endpoints and tests.
+	STSEndpoint string
 }
 
 func (c *Config) setDefaults() {
@@ -43,6 +60,9 @@ func (c *Config) setDefaults() {
 	if c.Region == "" && c.Endpoint != AWSEndpoint {
 		c.Region = "us-east-1"
 	}
+	if c.RoleSessionName == "" {
+		c.RoleSessionName = "eventpipe"
+	}
 }
 
 // Validate reports a missing or malformed endpoint.
@@ -51,7 +71,15 @@ func (c Config) Validate() error {
 		return fmt.Errorf("dynamoclient: Endpoint is empty (want a URL such as http://127.0.0.1:8000, or %q)", AWSEndpoint)
 	}
 	if c.Endpoint == AWSEndpoint {
+		if c.RoleARN != "" && !strings.HasPrefix(c.RoleARN, "arn:") {
+			return fmt.Errorf("dynamoclient: RoleARN %q is not an ARN: %w", c.RoleARN,
+				&eventstore.ValidationError{Field: "RoleARN", Reason: "want arn:aws:iam::<account>:role/<name>"})
+		}
 		return nil
+	}
+	if c.RoleARN != "" {
+		return fmt.Errorf("dynamoclient: RoleARN with endpoint %s: %w", c.Endpoint,
+			&eventstore.ValidationError{Field: "RoleARN", Reason: fmt.Sprintf("a role is assumed only against AWS (endpoint %q); a local endpoint takes static credentials", AWSEndpoint)})
 	}
 	u, err := url.Parse(c.Endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -85,6 +113,15 @@ func AWSConfig(ctx context.Context, cfg Config) (aws.Config, error) {
 	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("dynamoclient: load AWS config: %w", err)
+	}
+	if cfg.RoleARN != "" {
+		stsClient := sts.NewFromConfig(awsCfg, func(o *sts.Options) {
+			if cfg.STSEndpoint != "" {
+				o.BaseEndpoint = aws.String(cfg.STSEndpoint)
+			}
+		})
+		awsCfg.Credentials = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(stsClient, cfg.RoleARN,
+			func(o *stscreds.AssumeRoleOptions) { o.RoleSessionName = cfg.RoleSessionName }))
 	}
 	return awsCfg, nil
 }

@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
 
 // Environment variable names. `eventpipe stack env` prints them.
@@ -23,6 +26,7 @@ const (
 	EnvAnalyticsTable = "EVENTPIPE_ANALYTICS_TABLE"
 	EnvStackDir       = "EVENTPIPE_STACK_DIR"
 	EnvTopicPrefix    = "EVENTPIPE_TOPIC_PREFIX"
+	EnvAWSRoleARN     = "EVENTPIPE_AWS_ROLE_ARN"
 )
 
 // Defaults used when the matching environment variable is unset or empty.
@@ -50,7 +54,27 @@ type Endpoints struct {
 	AnalyticsTable string   // DynamoDB analytics table
 	StackDir       string   // cache folder of the local stack
 	TopicPrefix    string   // namespace put before every Kafka topic name ("" by default)
+
+	// Kafka is the TLS and SASL of every Kafka client (EVENTPIPE_KAFKA_TLS*,
+	// EVENTPIPE_KAFKA_SASL_*; see kafka.SecurityFromEnv).
+	Kafka kafka.Security
+	// ElasticsearchSecurity is the credentials and TLS of every
+	// Elasticsearch client (ELASTICSEARCH_API_KEY, …; see
+	// esclient.SecurityFromEnv).
+	ElasticsearchSecurity esclient.Security
+	// AWSRoleARN, when set, is a role the DynamoDB clients assume (through
+	// STS, from the AWS default credential chain); EVENTPIPE_AWS_ROLE_ARN.
+	AWSRoleARN string
+
+	// err is what reading the security settings from the environment
+	// failed with (an unreadable secret file, a bad mechanism); Err
+	// returns it.
+	err error
 }
+
+// Err reports why the security settings could not be read from the
+// environment, nil when they could (or were given).
+func (e Endpoints) Err() error { return e.err }
 
 // Default returns the built-in defaults, ignoring the environment.
 func Default() Endpoints {
@@ -88,6 +112,14 @@ func fromLookup(lookup func(string) (string, bool)) Endpoints {
 	str(EnvAnalyticsTable, &e.AnalyticsTable)
 	str(EnvStackDir, &e.StackDir)
 	str(EnvTopicPrefix, &e.TopicPrefix)
+	str(EnvAWSRoleARN, &e.AWSRoleARN)
+	var err error
+	if e.Kafka, err = kafka.SecurityFromEnv(lookup); err != nil {
+		e.err = fmt.Errorf("kafka settings: %w", err)
+	}
+	if e.ElasticsearchSecurity, err = esclient.SecurityFromEnv(lookup); err != nil && e.err == nil {
+		e.err = err
+	}
 	var brokers string
 	str(EnvKafkaBrokers, &brokers)
 	if brokers != "" {
@@ -101,7 +133,9 @@ func fromLookup(lookup func(string) (string, bool)) Endpoints {
 // default (as FromEnv gives it). A field that is set is kept whatever the
 // others hold, so a partly filled Endpoints loses nothing. An empty
 // TopicPrefix counts as unset too: it takes EVENTPIPE_TOPIC_PREFIX when
-// that is set.
+// that is set; so does a zero Kafka or ElasticsearchSecurity (plain text
+// without credentials), which takes the environment's settings. Err then
+// reports an environment that could not be read.
 func (e Endpoints) Fill() Endpoints {
 	return fill(e, FromEnv())
 }
@@ -122,6 +156,19 @@ func fill(e, def Endpoints) Endpoints {
 	str(&e.AnalyticsTable, def.AnalyticsTable)
 	str(&e.StackDir, def.StackDir)
 	str(&e.TopicPrefix, def.TopicPrefix)
+	str(&e.AWSRoleARN, def.AWSRoleARN)
+	if e.Kafka == (kafka.Security{}) {
+		e.Kafka = def.Kafka
+		if e.err == nil {
+			e.err = def.err
+		}
+	}
+	if e.ElasticsearchSecurity == (esclient.Security{}) {
+		e.ElasticsearchSecurity = def.ElasticsearchSecurity
+		if e.err == nil {
+			e.err = def.err
+		}
+	}
 	if len(e.KafkaBrokers) == 0 {
 		e.KafkaBrokers = append([]string(nil), def.KafkaBrokers...)
 	}
@@ -153,6 +200,15 @@ func (e Endpoints) Exports() []string {
 		{EnvStackDir, e.StackDir},
 		{EnvTopicPrefix, e.TopicPrefix},
 	}
+	if e.AWSRoleARN != "" {
+		kv = append(kv, [2]string{EnvAWSRoleARN, e.AWSRoleARN})
+	}
+	return ExportLines(kv)
+}
+
+// ExportLines renders name/value pairs as shell `export` lines, each
+// value quoted where the shell needs it.
+func ExportLines(kv [][2]string) []string {
 	lines := make([]string, 0, len(kv))
 	for _, p := range kv {
 		lines = append(lines, fmt.Sprintf("export %s=%s", p[0], shellQuote(p[1])))

@@ -1,9 +1,17 @@
 package endpoints
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
 
 // TestFillKeepsWhatIsSetAndFillsEachEmptyFieldOnItsOwn fills two partly
@@ -49,7 +57,10 @@ func TestFillKeepsWhatIsSetAndFillsEachEmptyFieldOnItsOwn(t *testing.T) {
 // out set.
 func TestFillCoversEveryField(t *testing.T) {
 	def := Endpoints{DynamoDB: "d", KafkaBrokers: []string{"k"}, Postgres: "p", Elasticsearch: "e", HTTPAddr: "h",
-		EventsTable: "ev", LeasesTable: "l", AnalyticsTable: "a", StackDir: "s", TopicPrefix: "t."}
+		EventsTable: "ev", LeasesTable: "l", AnalyticsTable: "a", StackDir: "s", TopicPrefix: "t.",
+		Kafka:                 kafka.Security{SASL: kafka.SASL{Mechanism: kafka.SASLPlain, Username: "u", Password: "p"}},
+		ElasticsearchSecurity: esclient.Security{APIKey: "k"}, AWSRoleARN: "arn:aws:iam::1:role/r",
+		err: errors.New("env")}
 	v := reflect.ValueOf(def)
 	for i := range v.NumField() {
 		if v.Field(i).IsZero() {
@@ -61,5 +72,46 @@ func TestFillCoversEveryField(t *testing.T) {
 		if got.Field(i).IsZero() {
 			t.Errorf("fill leaves %s empty", got.Type().Field(i).Name)
 		}
+	}
+}
+
+// TestSecuritySettingsComeFromTheEnvironmentAndFiles reads Kafka SASL and
+// TLS, an Elasticsearch API key from a file and a role to assume from
+// the environment; a secret set both inline and as a file, or an unknown
+// SASL mechanism, is reported by Err.
+func TestSecuritySettingsComeFromTheEnvironmentAndFiles(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "es-api-key")
+	if err := os.WriteFile(keyFile, []byte("aWQ6a2V5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("EVENTPIPE_KAFKA_SASL_MECHANISM", "scram-sha-512")
+	t.Setenv("EVENTPIPE_KAFKA_SASL_USERNAME", "eventpipe")
+	t.Setenv("EVENTPIPE_KAFKA_SASL_PASSWORD", "s3cret")
+	t.Setenv("EVENTPIPE_KAFKA_TLS_CA_FILE", "/etc/ssl/kafka-ca.pem")
+	t.Setenv("ELASTICSEARCH_API_KEY_FILE", keyFile)
+	t.Setenv(EnvAWSRoleARN, "arn:aws:iam::123456789012:role/eventpipe")
+	ep := Endpoints{}.Fill()
+	if err := ep.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ep.Kafka.SASL.Mechanism != "SCRAM-SHA-512" || ep.Kafka.SASL.Password != "s3cret" || !ep.Kafka.TLS.On() || ep.Kafka.TLS.CAFile != "/etc/ssl/kafka-ca.pem" {
+		t.Errorf("kafka security %v; want SCRAM-SHA-512 over TLS with the CA file", ep.Kafka)
+	}
+	if ep.ElasticsearchSecurity.APIKey != "aWQ6a2V5" || ep.AWSRoleARN != "arn:aws:iam::123456789012:role/eventpipe" {
+		t.Errorf("elasticsearch %v, role %q; want the key from the file and the role", ep.ElasticsearchSecurity, ep.AWSRoleARN)
+	}
+	if s := fmt.Sprintf("%v %+v", ep, ep); strings.Contains(s, "s3cret") || strings.Contains(s, "aWQ6a2V5") {
+		t.Errorf("printing the endpoints shows a secret: %s", s)
+	}
+
+	t.Setenv("ELASTICSEARCH_API_KEY", "inline")
+	if err := (Endpoints{}).Fill().Err(); err == nil || !strings.Contains(err.Error(), "ELASTICSEARCH_API_KEY") {
+		t.Errorf("an API key set inline and as a file: Err %v; want it named", err)
+	}
+	t.Setenv("ELASTICSEARCH_API_KEY", "")
+	t.Setenv("EVENTPIPE_KAFKA_SASL_MECHANISM", "GSSAPI")
+	if err := (Endpoints{}).Fill().Err(); err == nil || !strings.Contains(err.Error(), "GSSAPI") {
+		t.Errorf("an unknown mechanism: Err %v; want it named", err)
 	}
 }

@@ -22,6 +22,22 @@ type Config struct {
 	RefreshInterval time.Duration
 	// Logger receives the server's logs; default slog.Default().
 	Logger *slog.Logger
+
+	// TLSCertFile and TLSKeyFile are a PEM server certificate (optionally
+	// followed by its intermediates) and its private key. Set both to
+	// serve HTTPS; with neither the server speaks plain HTTP.
+	TLSCertFile, TLSKeyFile string
+	// TLSCAFile optionally names a PEM file of CA certificates appended to
+	// the certificate chain the server sends, as Elasticsearch 8's
+	// auto-configured HTTP certificate does, so that clients pinning the
+	// CA's SHA-256 fingerprint (go-elasticsearch's CertificateFingerprint)
+	// find it. Needs TLSCertFile.
+	TLSCAFile string
+	// CredentialsFile names a JSON file of users and API keys (see
+	// Credentials). When set, every request must authenticate with HTTP
+	// Basic or "Authorization: ApiKey base64(id:api_key)"; otherwise it is
+	// answered 401 as Elasticsearch 8 does. Empty: no authentication.
+	CredentialsFile string
 }
 
 func (c *Config) setDefaults() {
@@ -45,6 +61,12 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 			return fmt.Errorf("esserver config: Addr %q: %w", c.Addr, err)
 		}
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("esserver config: TLSCertFile and TLSKeyFile go together; set both or neither")
+	}
+	if c.TLSCAFile != "" && c.TLSCertFile == "" {
+		return errors.New("esserver config: TLSCAFile needs TLSCertFile and TLSKeyFile")
 	}
 	if c.RefreshInterval < 0 {
 		return fmt.Errorf("esserver config: RefreshInterval %v must not be negative", c.RefreshInterval)

@@ -6,10 +6,22 @@
 // that the official clients (github.com/elastic/go-elasticsearch/v8) accept
 // it.
 //
+// # TLS and authentication
+//
+// Both are off by default. Config.TLSCertFile and TLSKeyFile (flags
+// --tls-cert-file, --tls-key-file) serve HTTPS; TLSCAFile (--tls-ca-file)
+// appends the CA to the chain sent so that clients can pin the CA's
+// fingerprint. Config.CredentialsFile (--credentials-file) names a JSON
+// file of users and API keys (Credentials); then every request needs
+// "Authorization: Basic base64(user:password)" or "Authorization: ApiKey
+// base64(id:api_key)", and is otherwise answered 401 security_exception
+// with the WWW-Authenticate challenges and messages of Elasticsearch 8.15.
+//
 // # Endpoints
 //
 //   - GET|HEAD /                       cluster info
 //   - GET /_cluster/health             single-node health
+//   - GET /_security/_authenticate     who the request authenticated as
 //   - PUT|GET|HEAD|DELETE /{index}     create (settings, mappings, aliases), get, exists, delete
 //   - GET|PUT /{index}/_mapping        mappings; PUT adds fields (type changes are refused)
 //   - GET|PUT /{index}/_settings       settings; dynamic ones (refresh_interval, number_of_replicas,

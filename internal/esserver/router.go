@@ -21,6 +21,7 @@ type reqCtx struct {
 	r    *http.Request
 	q    url.Values
 	body []byte
+	who  *principal // nil when authentication is off
 }
 
 // errResp turns an error into a handler result.
@@ -74,6 +75,19 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) (int, any) {
 	rc := &reqCtx{w: w, r: r, q: r.URL.Query()}
+	if s.auth != nil {
+		// First, before the body is read or the route looked up: Elasticsearch
+		// 8 authenticates as soon as the request's headers arrive.
+		who, aerr := s.auth.authenticate(r)
+		if aerr != nil {
+			for _, c := range aerr.challenges {
+				w.Header().Add("WWW-Authenticate", c)
+			}
+			s.log.Debug("authentication failed", "method", r.Method, "path", r.URL.Path, "reason", aerr.err.reason)
+			return http.StatusUnauthorized, aerr.err
+		}
+		rc.who = who
+	}
 	if ct := r.Header.Get("Content-Type"); ct != "" && r.ContentLength != 0 {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || !acceptedMediaTypes[mt] {
@@ -161,6 +175,8 @@ func (s *Server) match(segs []string) (map[string]handlerFn, []string) {
 			return map[string]handlerFn{"GET": s.handleGetMapping}, []string{""}
 		case n == 1 && first == "_settings":
 			return map[string]handlerFn{"GET": s.handleGetSettings}, []string{""}
+		case n == 2 && first == "_security" && segs[1] == "_authenticate":
+			return map[string]handlerFn{"GET": s.handleAuthenticate}, nil
 		case n >= 2 && first == "_cluster" && segs[1] == "health":
 			return map[string]handlerFn{"GET": s.handleHealth}, segs[2:]
 		case n == 1 && (first == "_all" || first == "*"):

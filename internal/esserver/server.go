@@ -3,6 +3,7 @@ package esserver
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -40,6 +41,8 @@ type Server struct {
 	lock    *os.File
 	wal     *wal
 	handler http.Handler
+	tls     *tls.Config    // nil: plain HTTP
+	auth    *authenticator // nil: no authentication
 
 	// cpMu orders state changes against checkpoints: every operation that
 	// appends to the log holds it for reading while it appends and applies;
@@ -89,6 +92,20 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, log: cfg.Logger.With("component", "esserver"),
 		indices: map[string]*index{}, aliases: map[string]map[string]aliasMeta{},
 		stopping: make(chan struct{}), bgDone: make(chan struct{}),
+	}
+	if cfg.TLSCertFile != "" {
+		tc, err := loadServerTLS(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile)
+		if err != nil {
+			return nil, err
+		}
+		s.tls = tc
+	}
+	if cfg.CredentialsFile != "" {
+		creds, err := LoadCredentials(cfg.CredentialsFile)
+		if err != nil {
+			return nil, err
+		}
+		s.auth = newAuthenticator(creds)
 	}
 	for _, d := range []string{cfg.DataDir, s.stateDir(), filepath.Join(cfg.DataDir, "indices")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -140,7 +157,8 @@ func New(cfg Config) (*Server, error) {
 	go s.background()
 	ok = true
 	s.log.Info(productName+" ready (a local stand-in implementing a subset of the Elasticsearch 8 REST API, not Elasticsearch)",
-		"data_dir", cfg.DataDir, "indices", len(s.indices), "startup", time.Since(start).String())
+		"data_dir", cfg.DataDir, "indices", len(s.indices), "startup", time.Since(start).String(),
+		"tls", s.tls != nil, "authentication", s.auth != nil)
 	return s, nil
 }
 
@@ -198,7 +216,17 @@ func (s *Server) Addr() string {
 	return s.cfg.Addr
 }
 
-// ListenAndServe listens on Config.Addr and serves until ctx is done, then
+// URL returns the server's base URL: "https://" + Addr() when it serves
+// TLS, "http://" + Addr() otherwise.
+func (s *Server) URL() string {
+	if s.tls != nil {
+		return "https://" + s.Addr()
+	}
+	return "http://" + s.Addr()
+}
+
+// ListenAndServe listens on Config.Addr and serves (over TLS when
+// Config.TLSCertFile is set) until ctx is done, then
 // shuts the HTTP server down gracefully and closes the Server.
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
@@ -209,10 +237,35 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	s.addrMu.Lock()
 	s.addr = ln.Addr().String()
 	s.addrMu.Unlock()
-	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 30 * time.Second,
+		// TLS handshake failures (a client not trusting the CA) are the
+		// client's to report; keep them out of the server's error output.
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	if s.tls != nil {
+		srv.TLSConfig = s.tls.Clone()
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
+	// Shutdown waits 5s before it counts a connection that never sent a
+	// byte of a request (StateNew: e.g. a client that gave up after the
+	// TLS handshake, as go-elasticsearch does on a fingerprint mismatch)
+	// as idle. No request is lost by closing those at once.
+	var fresh sync.Map // net.Conn -> struct{}, in StateNew
+	srv.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			fresh.Store(c, struct{}{})
+		} else {
+			fresh.Delete(c)
+		}
+	}
+	srv.RegisterOnShutdown(func() {
+		fresh.Range(func(k, _ any) bool {
+			_ = k.(net.Conn).Close()
+			return true
+		})
+	})
 	errCh := make(chan error, 1)
 	go func() { errCh <- srv.Serve(ln) }()
-	s.log.Info(productName+" listening", "addr", s.Addr())
+	s.log.Info(productName+" listening", "addr", s.Addr(), "url", s.URL())
 	select {
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -6,6 +6,7 @@ package kafkabroker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,21 @@ type Config struct {
 	// the guard that works around their crash-recovery defects (see
 	// groupguard.go). Only for reproducing those defects.
 	DisableGroupGuard bool
+	// TLSCertFile and TLSKeyFile are the PEM server certificate and key;
+	// setting them makes the listener TLS only.
+	TLSCertFile, TLSKeyFile string
+	// TLSCAFile is the PEM CA that issued TLSCertFile. The broker's own
+	// clients (the group guard) trust it; when empty they trust the
+	// certificates in TLSCertFile.
+	TLSCAFile string
+	// SASLMechanism, when set, requires every client to authenticate:
+	// SASLPlain, SASLScramSHA256 or SASLScramSHA512.
+	SASLMechanism string
+	// SASLUsername is the broker's one SASL user, a superuser.
+	SASLUsername string
+	// SASLPassword is that user's password. It has no flag: Run reads it
+	// from the file named by EnvSASLPasswordFile when it is empty.
+	SASLPassword string
 	// Logger receives broker warnings and errors (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -58,7 +74,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("kafkabroker: Addr %q: %w", c.Addr, err)
 	}
 	if host != "127.0.0.1" {
-		return fmt.Errorf("kafkabroker: Addr %q: host must be 127.0.0.1 (the broker has no authentication and listens on loopback only)", c.Addr)
+		return fmt.Errorf("kafkabroker: Addr %q: host must be 127.0.0.1 (the broker is for local use and listens on loopback only)", c.Addr)
 	}
 	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
 		return fmt.Errorf("kafkabroker: Addr %q: invalid port", c.Addr)
@@ -69,15 +85,33 @@ func (c Config) Validate() error {
 	if c.Partitions < 1 {
 		return fmt.Errorf("kafkabroker: Partitions %d: must be at least 1", c.Partitions)
 	}
-	return nil
+	return c.validateSecurity()
 }
 
 // Run starts the broker and blocks until ctx is cancelled, then closes it,
 // which flushes in-flight offset commits to DataDir. The returned error is
 // nil after a clean shutdown.
+//
+// With TLSCertFile the listener speaks TLS only; with SASLMechanism every
+// client must authenticate as SASLUsername (the password is read from
+// the file named by EnvSASLPasswordFile when SASLPassword is empty).
 func Run(ctx context.Context, cfg Config) error {
 	cfg.setDefaults()
+	if err := cfg.passwordFromEnv(); err != nil {
+		return err
+	}
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	var serverTLS *tls.Config
+	if cfg.tlsOn() {
+		var err error
+		if serverTLS, err = cfg.serverTLS(); err != nil {
+			return err
+		}
+	}
+	clientOpts, err := cfg.clientOpts()
+	if err != nil {
 		return err
 	}
 	_, portStr, _ := net.SplitHostPort(cfg.Addr)
@@ -96,15 +130,19 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.SyncWrites {
 		opts = append(opts, kfake.SyncWrites())
 	}
-	var (
-		guard *groupGuard
-		err   error
-	)
+	if cfg.saslOn() {
+		opts = append(opts, kfake.EnableSASL(), kfake.Superuser(cfg.SASLMechanism, cfg.SASLUsername, cfg.SASLPassword))
+	}
+	var guard *groupGuard
 	if !cfg.DisableGroupGuard {
-		if guard, err = newGroupGuard(groupGuardConfig{Logger: cfg.Logger}); err != nil {
+		// The guard wraps the TLS listener itself, so that it taps the
+		// plaintext Kafka frames; kfake must then not wrap it again.
+		if guard, err = newGroupGuard(groupGuardConfig{Logger: cfg.Logger, TLS: serverTLS, ClientOpts: clientOpts}); err != nil {
 			return err
 		}
 		opts = append(opts, kfake.ListenFn(guard.listen))
+	} else if serverTLS != nil {
+		opts = append(opts, kfake.TLS(serverTLS))
 	}
 	recovered, err := recoverTopics(cfg.DataDir)
 	if err != nil {
@@ -119,7 +157,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cfg.Logger.Info("kafka broker listening", "addrs", cluster.ListenAddrs(), "data_dir", cfg.DataDir,
 		"partitions", cfg.Partitions, "auto_create_topics", !cfg.DisableAutoCreateTopics, "sync_writes", cfg.SyncWrites,
-		"group_guard", guard != nil)
+		"group_guard", guard != nil, "tls", cfg.tlsOn(), "sasl_mechanism", cfg.SASLMechanism, "sasl_user", cfg.SASLUsername)
 	guardDone := make(chan struct{})
 	guardCtx, stopGuard := context.WithCancel(ctx)
 	go func() {
@@ -164,4 +202,9 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.DisableAutoCreateTopics, "no-auto-create-topics", false, "require topics to be created explicitly")
 	fs.BoolVar(&c.SyncWrites, "sync-writes", false, "fsync every produced batch (survives a machine crash, slower)")
 	fs.BoolVar(&c.DisableGroupGuard, "no-group-guard", false, "serve consumer groups without the guard against kfake's crash-recovery defects (to reproduce them)")
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM server certificate; with --tls-key-file the listener speaks TLS only")
+	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
+	fs.StringVar(&c.TLSCAFile, "tls-ca-file", "", "PEM CA that issued --tls-cert-file, trusted by the broker's own clients (default: the certificates in --tls-cert-file)")
+	fs.StringVar(&c.SASLMechanism, "sasl-mechanism", "", "require SASL authentication: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (password from the file named by "+EnvSASLPasswordFile+")")
+	fs.StringVar(&c.SASLUsername, "sasl-username", "", "the SASL user (a superuser)")
 }

@@ -2,6 +2,7 @@ package kafkabroker
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -110,6 +111,13 @@ type groupGuardConfig struct {
 	// RequestTimeout bounds each request of the guard (default 5s).
 	RequestTimeout time.Duration
 	Logger         *slog.Logger
+	// TLS, when set, is the server side of the listener: listen wraps
+	// the TCP listener in it below the guard, so the guard taps the
+	// plaintext frames.
+	TLS *tls.Config
+	// ClientOpts are added to the guard's own client (TLS trust and SASL
+	// credentials of a secured broker).
+	ClientOpts []kgo.Opt
 }
 
 func (c *groupGuardConfig) setDefaults() {
@@ -193,6 +201,9 @@ func (g *groupGuard) listen(network, address string) (net.Listener, error) {
 	ln, err := net.Listen(network, address)
 	if err != nil {
 		return nil, err
+	}
+	if g.cfg.TLS != nil {
+		ln = tls.NewListener(ln, g.cfg.TLS)
 	}
 	return &guardListener{Listener: ln, g: g}, nil
 }
@@ -631,7 +642,8 @@ func (g *groupGuard) stillWaiting(k keepAlive) bool {
 
 // run sends the guard's requests to the broker at addr until ctx ends.
 func (g *groupGuard) run(ctx context.Context, addr string) error {
-	client, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(guardClientID), kgo.RetryTimeout(g.cfg.RequestTimeout))
+	opts := append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID(guardClientID), kgo.RetryTimeout(g.cfg.RequestTimeout)}, g.cfg.ClientOpts...)
+	client, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("kafkabroker: group guard client for %s: %w", addr, err)
 	}

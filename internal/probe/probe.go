@@ -15,7 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
 
 // DefaultTimeout bounds a probe whose context has no deadline.
@@ -45,17 +47,24 @@ func DynamoDB(ctx context.Context, endpoint string) error {
 	return nil
 }
 
-// Kafka sends ApiVersions and Metadata requests to the seed brokers.
-func Kafka(ctx context.Context, brokers []string) error {
+// Kafka sends ApiVersions and Metadata requests to the seed brokers,
+// connecting with sec (TLS and SASL; the zero kafka.Security is plain
+// text), so a wrong CA or password fails the probe.
+func Kafka(ctx context.Context, brokers []string, sec kafka.Security) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DialTimeout(2*time.Second))
+	secOpts, err := sec.KgoOpts()
+	if err != nil {
+		return fmt.Errorf("kafka client for %v: %w", brokers, err)
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.DialTimeout(2 * time.Second)}, secOpts...)
+	client, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("kafka client for %v: %w", brokers, err)
 	}
 	defer client.Close()
 	if err := client.Ping(ctx); err != nil {
-		return fmt.Errorf("kafka ping %v: %w", brokers, err)
+		return fmt.Errorf("kafka ping %v with %s: %w", brokers, sec, err)
 	}
 	return nil
 }
@@ -76,22 +85,23 @@ func Postgres(ctx context.Context, url string) error {
 	return nil
 }
 
-// Elasticsearch sends GET / and checks the product header that the official
-// Go client insists on.
-func Elasticsearch(ctx context.Context, baseURL string) error {
+// Elasticsearch sends GET / with sec's credentials and TLS (the official
+// Go client's, esclient.NewClient) and checks the product header that the
+// client insists on.
+func Elasticsearch(ctx context.Context, baseURL string, sec esclient.Security) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/", nil)
+	es, err := esclient.NewClient(baseURL, sec)
 	if err != nil {
-		return fmt.Errorf("elasticsearch request %s: %w", baseURL, err)
+		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := es.Info(es.Info.WithContext(ctx))
 	if err != nil {
-		return fmt.Errorf("elasticsearch GET %s: %w", baseURL, err)
+		return fmt.Errorf("elasticsearch GET %s (%s): %w", baseURL, sec, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("elasticsearch GET %s: status %s", baseURL, resp.Status)
+		return fmt.Errorf("elasticsearch GET %s (%s): status %s", baseURL, sec, resp.Status())
 	}
 	if got := resp.Header.Get("X-Elastic-Product"); got != "Elasticsearch" {
 		return fmt.Errorf("elasticsearch GET %s: X-Elastic-Product is %q, want \"Elasticsearch\"", baseURL, got)

@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/internal/kafkabroker"
 	"github.com/eventpipe/eventpipe/internal/probe"
 )
 
@@ -29,7 +30,18 @@ func (s *Stack) kafka() *component {
 		managed:    loopback && host == "127.0.0.1" && len(brokers) == 1,
 		marker:     s.dataDir("kafka"),
 		stopSignal: syscall.SIGTERM,
-		health:     func(ctx context.Context) error { return probe.Kafka(ctx, brokers) },
+	}
+	secure := s.cfg.Secure
+	files := secureFiles(s.cfg.Dir)
+	c.health = func(ctx context.Context) error {
+		sec := s.cfg.Endpoints.Kafka // the environment's, for a broker the stack did not start
+		if secure && c.managed {
+			var err error
+			if sec, err = kafkaSecurity(files); err != nil {
+				return err
+			}
+		}
+		return probe.Kafka(ctx, brokers, sec)
 	}
 	c.prepare = func(context.Context) error { return os.MkdirAll(s.dataDir("kafka"), 0o755) }
 	c.command = func() (*processSpec, error) {
@@ -44,7 +56,19 @@ func (s *Stack) kafka() *component {
 		if os.Getenv(EnvKafkaSyncWrites) != "" {
 			args = append(args, "--sync-writes")
 		}
-		return &processSpec{path: s.cfg.KafkaBrokerCommand[0], args: args, env: s.cfg.KafkaBrokerEnv}, nil
+		env := append([]string{}, s.cfg.KafkaBrokerEnv...)
+		if secure {
+			// TLS and SCRAM-SHA-512 on the usual port; the password
+			// goes by file, never on the command line.
+			args = append(args,
+				"--tls-cert-file", files.ServerCert,
+				"--tls-key-file", files.ServerKey,
+				"--tls-ca-file", files.CA,
+				"--sasl-mechanism", SecureKafkaMechanism,
+				"--sasl-username", SecureKafkaUser)
+			env = append(env, kafkabroker.EnvSASLPasswordFile+"="+files.KafkaPassword)
+		}
+		return &processSpec{path: s.cfg.KafkaBrokerCommand[0], args: args, env: env}, nil
 	}
 	return c
 }

@@ -25,9 +25,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 )
@@ -65,6 +68,15 @@ type Config struct {
 	Out io.Writer
 	// Logger receives structured diagnostics (default slog.Default()).
 	Logger *slog.Logger
+	// Secure makes Up start the services with TLS and credentials, in
+	// the shapes production uses: Kafka with TLS and SCRAM-SHA-512,
+	// Postgres with hostssl and scram-sha-256 only, the
+	// Elasticsearch-API server with HTTPS and an API key; the material
+	// is generated once under <Dir>/secure/ (SecureMaterial). The mode
+	// Up starts in is recorded in Dir: Status, Down and EnvLines follow
+	// the recorded mode whatever this field says, and Up refuses to
+	// switch modes while services of the stack run.
+	Secure bool
 }
 
 func (c *Config) setDefaults() error {
@@ -145,7 +157,10 @@ func RepoRoot() string {
 // concurrent use within one process; across processes Up and Down take a
 // lock file in Dir.
 type Stack struct {
-	cfg        Config
+	cfg Config
+	// wantSecure is the mode Up starts in (Config.Secure); cfg.Secure
+	// is the mode in effect: the recorded one until Up changes it.
+	wantSecure bool
 	components []*component
 	outMu      sync.Mutex // components start in parallel and share Out
 }
@@ -158,13 +173,33 @@ func New(cfg Config) (*Stack, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Stack{cfg: cfg}
-	s.components = []*component{s.dynamoDB(), s.kafka(), s.postgres(), s.elasticsearch()}
+	s := &Stack{cfg: cfg, wantSecure: cfg.Secure}
+	secure, recorded, err := recordedMode(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if recorded {
+		s.cfg.Secure = secure
+	}
+	s.buildComponents()
 	return s, nil
+}
+
+// buildComponents (re)builds the components for the mode in effect.
+func (s *Stack) buildComponents() {
+	s.components = []*component{s.dynamoDB(), s.kafka(), s.postgres(), s.elasticsearch()}
 }
 
 // Dir returns the resolved stack folder.
 func (s *Stack) Dir() string { return s.cfg.Dir }
+
+// Secure reports whether the stack is in secure mode: the mode recorded
+// by the last Up (Config.Secure when none is recorded), or after Up the
+// mode Up started in.
+func (s *Stack) Secure() bool { return s.cfg.Secure }
+
+// Mode is "secure" or "plain", as Secure says.
+func (s *Stack) Mode() string { return modeName(s.cfg.Secure) }
 
 // Endpoints returns the addresses the stack serves.
 func (s *Stack) Endpoints() endpoints.Endpoints { return s.cfg.Endpoints }
@@ -186,6 +221,9 @@ func (s *Stack) Up(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
+	if err := s.switchMode(); err != nil {
+		return err
+	}
 	start := time.Now()
 	errs := make([]error, len(s.components))
 	var wg sync.WaitGroup
@@ -200,8 +238,60 @@ func (s *Stack) Up(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	s.printf("stack up in %s (folder %s)", time.Since(start).Round(10*time.Millisecond), s.cfg.Dir)
+	s.printf("stack up in %s (folder %s, %s mode)", time.Since(start).Round(10*time.Millisecond), s.cfg.Dir, s.Mode())
 	return nil
+}
+
+// switchMode puts the stack in the mode Up was asked for: it refuses
+// when the recorded mode differs while services of the stack run, and
+// otherwise records the mode, generates missing secure material (in
+// every mode: Postgres always serves TLS) and rebuilds the components.
+func (s *Stack) switchMode() error {
+	// Without a record the stack ran in plain mode (an older eventpipe).
+	secure, _, err := recordedMode(s.cfg.Dir)
+	if err != nil {
+		return err
+	}
+	if secure != s.wantSecure {
+		var running []string
+		for _, c := range s.components {
+			if pid, ok := s.runningPID(c); c.managed && ok {
+				running = append(running, fmt.Sprintf("%s (pid %d)", c.name, pid))
+			}
+		}
+		if len(running) > 0 {
+			flag := ""
+			if secure {
+				flag = " --secure"
+			}
+			return fmt.Errorf("stack: the stack in %s runs in %s mode (%s); run `eventpipe stack down` before switching to %s mode, or `eventpipe stack up%s` to keep it",
+				s.cfg.Dir, modeName(secure), strings.Join(running, ", "), modeName(s.wantSecure), flag)
+		}
+	}
+	if err := s.ensureSecureMaterial(); err != nil {
+		return err
+	}
+	if err := writeMode(s.cfg.Dir, s.wantSecure); err != nil {
+		return fmt.Errorf("stack: record mode: %w", err)
+	}
+	if s.cfg.Secure != s.wantSecure {
+		s.cfg.Secure = s.wantSecure
+		s.buildComponents()
+	}
+	return nil
+}
+
+// ensureSecureMaterial generates the missing files of <Dir>/secure/.
+func (s *Stack) ensureSecureMaterial() error {
+	var (
+		user string
+		port uint16 = 5432
+	)
+	if pgcfg, err := pgx.ParseConfig(s.cfg.Endpoints.Postgres); err == nil {
+		user, port = pgcfg.User, pgcfg.Port
+	}
+	_, err := ensureSecureMaterial(s.cfg.Dir, user, port)
+	return err
 }
 
 func (s *Stack) up(ctx context.Context, c *component) error {
@@ -263,7 +353,11 @@ func (s *Stack) waitHealthy(ctx context.Context, c *component, exited <-chan str
 	var last error
 	for {
 		probeCtx, probeCancel := context.WithTimeout(ctx, 3*time.Second)
-		last = c.health(probeCtx)
+		if c.ready != nil {
+			last = c.ready(probeCtx)
+		} else {
+			last = c.health(probeCtx)
+		}
 		probeCancel()
 		if last == nil {
 			return nil
@@ -365,6 +459,9 @@ type component struct {
 	prepare    func(ctx context.Context) error // fetch, unpack, initdb
 	command    func() (*processSpec, error)
 	health     func(ctx context.Context) error
+	// ready, when set, replaces health while Up waits for the process
+	// (before afterStart has set up what health needs).
+	ready      func(ctx context.Context) error
 	afterStart func(ctx context.Context) error // optional, idempotent
 }
 

@@ -39,6 +39,14 @@ func TestMain(m *testing.M) {
 // test binary run as a child.
 func newThrowawayStack(t *testing.T, out *bytes.Buffer) *stack.Stack {
 	t.Helper()
+	s, _ := newThrowawayStackWith(t, out, nil)
+	return s
+}
+
+// newThrowawayStackWith is newThrowawayStack with mod applied to the
+// config; it returns the config too, to build a second Stack on it.
+func newThrowawayStackWith(t *testing.T, out *bytes.Buffer, mod func(*stack.Config)) (*stack.Stack, stack.Config) {
+	t.Helper()
 	dir := t.TempDir()
 	// The postgres user must be able to reach its data folder.
 	for _, d := range []string{dir, filepath.Dir(dir)} {
@@ -58,7 +66,7 @@ func newThrowawayStack(t *testing.T, out *bytes.Buffer) *stack.Stack {
 	if !filepath.IsAbs(main) {
 		main = filepath.Join(stack.RepoRoot(), main)
 	}
-	s, err := stack.New(stack.Config{
+	cfg := stack.Config{
 		Dir:                dir,
 		ToolsDir:           filepath.Join(main, "tools"),
 		Endpoints:          ep,
@@ -67,12 +75,16 @@ func newThrowawayStack(t *testing.T, out *bytes.Buffer) *stack.Stack {
 		ESServerCommand:    esCmd,
 		ESServerEnv:        esEnv,
 		Out:                out,
-	})
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := stack.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Down(context.Background()) })
-	return s
+	return s, cfg
 }
 
 func pids(t *testing.T, s *stack.Stack) map[string]int {
@@ -114,6 +126,10 @@ func TestUpIsIdempotentAndDownUpKeepsData(t *testing.T) {
 	if second := pids(t, s); !maps.Equal(first, second) {
 		t.Fatalf("second up changed processes: %v -> %v", first, second)
 	}
+
+	// Postgres serves TLS in plain mode too: the TLS-only test role
+	// answers over verify-full and nowhere else.
+	checkPostgresTLSRole(t, s)
 
 	// DynamoDB Local's stream tables got the indexes that keep writes fast.
 	if out, err := exec.Command("sqlite3", filepath.Join(s.Dir(), "data", "dynamodb", "shared-local-instance.db"), ".indexes us").CombinedOutput(); err != nil ||

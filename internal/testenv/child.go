@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/esserver"
 	"github.com/eventpipe/eventpipe/internal/kafkabroker"
 	"github.com/eventpipe/eventpipe/internal/probe"
@@ -93,8 +94,10 @@ type KafkaBrokerProcess struct {
 	tb      testing.TB
 	// partitions of auto-created topics (0 means 3)
 	partitions int
-	// args are extra broker flags
-	args []string
+	// args are extra broker flags, env extra environment variables
+	args, env []string
+	// security is how the health check connects
+	security kafka.Security
 }
 
 // KafkaBrokerConfig configures StartKafkaBrokerWithConfig.
@@ -104,8 +107,14 @@ type KafkaBrokerConfig struct {
 	// Partitions is the partition count of auto-created topics (default 3).
 	Partitions int
 	// Args are further flags of `eventpipe stack kafka-broker`, e.g.
-	// --no-group-guard.
+	// --no-group-guard or the TLS and SASL flags.
 	Args []string
+	// Env are further environment variables of the child (e.g. the
+	// file of its SASL password).
+	Env []string
+	// Security is how the health check connects (the broker's TLS and
+	// SASL).
+	Security kafka.Security
 }
 
 func (c *KafkaBrokerConfig) setDefaults() {
@@ -134,7 +143,8 @@ func StartKafkaBrokerWithConfig(tb testing.TB, cfg KafkaBrokerConfig) *KafkaBrok
 	if err := cfg.Validate(); err != nil {
 		tb.Fatal(err)
 	}
-	b := &KafkaBrokerProcess{Addr: "127.0.0.1:" + strconv.Itoa(FreePort(tb)), DataDir: cfg.DataDir, tb: tb, partitions: cfg.Partitions, args: cfg.Args}
+	b := &KafkaBrokerProcess{Addr: "127.0.0.1:" + strconv.Itoa(FreePort(tb)), DataDir: cfg.DataDir, tb: tb, partitions: cfg.Partitions, args: cfg.Args,
+		env: cfg.Env, security: cfg.Security}
 	b.Start()
 	tb.Cleanup(func() { b.Kill() })
 	return b
@@ -160,7 +170,7 @@ func (b *KafkaBrokerProcess) Start() {
 		partitions = 3
 	}
 	cmd := exec.Command(args[0], append([]string{"--addr", b.Addr, "--data-dir", b.DataDir, "--partitions", strconv.Itoa(partitions)}, b.args...)...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), env...), b.env...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		b.tb.Fatalf("start kafka broker child: %v", err)
@@ -168,7 +178,7 @@ func (b *KafkaBrokerProcess) Start() {
 	b.cmd = cmd
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err := probe.Kafka(context.Background(), []string{b.Addr})
+		err := probe.Kafka(context.Background(), []string{b.Addr}, b.security)
 		if err == nil {
 			return
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/probe"
@@ -80,7 +81,7 @@ func KafkaBrokers(tb testing.TB) []string {
 	brokers := Endpoints().KafkaBrokers
 	ctx, cancel := probeContext()
 	defer cancel()
-	if err := probe.Kafka(ctx, brokers); err != nil {
+	if err := probe.Kafka(ctx, brokers, kafka.Security{}); err != nil {
 		tb.Fatalf("Kafka is not reachable at %v: %v\n"+startHint, brokers, err, endpoints.EnvKafkaBrokers)
 	}
 	return brokers
@@ -109,13 +110,14 @@ func Postgres(tb testing.TB) *pgxpool.Pool {
 // by ELASTICSEARCH_URL); it fails tb when nothing answers.
 func Elasticsearch(tb testing.TB) *elasticsearch.Client {
 	tb.Helper()
-	url := Endpoints().Elasticsearch
+	ep := Endpoints()
+	url := ep.Elasticsearch
 	ctx, cancel := probeContext()
 	defer cancel()
-	if err := probe.Elasticsearch(ctx, url); err != nil {
+	if err := probe.Elasticsearch(ctx, url, ep.ElasticsearchSecurity); err != nil {
 		tb.Fatalf("Elasticsearch is not reachable: %v\n"+startHint, err, endpoints.EnvElasticsearch)
 	}
-	es, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{url}})
+	es, err := esclient.NewClient(url, ep.ElasticsearchSecurity)
 	if err != nil {
 		tb.Fatalf("elasticsearch client: %v", err)
 	}

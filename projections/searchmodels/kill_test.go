@@ -196,7 +196,7 @@ func TestKilledElasticsearchServerLosesNoAcknowledgedWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(30 * time.Second)
-		for probe.Elasticsearch(ctx, url) != nil {
+		for probe.Elasticsearch(ctx, url, esclient.Security{}) != nil {
 			if time.Now().After(deadline) {
 				t.Fatalf("the Elasticsearch-API server child at %s did not come up", addr)
 			}
@@ -205,7 +205,7 @@ func TestKilledElasticsearchServerLosesNoAcknowledgedWrite(t *testing.T) {
 	}
 	startServer()
 	defer func() { _ = server.Process.Kill(); _, _ = server.Process.Wait() }()
-	es, err := esclient.NewClient(url)
+	es, err := esclient.NewClient(url, esclient.Security{})
 	if err != nil {
 		t.Fatal(err)
 	}

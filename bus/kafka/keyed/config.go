@@ -20,11 +20,17 @@ type ConfigError struct {
 	Field string
 	// Reason says what is wrong with it.
 	Reason string
+	// Err is the underlying error, if any (for Security, an
+	// *eventstore.ValidationError).
+	Err error
 }
 
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("keyed: Config.%s: %s", e.Field, e.Reason)
 }
+
+// Unwrap returns the underlying error.
+func (e *ConfigError) Unwrap() error { return e.Err }
 
 // Config configures a Subscriber. The group timeouts are those of
 // bus/kafka.SubscriberConfig (a zero value takes its default) and the
@@ -38,6 +44,9 @@ type Config struct {
 	ConsumerGroup string
 	// ClientID names the client in broker logs (default "eventpipe").
 	ClientID string
+	// Security is how the subscriber's clients connect: TLS and SASL
+	// (default: the zero Security, plain text without authentication).
+	Security kafka.Security
 	// MaxInFlight bounds, per partition, the records read past the
 	// partition's last commit: handed out and not yet acked, waiting
 	// behind an earlier message of their key, or acked but not yet
@@ -150,6 +159,9 @@ func (c Config) Validate() error {
 	if c.CloseTimeout <= 0 {
 		return &ConfigError{Field: "CloseTimeout", Reason: "must be positive"}
 	}
+	if err := c.Security.Validate(); err != nil {
+		return &ConfigError{Field: "Security", Reason: err.Error(), Err: err}
+	}
 	sc, err := c.groupConfig().SaramaConfig()
 	if err != nil {
 		return &ConfigError{Field: "SessionTimeout/HeartbeatInterval/RebalanceTimeout", Reason: err.Error()}
@@ -167,6 +179,7 @@ func (c Config) groupConfig() kafka.SubscriberConfig {
 		Brokers:             c.Brokers,
 		ConsumerGroup:       c.ConsumerGroup,
 		ClientID:            c.ClientID,
+		Security:            c.Security,
 		InitialOffset:       c.InitialOffset,
 		NackResendSleep:     c.NackResendSleep,
 		ReconnectRetrySleep: c.ReconnectRetrySleep,

@@ -184,7 +184,7 @@ func (sub *subscription) connect() (sarama.Client, sarama.ConsumerGroup, error) 
 	}
 	client, err := sarama.NewClient(sub.cfg.Brokers, sc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kafka client for %v: %w", sub.cfg.Brokers, err)
+		return nil, nil, fmt.Errorf("kafka client for %v with %s: %w", sub.cfg.Brokers, sub.cfg.Security, err)
 	}
 	group, err := sarama.NewConsumerGroupFromClient(sub.cfg.ConsumerGroup, client)
 	if err != nil {

@@ -19,9 +19,28 @@ import (
 )
 
 // NewClient returns a go-elasticsearch client of the Elasticsearch at url
-// (a real Elasticsearch 8, or the stack's Elasticsearch-API server).
-func NewClient(url string) (*elasticsearch.Client, error) {
-	c, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{url}})
+// (a real Elasticsearch 8, or the stack's Elasticsearch-API server) that
+// authenticates and verifies the server as sec says.
+func NewClient(url string, sec Security) (*elasticsearch.Client, error) {
+	if err := sec.Validate(); err != nil {
+		return nil, fmt.Errorf("elasticsearch client for %s: %w", url, err)
+	}
+	tlsCfg, err := sec.TLS.Build()
+	if err != nil {
+		return nil, fmt.Errorf("elasticsearch client for %s: %w", url, err)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if tlsCfg != nil {
+		transport.TLSClientConfig = tlsCfg
+	}
+	c, err := elasticsearch.NewClient(elasticsearch.Config{
+		Addresses:              []string{url},
+		APIKey:                 sec.APIKey,
+		Username:               sec.Username,
+		Password:               sec.Password,
+		CertificateFingerprint: sec.Fingerprint,
+		Transport:              transport,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("elasticsearch client for %s: %w", url, err)
 	}

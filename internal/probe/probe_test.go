@@ -1,0 +1,73 @@
+package probe_test
+
+import (
+	"context"
+	"crypto/tls"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/internal/certs"
+	"github.com/eventpipe/eventpipe/internal/probe"
+	"github.com/eventpipe/eventpipe/tlsconfig"
+)
+
+// TestKafkaProbeUsesSecurity probes an in-process TLS + SCRAM-SHA-512
+// broker: the right settings pass, wrong ones fail within the probe's
+// bound with an error naming the cause.
+func TestKafkaProbeUsesSecurity(t *testing.T) {
+	files, err := certs.WriteServer(t.TempDir(), "probe test CA", "127.0.0.1", "localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, caFile := files.Cert, files.CAFile
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(),
+		kfake.Superuser(kafka.SASLScramSHA512, "probe", "pw"),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+	good := kafka.Security{TLS: tlsconfig.Config{CAFile: caFile}, SASL: kafka.SASL{Mechanism: kafka.SASLScramSHA512, Username: "probe", Password: "pw"}}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := probe.Kafka(ctx, brokers, good); err != nil {
+		t.Fatalf("probe with the right settings: %v", err)
+	}
+
+	wrongPassword := good
+	wrongPassword.SASL.Password = "wrong"
+	plainText := good
+	plainText.TLS = tlsconfig.Config{}
+	for name, c := range map[string]struct {
+		sec  kafka.Security
+		want string
+	}{
+		"wrong password": {wrongPassword, "SCRAM-SHA-512"},
+		"plain text":     {plainText, "TLS"},
+		"no security":    {kafka.Security{}, "plaintext"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := probe.Kafka(ctx, brokers, c.sec)
+			if err == nil {
+				t.Fatal("probe passed with wrong settings")
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("probe failed only when its context ended: %v", err)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error does not mention %q: %v", c.want, err)
+			}
+		})
+	}
+	if err := probe.Kafka(ctx, brokers, kafka.Security{SASL: kafka.SASL{Mechanism: "NOPE"}}); err == nil {
+		t.Fatal("probe accepted an invalid Security")
+	}
+}
