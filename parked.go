@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -78,6 +79,10 @@ type ParkedReplayConfig struct {
 	// Aggregate, when its Type is set, re-drives one aggregate type's
 	// parked aggregates (its ID too when set: one aggregate).
 	Aggregate eventstore.Ref
+	// Actor is who replays (default DefaultActor()), and Reason why
+	// (optional): the replay is recorded as an operator action
+	// (ActionParkedReplay).
+	Actor, Reason string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -92,6 +97,9 @@ type ParkedReplayConfig struct {
 // applies those too. An aggregate whose event fails again stays parked,
 // with the new reason; the result says which (see parking.Store.Replay).
 // Run it with the fixed code: the same binary version as the consumers.
+// The replay is recorded in operator_actions (ActionParkedReplay; see
+// OperatorActions), whose table is checked for before anything is
+// re-driven.
 func ParkedReplay(ctx context.Context, cfg ParkedReplayConfig) (parking.ReplayResult, error) {
 	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
 		return parking.ReplayResult{}, fmt.Errorf("parked replay: %w", err)
@@ -110,10 +118,31 @@ func ParkedReplay(ctx context.Context, cfg ParkedReplayConfig) (parking.ReplayRe
 		return parking.ReplayResult{}, fmt.Errorf("parked replay: %w", err)
 	}
 	defer closeDB()
+	if err := operatorReady(ctx, db); err != nil {
+		return parking.ReplayResult{}, fmt.Errorf("parked replay: %w", err)
+	}
+	if cfg.Actor == "" {
+		cfg.Actor = DefaultActor()
+	}
 	sink, err := parkedSink(ctx, cfg, db)
 	if err != nil {
 		return parking.ReplayResult{}, fmt.Errorf("parked replay: %w", err)
 	}
+	res, err := replayParked(ctx, lot, sink, cfg)
+	target := cfg.Projection
+	if cfg.Aggregate.Type != "" {
+		target += " " + cfg.Aggregate.String()
+	}
+	result := replaySummary(res, err)
+	if _, rerr := recordOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionParkedReplay,
+		Target: target, Reason: cfg.Reason, Result: result}); rerr != nil {
+		return res, fmt.Errorf("parked replay: %w", errors.Join(err, rerr))
+	}
+	return res, err
+}
+
+// replayParked re-drives cfg's parked aggregates through sink.
+func replayParked(ctx context.Context, lot *parking.Store, sink projections.Sink, cfg ParkedReplayConfig) (parking.ReplayResult, error) {
 	return lot.Replay(ctx, parking.ReplayConfig{
 		Consumer: cfg.Projection, Aggregate: cfg.Aggregate, Logger: cfg.Logger,
 		Apply: func(ctx context.Context, events []eventstore.Envelope) (int, error) {
@@ -121,6 +150,172 @@ func ParkedReplay(ctx context.Context, cfg ParkedReplayConfig) (parking.ReplayRe
 			return out.Applied, err
 		},
 	})
+}
+
+// replaySummary says in a line what a replay did.
+func replaySummary(res parking.ReplayResult, err error) string {
+	if err != nil {
+		return "failed: " + err.Error()
+	}
+	if len(res.Aggregates) == 0 {
+		return "nothing parked"
+	}
+	redriven, applied := 0, 0
+	for _, a := range res.Aggregates {
+		redriven += a.Redriven
+		applied += a.Applied
+	}
+	return fmt.Sprintf("%d aggregates unparked, %d still parked; %d events re-driven, %d applied",
+		len(res.Aggregates)-res.StillParked(), res.StillParked(), redriven, applied)
+}
+
+// ParkedSkipConfig configures ParkedSkip.
+type ParkedSkipConfig struct {
+	// Catalog holds the read models and upcasters (default Builtin()).
+	Catalog *Catalog
+	// Endpoints give DynamoDB and Postgres (default EndpointsFromEnv()).
+	Endpoints Endpoints
+	// DB holds the parked events, the read model and operator_actions
+	// (default: OpenPostgres(Endpoints), closed before ParkedSkip
+	// returns).
+	DB *pgxpool.Pool
+	// Projection is the Postgres read model that parked the aggregate.
+	// Required. (A search model's documents carry the last applied
+	// sequence as their version, which a skip cannot move without
+	// writing the document: skip is refused for them; fix the model and
+	// use `parked replay`, or rebuild it with `eventpipe replay`.)
+	Projection string
+	// Aggregate is the parked aggregate, type and id. Required.
+	Aggregate eventstore.Ref
+	// Reason says why the event is skipped. Required.
+	Reason string
+	// Actor is who skips (default DefaultActor()).
+	Actor string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// ParkedSkipResult is what ParkedSkip did.
+type ParkedSkipResult struct {
+	// Skipped is the event released without being applied.
+	Skipped parking.Skipped
+	// Replay is the re-drive of the aggregate's later parked events: it
+	// is unparked when they all applied, or none was parked behind.
+	Replay parking.AggregateReplay
+	// Action is the operator action recorded (ActionParkedSkip).
+	Action OperatorAction
+}
+
+// ParkedSkip releases a parked aggregate past its first parked event
+// without applying it, for an event that can never apply (a payload the
+// fixed read model still refuses, by design). In one Postgres
+// transaction the event is moved from parked_events to skipped_events
+// with the actor and reason, and the read model's position for the
+// aggregate (projection_positions) is moved to its sequence, so that the
+// aggregate's next event does not repair the gap with it. That needs the
+// read model to have applied every event before it (the position at its
+// sequence - 1); otherwise nothing changes and ParkedSkip returns an
+// *eventstore.ValidationError. Then the aggregate's later parked events
+// are re-driven in order as ParkedReplay does, and the aggregate is
+// unparked when they applied (a live consumer parks its new events until
+// then, and the re-drive applies those too); one that fails again stays
+// parked, as the result says. The skip is recorded in operator_actions
+// (ActionParkedSkip), whose table is checked for first. An aggregate
+// with nothing parked is an error wrapping parking.ErrNotParked.
+func ParkedSkip(ctx context.Context, cfg ParkedSkipConfig) (ParkedSkipResult, error) {
+	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
+		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", err)
+	}
+	if cfg.Actor == "" {
+		cfg.Actor = DefaultActor()
+	}
+	if _, ok := cfg.Catalog.ReadModel(cfg.Projection); !ok {
+		reason := fmt.Sprintf("%q is not a Postgres read model (have %s)", cfg.Projection, strings.Join(cfg.Catalog.ReadModelNames(), ", "))
+		if _, search := cfg.Catalog.SearchModel(cfg.Projection); search {
+			reason = fmt.Sprintf("%q is a search model: skip is for Postgres read models (use parked replay after a fix, or eventpipe replay)", cfg.Projection)
+		}
+		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", &eventstore.ValidationError{Field: "Projection", Reason: reason})
+	}
+	if cfg.Aggregate.Type == "" || cfg.Aggregate.ID == "" {
+		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", &eventstore.ValidationError{Field: "Aggregate", Reason: "want <type>/<id>"})
+	}
+	if strings.TrimSpace(cfg.Reason) == "" {
+		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", &eventstore.ValidationError{Field: "Reason", Reason: "say why the event is skipped"})
+	}
+	db, lot, closeDB, err := openParking(ctx, cfg.DB, cfg.Endpoints, cfg.Logger)
+	if err != nil {
+		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", err)
+	}
+	defer closeDB()
+	if err := operatorReady(ctx, db); err != nil {
+		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", err)
+	}
+	rcfg := ParkedReplayConfig{Catalog: cfg.Catalog, Endpoints: cfg.Endpoints, DB: db, Projection: cfg.Projection,
+		Aggregate: cfg.Aggregate, Actor: cfg.Actor, Logger: cfg.Logger}
+	sink, err := parkedSink(ctx, rcfg, db)
+	if err != nil {
+		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", err)
+	}
+	var out ParkedSkipResult
+	out.Skipped, err = lot.Skip(ctx, parking.SkipConfig{Consumer: cfg.Projection, Aggregate: cfg.Aggregate,
+		Actor: cfg.Actor, Reason: cfg.Reason, Advance: advancePosition(cfg.Projection)})
+	if err != nil {
+		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", err)
+	}
+	res, rerr := replayParked(ctx, lot, sink, rcfg)
+	out.Replay = parking.AggregateReplay{Aggregate: cfg.Aggregate, Unparked: true}
+	if len(res.Aggregates) > 0 {
+		out.Replay = res.Aggregates[0]
+	}
+	if rerr != nil {
+		out.Replay = parking.AggregateReplay{Aggregate: cfg.Aggregate, Err: rerr}
+	}
+	e := out.Skipped.Envelope
+	result := fmt.Sprintf("skipped %s #%d (%s, %s)", e.Aggregate(), e.Sequence, e.EventType, e.EventID)
+	if out.Replay.Unparked {
+		result += fmt.Sprintf("; unparked, %d later events re-driven, %d applied", out.Replay.Redriven, out.Replay.Applied)
+	} else {
+		result += fmt.Sprintf("; still parked after %d re-driven: %v", out.Replay.Redriven, out.Replay.Err)
+	}
+	out.Action, err = recordOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionParkedSkip,
+		Target: cfg.Projection + " " + cfg.Aggregate.String(), Reason: cfg.Reason, Result: result})
+	if err != nil {
+		return out, fmt.Errorf("parked skip: %w", err)
+	}
+	return out, nil
+}
+
+// advancePosition moves projection's position for the skipped event's
+// aggregate to its sequence, in tx: from sequence - 1 (or from none, for
+// the aggregate's first event). A position already at or past it is left
+// (the event was applied after all); one further behind is refused, as
+// the events before the skipped one would then never be applied.
+func advancePosition(projection string) func(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) error {
+	return func(ctx context.Context, tx pgx.Tx, e eventstore.Envelope) error {
+		ref := e.Aggregate()
+		// The applier's lock on (projection, aggregate): no apply of the
+		// aggregate runs meanwhile.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, projection+"/"+ref.Type+"/"+ref.ID); err != nil {
+			return err
+		}
+		var pos int64
+		err := tx.QueryRow(ctx, `SELECT seq FROM projection_positions WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3`,
+			projection, ref.Type, ref.ID).Scan(&pos)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		switch {
+		case pos >= e.Sequence:
+			return nil
+		case pos != e.Sequence-1:
+			return &eventstore.ValidationError{Field: "Aggregate", Reason: fmt.Sprintf(
+				"%s has applied %s up to sequence %d only: the events before sequence %d must apply first (parked replay)", projection, ref, pos, e.Sequence)}
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO projection_positions (projection, aggregate_type, aggregate_id, seq) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (projection, aggregate_type, aggregate_id) DO UPDATE SET seq = EXCLUDED.seq, updated_at = now()`,
+			projection, ref.Type, ref.ID, e.Sequence)
+		return err
+	}
 }
 
 // parkedSink builds the applier of cfg.Projection, as NewConsumers does.

@@ -96,6 +96,12 @@ type StatusReport struct {
 	// counted (for example parking.ErrNoTable before `eventpipe migrate`);
 	// it is among Errors too.
 	ParkedErr error
+	// OperatorActions are the latest operator actions (poison redrive,
+	// parked replay, parked skip), newest first, at most
+	// StatusOperatorActions; OperatorActionsErr says why they could not be
+	// read (it is among Errors too).
+	OperatorActions    []OperatorAction
+	OperatorActionsErr error
 	// Errors are the parts that could not be read (for example the relay's
 	// leases before `eventpipe migrate`), each saying which.
 	Errors []error
@@ -197,6 +203,11 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 			if s.Err != nil {
 				r.Errors = append(r.Errors, s.Err)
 			}
+		}
+	}
+	if db != nil { // operator actions (issue 27)
+		if r.OperatorActions, r.OperatorActionsErr = statusOperatorActions(ctx, db); r.OperatorActionsErr != nil {
+			r.Errors = append(r.Errors, r.OperatorActionsErr)
 		}
 	}
 	if len(cfg.Catalog.ModelNames()) > 0 && db != nil {
@@ -317,4 +328,16 @@ func topicsWithPrefix(ctx context.Context, cluster kafka.Cluster, prefix string)
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// StatusOperatorActions is how many of the latest operator actions Status
+// reports.
+const StatusOperatorActions = 5
+
+// statusOperatorActions reads the latest operator actions, within
+// parkedTimeout.
+func statusOperatorActions(ctx context.Context, db *pgxpool.Pool) ([]OperatorAction, error) {
+	ctx, cancel := context.WithTimeout(ctx, parkedTimeout)
+	defer cancel()
+	return latestOperatorActions(ctx, db, "", StatusOperatorActions)
 }

@@ -59,6 +59,10 @@ func StatusPageReader(cfg StatusConfig) statuspage.ReaderFunc {
 			}
 			snap.Sagas = append(snap.Sagas, sp)
 		}
+		for _, a := range r.OperatorActions { // operator actions (issue 27)
+			snap.OperatorActions = append(snap.OperatorActions, statuspage.OperatorAction{ID: a.ID, At: a.At, Actor: a.Actor,
+				Action: a.Action, Target: a.Target, Reason: a.Reason, Result: a.Result})
+		}
 		for _, err := range r.Errors {
 			snap.Errors = append(snap.Errors, err.Error())
 		}

@@ -26,6 +26,8 @@ type Snapshot struct {
 	// The page derives the events rates from it; nil when the offsets
 	// could not be read, and then the sample adds no rate.
 	Events []EventsTopic `json:"events"`
+	// OperatorActions are the latest operator actions, newest first.
+	OperatorActions []OperatorAction `json:"operator_actions,omitempty"`
 	// Errors say which parts could not be read.
 	Errors []string `json:"errors,omitempty"`
 	// Took is how long the reading took, in nanoseconds in JSON.

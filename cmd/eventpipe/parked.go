@@ -17,16 +17,19 @@ import (
 func parkedCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "parked",
-		Short: "Show and re-drive the events projections parked (list, replay)",
+		Short: "Show, re-drive or skip the events projections parked (list, replay, skip)",
 		Long: `When a projection cannot apply an event (a permanent error: a payload it refuses,
 an unknown event type), 'eventpipe consume' parks the event and, from then on,
 every later event of the same aggregate, in Postgres (table parked_events),
 while the projection's other aggregates keep flowing. 'parked list' shows them;
 once the cause is fixed (deploy the fixed binary first), 'parked replay'
 re-drives each parked aggregate's events in sequence order through the
-projection, exactly once, and unparks the aggregate when all applied.`,
+projection, exactly once, and unparks the aggregate when all applied. 'parked
+skip' releases an aggregate past a parked event that must never apply. Replays
+and skips are recorded in Postgres (operator_actions; 'eventpipe status' shows
+the latest).`,
 	}
-	cmd.AddCommand(parkedListCommand(), parkedReplayCommand())
+	cmd.AddCommand(parkedListCommand(), parkedReplayCommand(), parkedSkipCommand())
 	return cmd
 }
 
@@ -69,7 +72,7 @@ func parkedListCommand() *cobra.Command {
 }
 
 func parkedReplayCommand() *cobra.Command {
-	var projection, aggregate string
+	var projection, aggregate, actor, reason string
 	cmd := &cobra.Command{
 		Use:   "replay --projection <name> [--aggregate <type>/<id>]",
 		Short: "Re-drive parked aggregates in sequence order and unpark them",
@@ -89,7 +92,8 @@ new reason, and replay exits non-zero.`,
 				return err
 			}
 			res, err := eventpipe.ParkedReplay(cmd.Context(), eventpipe.ParkedReplayConfig{
-				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Projection: projection, Aggregate: ref, Logger: slog.Default(),
+				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Projection: projection, Aggregate: ref,
+				Actor: actor, Reason: reason, Logger: slog.Default(),
 			})
 			if err != nil {
 				return err
@@ -113,6 +117,52 @@ new reason, and replay exits non-zero.`,
 	}
 	cmd.Flags().StringVar(&projection, "projection", "", "the read or search model whose parked aggregates to re-drive (required)")
 	cmd.Flags().StringVar(&aggregate, "aggregate", "", "only this aggregate (type/id) or aggregate type")
+	cmd.Flags().StringVar(&actor, "actor", eventpipe.DefaultActor(), "who replays (recorded)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
+	return cmd
+}
+
+func parkedSkipCommand() *cobra.Command {
+	var actor, reason string
+	cmd := &cobra.Command{
+		Use:   "skip <projection> <type>/<id> --reason \"…\"",
+		Short: "Release a parked aggregate past its first parked event, without applying it",
+		Long: `skip takes the aggregate's first parked event out of the parked set without
+applying it (it is kept in skipped_events with who skipped it and why), moves
+the read model's position for the aggregate past it, and re-drives the
+aggregate's later parked events in order as 'parked replay' does, unparking
+it when they applied. Only for Postgres read models, and only when the read
+model applied every event before the skipped one. Recorded in
+operator_actions.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ref, err := parseAggregate(args[1])
+			if err != nil {
+				return err
+			}
+			if ref.ID == "" {
+				return fmt.Errorf("parked skip: %q: want <type>/<id>", args[1])
+			}
+			res, err := eventpipe.ParkedSkip(cmd.Context(), eventpipe.ParkedSkipConfig{
+				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Projection: args[0], Aggregate: ref,
+				Actor: actor, Reason: reason, Logger: slog.Default(),
+			})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			e := res.Skipped.Envelope
+			fmt.Fprintf(out, "%s: skipped sequence %d (%s, event %s)\n", e.Aggregate(), e.Sequence, e.EventType, e.EventID)
+			if !res.Replay.Unparked {
+				fmt.Fprintf(out, "%s: still parked after %d re-driven: %s\n", ref, res.Replay.Redriven, oneLine(fmt.Sprint(res.Replay.Err)))
+				return fmt.Errorf("parked skip: %s still parked", ref)
+			}
+			fmt.Fprintf(out, "%s: unparked, %d later parked events re-driven, %d applied\n", ref, res.Replay.Redriven, res.Replay.Applied)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&actor, "actor", eventpipe.DefaultActor(), "who skips (recorded)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why the event is skipped (required, recorded)")
 	return cmd
 }
 

@@ -72,6 +72,7 @@ func statusCommand() *cobra.Command {
 				}
 				_ = w.Flush()
 			}
+			printOperatorActions(out, r)   // issue 27: cmd/eventpipe/poison.go
 			for _, err := range r.Errors { // under the table: a PARKED of "?" is explained here
 				if !slices.ContainsFunc(r.Relays, func(rel eventpipe.RelayStreamReport) bool { return rel.Err != nil && errors.Is(err, rel.Err) }) {
 					fmt.Fprintln(out, "could not read:", err) // a relay stream's was printed in place

@@ -25,6 +25,7 @@ func TestFillKeepsWhatIsSetAndFillsEachEmptyFieldOnItsOwn(t *testing.T) {
 	t.Setenv(EnvPostgres, "postgres://env@pg.env/db")
 	t.Setenv(EnvTopicPrefix, "env.")
 	t.Setenv(EnvEventsTable, "")
+	t.Setenv(EnvElasticsearch, "") // blank counts as unset, whatever the machine exports
 
 	onlyBrokers := Endpoints{KafkaBrokers: []string{"mine:9092"}}.Fill()
 	if !slices.Equal(onlyBrokers.KafkaBrokers, []string{"mine:9092"}) {

@@ -1,0 +1,165 @@
+package eventpipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eventpipe/eventpipe/eventstore"
+)
+
+// The operator actions eventpipe records (OperatorAction.Action).
+const (
+	ActionPoisonRedrive = "poison redrive" // PoisonRedrive
+	ActionParkedReplay  = "parked replay"  // ParkedReplay
+	ActionParkedSkip    = "parked skip"    // ParkedSkip
+)
+
+// OperatorAction is one recorded operator action: a row of the Postgres
+// table operator_actions (migrations/postgres 009).
+type OperatorAction struct {
+	// ID orders the actions: a later action has a higher ID.
+	ID int64
+	At time.Time
+	// Actor is who acted (OperatorConfig's Actor, by default $USER).
+	Actor string
+	// Action is one of ActionPoisonRedrive, ActionParkedReplay,
+	// ActionParkedSkip.
+	Action string
+	// Target is what was acted on: a poison topic and its offsets, a
+	// projection and aggregate.
+	Target string
+	// Reason is the operator's reason, when given.
+	Reason string
+	// Result is what came of it, in a line.
+	Result string
+}
+
+// ErrNoOperatorTable is wrapped when the database's schema has no
+// operator_actions table: `eventpipe migrate` creates it. The operator
+// tools check for it before they act, so that no action goes unrecorded.
+var ErrNoOperatorTable = errors.New("no operator_actions table in the database's schema: run `eventpipe migrate` (migrations/postgres 009)")
+
+// DefaultActor is the actor of an operator action when none is given:
+// $USER, else $LOGNAME, else "unknown".
+func DefaultActor() string {
+	for _, v := range []string{"USER", "LOGNAME"} {
+		if s := os.Getenv(v); s != "" {
+			return s
+		}
+	}
+	return "unknown"
+}
+
+// OperatorActionsConfig configures OperatorActions.
+type OperatorActionsConfig struct {
+	// Endpoints give Postgres (default EndpointsFromEnv()).
+	Endpoints Endpoints
+	// DB holds operator_actions (default: OpenPostgres(Endpoints), closed
+	// before OperatorActions returns).
+	DB *pgxpool.Pool
+	// Action, when set, selects one kind of action.
+	Action string
+	// Limit is the most actions returned, newest first (default 20).
+	Limit int
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// OperatorActions returns the latest recorded operator actions, newest
+// first. Without the table it returns an error wrapping
+// ErrNoOperatorTable.
+func OperatorActions(ctx context.Context, cfg OperatorActionsConfig) ([]OperatorAction, error) {
+	var cat *Catalog
+	if err := processDefaults(&cat, &cfg.Endpoints, &cfg.Logger); err != nil {
+		return nil, fmt.Errorf("operator actions: %w", err)
+	}
+	if cfg.Limit < 0 {
+		return nil, fmt.Errorf("operator actions: %w", &eventstore.ValidationError{Field: "Limit", Reason: "negative"})
+	}
+	if cfg.Limit == 0 {
+		cfg.Limit = 20
+	}
+	db, closeDB, err := openDB(ctx, cfg.DB, cfg.Endpoints)
+	if err != nil {
+		return nil, fmt.Errorf("operator actions: %w", err)
+	}
+	defer closeDB()
+	return latestOperatorActions(ctx, db, cfg.Action, cfg.Limit)
+}
+
+// latestOperatorActions reads up to limit actions of db, newest first.
+func latestOperatorActions(ctx context.Context, db *pgxpool.Pool, action string, limit int) ([]OperatorAction, error) {
+	rows, err := db.Query(ctx, `SELECT id, at, actor, action, target, reason, result FROM operator_actions
+		WHERE $1 = '' OR action = $1 ORDER BY id DESC LIMIT $2`, action, limit)
+	if err != nil {
+		return nil, fmt.Errorf("operator actions: %w", operatorTableErr(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OperatorAction, error) {
+		var a OperatorAction
+		err := row.Scan(&a.ID, &a.At, &a.Actor, &a.Action, &a.Target, &a.Reason, &a.Result)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("operator actions: %w", operatorTableErr(err))
+	}
+	return out, nil
+}
+
+// operatorReady fails with ErrNoOperatorTable when db has no
+// operator_actions table.
+func operatorReady(ctx context.Context, db *pgxpool.Pool) error {
+	var ok bool
+	if err := db.QueryRow(ctx, `SELECT to_regclass('operator_actions') IS NOT NULL`).Scan(&ok); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	if !ok {
+		return ErrNoOperatorTable
+	}
+	return nil
+}
+
+// recordOperatorAction inserts a and returns it with its ID and time.
+// The context is detached from ctx's cancellation: an action that was
+// done is recorded even when the caller gave up meanwhile.
+func recordOperatorAction(ctx context.Context, db *pgxpool.Pool, logger *slog.Logger, a OperatorAction) (OperatorAction, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := db.QueryRow(ctx, `INSERT INTO operator_actions (actor, action, target, reason, result)
+		VALUES ($1, $2, $3, $4, $5) RETURNING id, at`, a.Actor, a.Action, a.Target, a.Reason, a.Result).Scan(&a.ID, &a.At)
+	if err != nil {
+		return a, fmt.Errorf("record operator action %s on %s: %w", a.Action, a.Target, operatorTableErr(err))
+	}
+	logger.InfoContext(ctx, "operator action", "id", a.ID, "actor", a.Actor, "action", a.Action, "target", a.Target, "reason", a.Reason, "result", a.Result)
+	return a, nil
+}
+
+// operatorTableErr turns Postgres' undefined table into
+// ErrNoOperatorTable.
+func operatorTableErr(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+		return fmt.Errorf("%w (%v)", ErrNoOperatorTable, err)
+	}
+	return err
+}
+
+// openDB returns db, or a pool of ep.Postgres that the returned func
+// closes.
+func openDB(ctx context.Context, db *pgxpool.Pool, ep Endpoints) (*pgxpool.Pool, func(), error) {
+	if db != nil {
+		return db, func() {}, nil
+	}
+	pool, err := OpenPostgres(ctx, ep)
+	if err != nil {
+		return nil, nil, fmt.Errorf("postgres: %w", err)
+	}
+	return pool, pool.Close, nil
+}

@@ -1,0 +1,169 @@
+package eventpipe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/parking"
+)
+
+// update appends updates of todo id, whose version is version, and
+// publishes them as the relay would.
+func (p *parkingPipeline) update(t *testing.T, id string, version int64, titles ...string) {
+	t.Helper()
+	var ch eventstore.Change
+	for _, title := range titles {
+		ch.Events = append(ch.Events, eventstore.Event(todo.TodoUpdated, todo.TodoData{Title: title}))
+	}
+	req, err := eventstore.Prepare(eventstore.Ref{Type: todo.AggregateType, ID: id}, version, ch, p.catalog.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.store.Append(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []*message.Message
+	for _, e := range res.Events {
+		m, err := bus.EventMessage(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+	}
+	if err := p.pub.Publish(p.topics.Events(todo.AggregateType), msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded
+// parks todo A at its update titled "poison" (sequence 3, with 4 and 5
+// behind it) and todo C at 2 (nothing behind), beside the live todos
+// consumer. ParkedSkip of A skips sequence 3, applies 4 and 5 and
+// unparks A; ParkedSkip of C skips 2 and unparks it; each then resumes
+// with its next event, applied by the live consumer. The skipped events
+// are kept with who and why, both skips are in OperatorActions and
+// Status, and a skip of an aggregate with nothing parked is
+// parking.ErrNotParked.
+func TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	p := newParkingPipeline(t)
+	p.todo(t, "a", "a2", "poison", "a4", "a5")
+	p.todo(t, "c", "poison")
+	p.consume(t, false)
+	waitUntil(t, "a and c parked", func() (bool, string) {
+		evs, err := eventpipe.ParkedList(ctx, eventpipe.ParkedListConfig{Catalog: p.catalog, Endpoints: p.ep, Projection: "todos"})
+		return err == nil && len(evs) == 4, fmt.Sprintf("%d parked, %v", len(evs), err)
+	})
+
+	a := eventstore.Ref{Type: todo.AggregateType, ID: "a"}
+	res, err := eventpipe.ParkedSkip(ctx, eventpipe.ParkedSkipConfig{Catalog: p.catalog, Endpoints: p.ep, Projection: "todos",
+		Aggregate: a, Actor: "bob", Reason: "a poison title never applies"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := res.Skipped.Envelope; e.Sequence != 3 || e.AggregateID != "a" || res.Skipped.Actor != "bob" || !strings.Contains(res.Skipped.Event.Reason, "poison") {
+		t.Fatalf("skipped %+v", res.Skipped)
+	}
+	if !res.Replay.Unparked || res.Replay.Redriven != 2 || res.Replay.Applied != 2 {
+		t.Fatalf("after the skip: %+v, want unparked with 4 and 5 applied", res.Replay)
+	}
+	if rows := p.rows(t); rows["a"] != "a5@5" {
+		t.Fatalf("rows %v, want a at a5@5", rows)
+	}
+	c := eventstore.Ref{Type: todo.AggregateType, ID: "c"}
+	resC, err := eventpipe.ParkedSkip(ctx, eventpipe.ParkedSkipConfig{Catalog: p.catalog, Endpoints: p.ep, Projection: "todos",
+		Aggregate: c, Actor: "bob", Reason: "same"})
+	if err != nil || resC.Skipped.Envelope.Sequence != 2 || !resC.Replay.Unparked || resC.Replay.Redriven != 0 {
+		t.Fatalf("skip of c: %+v, %v", resC, err)
+	}
+
+	p.update(t, "a", 5, "a6")
+	p.update(t, "c", 2, "c3")
+	waitUntil(t, "a and c resume with their next events", func() (bool, string) {
+		rows := p.rows(t)
+		return rows["a"] == "a6@6" && rows["c"] == "c3@3", fmt.Sprintf("rows %v", rows)
+	})
+	if evs, err := eventpipe.ParkedList(ctx, eventpipe.ParkedListConfig{Catalog: p.catalog, Endpoints: p.ep}); err != nil || len(evs) != 0 {
+		t.Fatalf("still parked: %+v, %v", evs, err)
+	}
+
+	var skipped []string
+	rows, err := p.db.Query(ctx, `SELECT aggregate_id || '#' || seq || ' ' || actor || ': ' || reason FROM skipped_events ORDER BY aggregate_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		skipped = append(skipped, s)
+	}
+	if want := []string{"a#3 bob: a poison title never applies", "c#2 bob: same"}; strings.Join(skipped, "|") != strings.Join(want, "|") {
+		t.Fatalf("skipped_events %v, want %v", skipped, want)
+	}
+
+	_, err = eventpipe.ParkedSkip(ctx, eventpipe.ParkedSkipConfig{Catalog: p.catalog, Endpoints: p.ep, Projection: "todos",
+		Aggregate: a, Actor: "bob", Reason: "again"})
+	if !errors.Is(err, parking.ErrNotParked) {
+		t.Fatalf("skip of an unparked aggregate: %v, want ErrNotParked", err)
+	}
+
+	actions, err := eventpipe.OperatorActions(ctx, eventpipe.OperatorActionsConfig{Endpoints: p.ep})
+	if err != nil || len(actions) != 2 {
+		t.Fatalf("operator actions %+v, %v; want the two skips", actions, err)
+	}
+	if x := actions[1]; x.Action != eventpipe.ActionParkedSkip || x.Actor != "bob" || x.Target != "todos todo/a" || x.Reason != "a poison title never applies" ||
+		!strings.Contains(x.Result, "skipped todo/a #3") || !strings.Contains(x.Result, "unparked, 2 later events re-driven, 2 applied") {
+		t.Fatalf("skip of a recorded as %+v", x)
+	}
+	_, r := p.todosGroup(t)
+	if r.OperatorActionsErr != nil || len(r.OperatorActions) != 2 || r.OperatorActions[0].ID != actions[0].ID {
+		t.Fatalf("status operator actions %+v (%v), want %+v", r.OperatorActions, r.OperatorActionsErr, actions)
+	}
+}
+
+// TestParkedReplayIsRecordedAsAnOperatorAction: a parked replay (with
+// nothing parked) is recorded with its actor and result.
+func TestParkedReplayIsRecordedAsAnOperatorAction(t *testing.T) {
+	ctx := context.Background()
+	p := newParkingPipeline(t)
+	if _, err := eventpipe.ParkedReplay(ctx, eventpipe.ParkedReplayConfig{Catalog: p.catalog, Endpoints: p.ep, Projection: "todos", Actor: "carol", Reason: "deployed 1.2"}); err != nil {
+		t.Fatal(err)
+	}
+	actions, err := eventpipe.OperatorActions(ctx, eventpipe.OperatorActionsConfig{Endpoints: p.ep})
+	if err != nil || len(actions) != 1 {
+		t.Fatalf("operator actions %+v, %v", actions, err)
+	}
+	if x := actions[0]; x.Action != eventpipe.ActionParkedReplay || x.Actor != "carol" || x.Target != "todos" || x.Reason != "deployed 1.2" || x.Result != "nothing parked" {
+		t.Fatalf("replay recorded as %+v", x)
+	}
+}
+
+// TestParkedSkipRefusesBadRequests: a search model or unknown name, no
+// aggregate id, no reason, each an *eventstore.ValidationError.
+func TestParkedSkipRefusesBadRequests(t *testing.T) {
+	a := eventstore.Ref{Type: todo.AggregateType, ID: "a"}
+	for name, cfg := range map[string]eventpipe.ParkedSkipConfig{
+		"search model": {Projection: "todos-search", Aggregate: a, Reason: "r"},
+		"unknown":      {Projection: "nope", Aggregate: a, Reason: "r"},
+		"no id":        {Projection: "todos", Aggregate: eventstore.Ref{Type: todo.AggregateType}, Reason: "r"},
+		"no reason":    {Projection: "todos", Aggregate: a, Reason: " "},
+	} {
+		_, err := eventpipe.ParkedSkip(context.Background(), cfg)
+		var ve *eventstore.ValidationError
+		if !errors.As(err, &ve) {
+			t.Errorf("%s: %v, want a ValidationError", name, err)
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package eventpipe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/poison"
+)
+
+// fragileHandler is a todo command handler with a bug while broken is
+// set: it panics on a todo titled "fragile", which poisons the command.
+type fragileHandler struct {
+	commands.Handler
+	broken *atomic.Bool
+	calls  *atomic.Int64
+}
+
+func (h fragileHandler) Handle(ctx context.Context, cmd commands.Command) (commands.Result, error) {
+	if strings.Contains(string(cmd.Payload), `"fragile"`) {
+		h.calls.Add(1)
+		if h.broken.Load() {
+			panic("fragile todo")
+		}
+	}
+	return h.Handler.Handle(ctx, cmd)
+}
+
+// fragileTodoCatalog is the todo domain with fragileHandler around every
+// handler.
+func fragileTodoCatalog(t *testing.T, broken *atomic.Bool, calls *atomic.Int64) *eventpipe.Catalog {
+	t.Helper()
+	d := todo.Domain()
+	newHandlers := d.NewHandlers
+	d.NewHandlers = func(store eventstore.Store, up *eventstore.Upcasters) ([]commands.Handler, error) {
+		hs, err := newHandlers(store, up)
+		for i := range hs {
+			hs[i] = fragileHandler{Handler: hs[i], broken: broken, calls: calls}
+		}
+		return hs, err
+	}
+	c := eventpipe.NewCatalog()
+	if err := c.AddDomain(d); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
+// runs the command handlers with a bug that poisons a CreateTodo titled
+// "fragile". PoisonList and PoisonShow show it on the handlers' poison
+// topic with its origin, reason and id; once the bug is fixed,
+// PoisonRedrive publishes it back to its commands topic, where the
+// running handlers create the todo; a second PoisonRedrive publishes
+// nothing and reports it already re-driven. The todo has one event, the
+// commands topic holds the command twice (the original and the one copy)
+// and both redrives are in OperatorActions.
+func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing(t *testing.T) {
+	ctx := context.Background()
+	ep := testEndpoints(t)
+	ep.Postgres = migratedPostgres(t)
+	group := testenv.UniqueName(t, "g")
+	var broken atomic.Bool
+	var calls atomic.Int64
+	broken.Store(true)
+	catalog := fragileTodoCatalog(t, &broken, &calls)
+	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, Catalog: catalog, ConsumerGroup: group, NoAuth: true,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.RunCommandHandlers(runCtx) }()
+	defer func() { cancel(); <-done }()
+
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	topics := bus.Topics{Prefix: ep.TopicPrefix}
+	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: ep.KafkaBrokers, Publisher: pub, Topics: topics, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+
+	id := testenv.UniqueName(t, "todo")
+	create := todoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: "fragile"}, nil)
+	if err := sender.Send(ctx, create); err != nil {
+		t.Fatal(err)
+	}
+	listCfg := eventpipe.PoisonListConfig{Catalog: catalog, Endpoints: ep, CommandGroup: group}
+	var msgs []eventpipe.PoisonMessage
+	waitUntil(t, "the command poisoned", func() (bool, string) {
+		msgs, err = eventpipe.PoisonList(ctx, listCfg)
+		return err == nil && len(msgs) == 1, fmt.Sprintf("poison list: %d messages, %v", len(msgs), err)
+	})
+	m := msgs[0]
+	if m.Topic != topics.Poison(group) || m.Owner != "command handlers" || m.UUID != create.ID || m.Origin().Topic != topics.Commands(todo.AggregateType) ||
+		!strings.Contains(m.Reason(), "fragile todo") || m.Redrive != nil || m.Age(time.Now()) < 0 {
+		t.Fatalf("poison message %+v (origin %+v, reason %q)", m, m.Origin(), m.Reason())
+	}
+	listCfg.Topic = strings.TrimPrefix(m.Topic, ep.TopicPrefix) // the name without the prefix does too
+	shown, err := eventpipe.PoisonShow(ctx, listCfg, eventpipe.PoisonPosition{Partition: eventpipe.AnyPartition, Offset: m.Offset})
+	if err != nil || shown.UUID != create.ID || string(shown.Payload) != string(m.Payload) {
+		t.Fatalf("PoisonShow = %+v, %v", shown, err)
+	}
+	if _, err := eventpipe.PoisonShow(ctx, listCfg, eventpipe.PoisonPosition{Partition: eventpipe.AnyPartition, Offset: m.Offset + 100}); !errors.Is(err, eventpipe.ErrPoisonNotFound) {
+		t.Fatalf("PoisonShow of a missing offset: %v, want ErrPoisonNotFound", err)
+	}
+	if evs := events(t, svc, todo.AggregateType, id); len(evs) != 0 {
+		t.Fatalf("the poisoned command appended %v", evs)
+	}
+
+	broken.Store(false) // the fix is deployed
+	redrive := eventpipe.PoisonRedriveConfig{Catalog: catalog, Endpoints: ep, CommandGroup: group, Topic: m.Topic,
+		Positions: []eventpipe.PoisonPosition{{Partition: m.Partition, Offset: m.Offset}}, Actor: "alice", Reason: "fragile todos fixed",
+		Logger: slog.New(slog.DiscardHandler)}
+	res, err := eventpipe.PoisonRedrive(ctx, redrive)
+	if err != nil || res.Count(poison.Redriven) != 1 || len(res.Results) != 1 || res.Results[0].Target != topics.Commands(todo.AggregateType) {
+		t.Fatalf("first redrive: %+v, %v", res, err)
+	}
+	waitUntil(t, "the re-driven command applied", func() (bool, string) {
+		evs := events(t, svc, todo.AggregateType, id)
+		return len(evs) == 1, fmt.Sprintf("events %v", evs)
+	})
+
+	again, err := eventpipe.PoisonRedrive(ctx, redrive)
+	if err != nil || again.Count(poison.AlreadyRedriven) != 1 || again.Results[0].By != "alice" {
+		t.Fatalf("second redrive: %+v, %v; want already re-driven by alice", again, err)
+	}
+	// A later command of the same todo, answered: everything before it on
+	// the partition was handled.
+	waitCtx, waitCancel := context.WithTimeout(ctx, time.Minute)
+	defer waitCancel()
+	if r, err := sender.SendAndWait(waitCtx, todoCmd(t, todo.UpdateTodo, id, todo.TodoData{Title: "after"}, ver(1))); err != nil || r.Status != commands.StatusAccepted || r.Version != 2 {
+		t.Fatalf("update after the redrives: %+v, %v", r, err)
+	}
+	if evs := events(t, svc, todo.AggregateType, id); len(evs) != 2 || evs[0].EventType != todo.TodoCreated {
+		t.Fatalf("events %v, want the create once and the update", evs)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("the fragile command reached its handler %d times, want 2 (poisoned, then re-driven once)", n)
+	}
+	onTopic, err := poison.Read(ctx, poison.ReadConfig{Brokers: ep.KafkaBrokers, Topic: topics.Commands(todo.AggregateType),
+		Match: func(c poison.Message) bool { return c.UUID == create.ID }})
+	if err != nil || len(onTopic) != 2 || onTopic[1].Metadata.Get(poison.KeyRedrivenFrom) != m.Ref.String() || onTopic[1].Key != id {
+		t.Fatalf("commands topic holds %+v, %v; want the command and one copy from %s", onTopic, err, m.Ref)
+	}
+
+	msgs, err = eventpipe.PoisonList(ctx, eventpipe.PoisonListConfig{Catalog: catalog, Endpoints: ep, CommandGroup: group})
+	if err != nil || len(msgs) != 1 || msgs[0].Redrive == nil || msgs[0].Redrive.State != "done" || msgs[0].Redrive.Actor != "alice" {
+		t.Fatalf("poison list after the redrive: %+v, %v", msgs, err)
+	}
+	actions, err := eventpipe.OperatorActions(ctx, eventpipe.OperatorActionsConfig{Endpoints: ep, Action: eventpipe.ActionPoisonRedrive})
+	if err != nil || len(actions) != 2 {
+		t.Fatalf("operator actions %+v, %v; want both redrives", actions, err)
+	}
+	if a := actions[1]; a.Actor != "alice" || a.Reason != "fragile todos fixed" || !strings.Contains(a.Target, m.Topic) || a.Result != "1 redriven" {
+		t.Fatalf("first redrive recorded as %+v", a)
+	}
+	if a := actions[0]; a.Result != "1 already re-driven" || a.ID <= actions[1].ID {
+		t.Fatalf("second redrive recorded as %+v", a)
+	}
+}
+
+// TestPoisonRedriveRefusesBadRequestsBeforeActing: no topic, both or
+// neither of offsets and all, a name that is no poison topic.
+func TestPoisonRedriveRefusesBadRequestsBeforeActing(t *testing.T) {
+	ep := testenv.Endpoints()
+	for name, cfg := range map[string]eventpipe.PoisonRedriveConfig{
+		"no topic": {Endpoints: ep, All: true},
+		"neither":  {Endpoints: ep, Topic: "poison.eventpipe-commands"},
+		"both":     {Endpoints: ep, Topic: "poison.eventpipe-commands", All: true, Positions: []eventpipe.PoisonPosition{{Offset: 1}}},
+	} {
+		_, err := eventpipe.PoisonRedrive(context.Background(), cfg)
+		var ve *eventstore.ValidationError
+		if !errors.As(err, &ve) {
+			t.Errorf("%s: %v, want a ValidationError", name, err)
+		}
+	}
+	_, err := eventpipe.PoisonList(context.Background(), eventpipe.PoisonListConfig{Endpoints: ep, Topic: "events.todo"})
+	var ve *eventstore.ValidationError
+	if !errors.As(err, &ve) {
+		t.Errorf("PoisonList of events.todo: %v, want a ValidationError", err)
+	}
+}

@@ -1,0 +1,15 @@
+package statuspage
+
+import "time"
+
+// OperatorAction is one recorded operator action (a poison redrive, a
+// parked replay or skip; see eventpipe.OperatorActions).
+type OperatorAction struct {
+	ID     int64     `json:"id"`
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
+	Target string    `json:"target"`
+	Reason string    `json:"reason,omitempty"`
+	Result string    `json:"result"`
+}
