@@ -466,6 +466,7 @@ func todoResource(srv *httpapi.Server, w *WriteSide) error {
 	return todoapi.Mount(srv, todoapi.Config{
 		Commands: w.Dispatcher,
 		States:   facet,
+		Records:  w.Store, // Idempotency-Key: claims and command records
 		List: func(ctx context.Context, after string, limit int) ([]readmodels.Todo, error) {
 			return readmodels.ListTodos(ctx, w.ReadModels(), after, limit)
 		},

@@ -29,11 +29,15 @@ import (
 
 // TestMain turns the test binary into a child process when a test
 // started it as one: a serve child (child_test.go), a saga child
-// (sagas_transfer_test.go) or a Kafka broker
+// (sagas_transfer_test.go), an analytics serve or aggregator child
+// (writeside_analytics_idempotent_test.go), an HTTP API child
+// (writeside_idempotency_test.go) or a Kafka broker
 // (the crash tests that run their own broker).
 func TestMain(m *testing.M) {
 	runServeChildIfRequested()
 	runSagaChildIfRequested()
+	runAnalyticsChildIfRequested()
+	runHTTPChildIfRequested()
 	testenv.RunChildIfRequested()
 	os.Exit(m.Run())
 }

@@ -14,6 +14,7 @@ import (
 // API is the part of *dynamodb.Client the store uses; tests may wrap it.
 type API interface {
 	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 }
@@ -68,6 +69,17 @@ type Config struct {
 	// WriteAttempts bounds the BatchWriteItem calls for one chunk of 25
 	// events while DynamoDB returns some of them unprocessed; default 8.
 	WriteAttempts int
+	// WriteConcurrency bounds the parallel conditional PutItem calls
+	// that write the events with an id of a batch (a client's EventID or
+	// one derived from an idempotency key); default 16.
+	WriteConcurrency int
+	// IdempotencyTTL is how long an idempotency key (IngestOptions) is
+	// remembered after its first use: a retry within it stores nothing
+	// twice, the same key with another batch is refused; after it the key
+	// is new again. Default 24 hours, at most MaxAge (the events of a
+	// replay are dated at the key's first use and must still be
+	// accepted).
+	IdempotencyTTL time.Duration
 	// BackoffBase and BackoffMax shape the wait before another attempt:
 	// BackoffBase doubled per attempt up to BackoffMax, of which a random
 	// half is added as jitter ([d/2, d]); defaults 50 ms and 5 s.
@@ -102,10 +114,12 @@ func (c *Config) setDefaults() {
 	def(&c.PageSize, 50)
 	def(&c.QueryConcurrency, 16)
 	def(&c.WriteAttempts, 8)
+	def(&c.WriteConcurrency, 16)
 	defDur(&c.EventTTL, 7*24*time.Hour)
 	defDur(&c.SessionTTL, 90*24*time.Hour)
 	defDur(&c.MaxClockSkew, 5*time.Minute)
 	defDur(&c.MaxAge, min(7*24*time.Hour, c.EventTTL))
+	defDur(&c.IdempotencyTTL, min(24*time.Hour, c.MaxAge))
 	defDur(&c.BackoffBase, 50*time.Millisecond)
 	defDur(&c.BackoffMax, 5*time.Second)
 	if c.Now == nil {
@@ -149,6 +163,10 @@ func (c Config) Validate() error {
 		return bad("QueryConcurrency", c.QueryConcurrency, "positive")
 	case c.WriteAttempts < 1:
 		return bad("WriteAttempts", c.WriteAttempts, "positive")
+	case c.WriteConcurrency < 1:
+		return bad("WriteConcurrency", c.WriteConcurrency, "positive")
+	case c.IdempotencyTTL <= 0 || c.IdempotencyTTL > c.MaxAge:
+		return bad("IdempotencyTTL", c.IdempotencyTTL, fmt.Sprintf("positive and at most MaxAge (%v)", c.MaxAge))
 	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
 		return bad("BackoffBase", c.BackoffBase, fmt.Sprintf("positive and at most BackoffMax (%v)", c.BackoffMax))
 	}

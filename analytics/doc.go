@@ -11,6 +11,15 @@
 //	SOURCE#<id>            SESSION#<sessionId>                  a session; with a user, gsi1pk USER#<userId> and gsi1sk SESSION#<sessionId>; ttl 90 days
 //	SOURCE#<id>            AGG#hourly#<YYYY-MM-DDTHH:00:00Z>    the aggregation of one UTC hour
 //	SOURCE#<id>            AGG#daily#<YYYY-MM-DD>               the aggregation of one UTC day
+//	SOURCE#<id>            IDEMPOTENCY#<key>                    an idempotency key: fingerprint, firstUsedAt; ttl = first use + Config.IdempotencyTTL
+//
+// An event with an id — the client's EventID, or one derived from an
+// idempotency key — is on the shard its id hashes to (FNV-1a of the id
+// modulo Config.Shards; keep Shards while such events may be sent again)
+// and written only if its item does not exist, so it is stored, and
+// counted by the aggregation consumer, once however often it is
+// ingested. An event without one gets a new ULID and a random shard
+// each time and is not deduplicated (see IngestBatch).
 //
 // An event item holds sourceId (S), shard (N), eventId (S, a ULID whose
 // time is createdAt), type, sessionId, userId, url, referrer, userAgent
@@ -37,7 +46,8 @@
 //
 // Access patterns:
 //
-//	AP1 ingest events               BatchWriteItem, a random shard per event    Store.Ingest
+//	AP1 ingest events               conditional PutItem (events with an id) or  Store.IngestBatch, Store.Ingest
+//	                                BatchWriteItem (the others)
 //	AP2 a session's events          one Query per shard in parallel, filtered   Store.SessionEvents
 //	AP3 a session                   GetItem                                     Store.Session
 //	AP4 a source's recent sessions  Query SESSION#, descending                  Store.RecentSessions

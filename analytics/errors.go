@@ -3,6 +3,7 @@ package analytics
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -25,14 +26,15 @@ func invalid(field, format string, args ...any) *eventstore.ValidationError {
 	return &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// WriteError says an Ingest stored only some of its events: a
-// BatchWriteItem call failed, DynamoDB still returned unprocessed items
-// after Config.WriteAttempts attempts, or the context ended while backing
-// off. Ingest returns the events that were written along with it.
+// WriteError says an Ingest or IngestBatch stored only some of its
+// events: a BatchWriteItem or PutItem call failed, DynamoDB still
+// returned unprocessed items after Config.WriteAttempts attempts, or the
+// context ended. Ingest returns the events that were written along with
+// it, IngestBatch the result of every event.
 type WriteError struct {
-	// Written and NotWritten count the batch's events. An event of a
-	// request that failed in flight counts as not written although
-	// DynamoDB may have stored it.
+	// Written and NotWritten count the batch's events (a duplicate
+	// counts as written). An event of a request that failed in flight
+	// counts as not written although DynamoDB may have stored it.
 	Written, NotWritten int
 	// Unwritten are the indexes, in the Ingest input, of the events not
 	// written, in ascending order.
@@ -46,6 +48,19 @@ func (e *WriteError) Error() string {
 }
 
 func (e *WriteError) Unwrap() error { return e.Err }
+
+// KeyReuseError says an idempotency key was used before with another
+// batch (draft-ietf-httpapi-idempotency-key-header: 422). Nothing was
+// stored.
+type KeyReuseError struct {
+	SourceID, Key string
+	// FirstUsed is when the key was first used.
+	FirstUsed time.Time
+}
+
+func (e *KeyReuseError) Error() string {
+	return fmt.Sprintf("idempotency key %q of source %s was used at %s with another batch", e.Key, e.SourceID, formatTime(e.FirstUsed))
+}
 
 // validID checks an id that becomes part of a key: present unless
 // optional, at most max bytes of UTF-8, no '#'.

@@ -44,6 +44,10 @@ const (
 	AttrEvents      = "events"
 	AttrPageViews   = "pageViews"
 	AttrSessions    = "sessions"
+	// AttrFingerprint and AttrFirstUsedAt are an idempotency key's: the
+	// hex SHA-256 of its batch and when it was first used (RFC 3339).
+	AttrFingerprint = "fingerprint"
+	AttrFirstUsedAt = "firstUsedAt"
 )
 
 // Attributes the aggregation consumer writes. An aggregation item holds
@@ -71,6 +75,7 @@ const (
 	SKEventPrefix       = "EVENT#"
 	SKSessionPrefix     = "SESSION#"
 	SKAggregationPrefix = "AGG#"
+	SKIdempotencyPrefix = "IDEMPOTENCY#"
 	prefixSource        = "SOURCE#"
 	infixShard          = "#SHARD#"
 	prefixUser          = "USER#"
@@ -105,6 +110,12 @@ func SourceKey(sourceID string) string { return prefixSource + sourceID }
 // EventKey is the key of a raw event in shard shard of its source.
 func EventKey(sourceID string, shard int, eventID string) Key {
 	return Key{PK: SourceKey(sourceID) + infixShard + strconv.Itoa(shard), SK: SKEventPrefix + eventID}
+}
+
+// IdempotencyKeyKey is the key of the item that remembers an
+// idempotency key of a source (IngestOptions.IdempotencyKey).
+func IdempotencyKeyKey(sourceID, key string) Key {
+	return Key{PK: SourceKey(sourceID), SK: SKIdempotencyPrefix + key}
 }
 
 // SessionKey is the key of a session. Its SK is also the session's gsi1sk.

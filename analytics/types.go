@@ -5,6 +5,16 @@ import "time"
 // EventInput is one event to ingest. Its JSON form is what
 // Config.MaxEventBytes measures.
 type EventInput struct {
+	// EventID is the client's id of the event, a ULID (26 characters of
+	// Crockford base 32, any case; stored upper case). With one, the
+	// event is stored and counted once however often it is ingested:
+	// its shard is derived from the id and it is written only if that
+	// item does not exist yet, so a repeat is reported as
+	// StatusDuplicate. Its time should be the event's: without
+	// CreatedAt, createdAt is the id's time. Optional: without one the
+	// store makes an id (or derives one from IngestOptions.IdempotencyKey)
+	// and, without a key, ingesting the event again stores it again.
+	EventID string `json:"eventId,omitempty"`
 	// Type names what happened: a lowercase letter, then up to 63
 	// lowercase letters, digits or underscores ("page_view", "click").
 	// Required.
@@ -86,4 +96,49 @@ type Aggregation struct {
 	// so that buckets can be merged: the union of a day's hours counts
 	// the same users as the day. Nil when the bucket has no users.
 	UsersSketch []byte `json:"usersSketch,omitempty"`
+}
+
+// IngestOptions are the options of Store.IngestBatch.
+type IngestOptions struct {
+	// IdempotencyKey makes a batch safe to retry (the Idempotency-Key
+	// header of draft-ietf-httpapi-idempotency-key-header): each event
+	// without an EventID gets an id derived from (source, key, index in
+	// the batch) and the time of the first ingestion of the key, so a
+	// retry of the same batch writes the same items, which exist. The
+	// store keeps a fingerprint of the batch under the key for
+	// Config.IdempotencyTTL; the same key with another batch is a
+	// *KeyReuseError and nothing is stored. 1–255 printable ASCII
+	// characters. Empty: no key.
+	IdempotencyKey string
+}
+
+// Status is what IngestBatch did with one event.
+type Status string
+
+// The statuses of an ingested event.
+const (
+	// StatusStored: the event was written by this call or, for an id
+	// derived from an idempotency key, by an earlier call with the same
+	// key and batch (a replay answers as the first call did).
+	StatusStored Status = "stored"
+	// StatusDuplicate: an event with the client's EventID was already
+	// stored (by an earlier call, or earlier in this batch); it was not
+	// written again and is not counted again.
+	StatusDuplicate Status = "duplicate"
+	// StatusFailed: the event may not be stored (DynamoDB failed, or the
+	// context ended); ingesting it again is safe when it has an id.
+	StatusFailed Status = "failed"
+)
+
+// Result is the outcome for the event at the same index of an
+// IngestBatch input.
+type Result struct {
+	// Event is the event as it was (or would have been) stored; for a
+	// duplicate, its id and shard are the stored item's, its other
+	// fields are this call's input.
+	Event Event
+	// Status says whether the event is in the table.
+	Status Status
+	// Err is why it failed (StatusFailed only).
+	Err error
 }

@@ -4,6 +4,7 @@
 package analyticsapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,10 +42,23 @@ type eventRequest struct {
 	CreatedAt string `json:"createdAt,omitempty"`
 }
 
-// Ingested is the answer to POST /sources/{id}/events: the stored events
-// in request order.
+// Ingested is the answer to POST /sources/{id}/events: 201 when every
+// event is in the table (stored now or a duplicate), 503 with Code and
+// Message set when some failed.
 type Ingested struct {
+	// Code and Message are set on a 503 only: "partially_stored" when
+	// some events are in the table, "unavailable" when none is.
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Events are the events that are in the table, in request order:
+	// on a 201 every event of the request.
 	Events []IngestedEvent `json:"events"`
+	// Results has one entry per event of the request, in its order.
+	Results []EventResult `json:"results"`
+	// Stored, Duplicates and Failed count Results by status.
+	Stored     int `json:"stored"`
+	Duplicates int `json:"duplicates"`
+	Failed     int `json:"failed"`
 }
 
 // IngestedEvent is where one event was stored.
@@ -52,6 +66,18 @@ type IngestedEvent struct {
 	EventID   string    `json:"eventId"`
 	Shard     int       `json:"shard"`
 	CreatedAt time.Time `json:"createdAt"`
+}
+
+// EventResult is what became of the event at Index of the request:
+// Status "stored" (written, or for an Idempotency-Key batch written by
+// an earlier post of it), "duplicate" (its eventId was stored before; not
+// written or counted again) or "failed" (Error says why; post it again —
+// with an eventId or Idempotency-Key that is safe).
+type EventResult struct {
+	Index int `json:"index"`
+	IngestedEvent
+	Status analytics.Status `json:"status"`
+	Error  string           `json:"error,omitempty"`
 }
 
 // Events is the body of GET /sources/{id}/sessions/{sessionId}/events.
@@ -76,6 +102,7 @@ type Aggregations struct {
 // Mount mounts the analytics API on srv:
 //
 //	POST /sources/{id}/events                      one event, or {"events":[…]}: 201 + Ingested
+//	                                               (optional header Idempotency-Key)
 //	GET  /sources/{id}/sessions/{sessionId}/events  the session's events in ULID order (AP2)
 //	GET  /sources/{id}/sessions/{sessionId}         the session (AP3); 404 if unknown
 //	GET  /sources/{id}/sessions?limit=&cursor=      recent sessions first (AP4)
@@ -86,13 +113,39 @@ type Aggregations struct {
 //	                                               the buckets from..to inclusive, oldest first
 //	                                               (AP7; RFC 3339 times or YYYY-MM-DD days)
 //
-// An event is {"type", "sessionId", "userId", "url", "referrer",
-// "properties", "userAgent", "createdAt"} (see analytics.EventInput;
-// createdAt RFC 3339, default now). A body that does not parse, or has
-// an unknown field, answers 400 "malformed_json" (as
-// httpapi.DecodeJSON does); invalid input 400 "invalid" with a message
-// naming the field and, in a batch, the event's index; a body over the
-// server's limit 413; a failure of DynamoDB 503 "unavailable".
+// An event is {"eventId", "type", "sessionId", "userId", "url",
+// "referrer", "properties", "userAgent", "createdAt"} (see
+// analytics.EventInput; createdAt RFC 3339, default now, or the
+// eventId's time).
+//
+// Retries: an event with an "eventId" (a ULID the client makes) is stored
+// and counted once however often, and however batched, it is posted; a
+// repeat is reported with status "duplicate". A batch posted with an
+// Idempotency-Key header (1–255 printable ASCII characters, quoted as
+// the IETF draft's sf-string or not) gives each event without an eventId
+// an id derived from (source, key, index), dated at its createdAt or the
+// key's first use, so posting the same body with the same key again
+// within 24 hours (analytics.Config.IdempotencyTTL) stores nothing twice
+// and answers as the first post did; the same key with another body
+// answers 422 "idempotency_key_reused" and stores nothing. Without an
+// eventId or a key, every post stores its events again: a retry may
+// double count.
+//
+// The answer to a POST is an Ingested: "results" has, per event of the
+// request, its index, eventId, shard, createdAt and status ("stored",
+// "duplicate" or "failed" with an "error"), with "stored", "duplicates"
+// and "failed" counting them, and "events" lists the events in the
+// table. It is 201 when none failed; when some did (DynamoDB failed or
+// the request ended mid-way), 503 with code "partially_stored" ("unavailable"
+// when no event is in the table), the same body and Retry-After: 1 — the failed events may or may not be stored,
+// so post them again, safely if they have ids.
+//
+// A body that does not parse, or has an unknown field, answers 400
+// "malformed_json" (as httpapi.DecodeJSON does); invalid input (an
+// eventId that is not a ULID, a bad Idempotency-Key included) 400
+// "invalid" with a message naming the field and, in a batch, the event's
+// index; a body over the server's limit 413; a failure of DynamoDB before
+// anything was written 503 "unavailable".
 func Mount(srv *httpapi.Server, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -132,17 +185,57 @@ func (h *api) ingest(w http.ResponseWriter, r *http.Request) {
 			in[i].CreatedAt = &t
 		}
 	}
-	events, err := h.store.Ingest(r.Context(), r.PathValue("id"), in)
+	// The key is the batch's, per source (the store keeps it under the
+	// source), not per caller.
+	key, _, err := httpapi.ParseIdempotencyKey(r, "")
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	out := Ingested{Events: make([]IngestedEvent, len(events))}
-	for i, e := range events {
-		out.Events[i] = IngestedEvent{EventID: e.EventID, Shard: e.Shard, CreatedAt: e.CreatedAt}
+	opts := analytics.IngestOptions{IdempotencyKey: key.Key}
+	results, err := h.store.IngestBatch(r.Context(), r.PathValue("id"), in, opts)
+	if results == nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := Ingested{Events: []IngestedEvent{}, Results: make([]EventResult, len(results))}
+	for i, res := range results {
+		e := IngestedEvent{EventID: res.Event.EventID, Shard: res.Event.Shard, CreatedAt: res.Event.CreatedAt}
+		out.Results[i] = EventResult{Index: i, IngestedEvent: e, Status: res.Status}
+		switch res.Status {
+		case analytics.StatusFailed:
+			out.Failed++
+			out.Results[i].Error = "not stored: the analytics table could not be written"
+			if errors.Is(res.Err, context.Canceled) || errors.Is(res.Err, context.DeadlineExceeded) {
+				out.Results[i].Error = "not stored: the request ended first"
+			}
+			continue
+		case analytics.StatusDuplicate:
+			out.Duplicates++
+		default:
+			out.Stored++
+		}
+		out.Events = append(out.Events, e)
+	}
+	if err != nil {
+		h.logger.ErrorContext(r.Context(), "analytics ingestion partly failed", "path", r.URL.Path,
+			"stored", out.Stored, "duplicates", out.Duplicates, "failed", out.Failed, "err", err)
+		out.Code = "partially_stored"
+		if len(out.Events) == 0 {
+			out.Code = "unavailable"
+		}
+		out.Message = fmt.Sprintf("%d of %d events were not stored (see results); post them again", out.Failed, len(results))
+		w.Header().Set("Retry-After", "1")
+		httpapi.WriteJSON(w, http.StatusServiceUnavailable, out)
+		return
 	}
 	httpapi.WriteJSON(w, http.StatusCreated, out)
 }
+
+// HeaderIdempotencyKey is the request header that makes an ingestion
+// safe to retry (draft-ietf-httpapi-idempotency-key-header), parsed as
+// httpapi.ParseIdempotencyKey does for every API.
+const HeaderIdempotencyKey = httpapi.IdempotencyKeyHeader
 
 // decodeEvents reads a POST body: one event, or {"events":[…]}. It
 // writes the error answer and returns false when the body does not
@@ -294,7 +387,8 @@ func timeParam(v, name string) (time.Time, error) {
 
 // fail answers err: 400 for a *eventstore.ValidationError (its message
 // prefixed with the event's index when it is about one event of a
-// batch), 503 otherwise (DynamoDB could not be read or written; logged).
+// batch), 422 for a reused idempotency key, 503 otherwise (DynamoDB could
+// not be read or written; logged).
 func (h *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ve *eventstore.ValidationError
 	if errors.As(err, &ve) {
@@ -305,11 +399,11 @@ func (h *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		httpapi.WriteError(w, http.StatusBadRequest, "invalid", msg)
 		return
 	}
-	h.logger.ErrorContext(r.Context(), "analytics request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	msg := "the analytics table cannot be read or written now"
-	var we *analytics.WriteError
-	if errors.As(err, &we) {
-		msg = fmt.Sprintf("%d of %d events were not written (the others were stored): %s", we.NotWritten, we.Written+we.NotWritten, msg)
+	var reuse *analytics.KeyReuseError
+	if errors.As(err, &reuse) {
+		httpapi.WriteError(w, http.StatusUnprocessableEntity, "idempotency_key_reused", reuse.Error())
+		return
 	}
-	httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", msg)
+	h.logger.ErrorContext(r.Context(), "analytics request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the analytics table cannot be read or written now")
 }

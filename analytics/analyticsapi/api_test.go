@@ -163,6 +163,8 @@ func TestPostRefusesBadBodiesAndStoresNothing(t *testing.T) {
 		{"missing sessionId", "/sources/site/events", `{"type":"click"}`, 400, "invalid", "sessionId"},
 		{"missing sessionId in a batch", "/sources/site/events", `{"events":[{"type":"click","sessionId":"s"},{"type":"click","sessionId":"s"},{"type":"click"}]}`, 400, "invalid", "event 2: invalid sessionId"},
 		{"empty batch", "/sources/site/events", `{"events":[]}`, 400, "invalid", "events"},
+		{"eventId not a ULID", "/sources/site/events", `{"eventId":"evt-1","type":"click","sessionId":"s"}`, 400, "invalid", "eventId"},
+		{"eventId not a ULID in a batch", "/sources/site/events", `{"events":[{"type":"click","sessionId":"s"},{"eventId":"01ARZ3NDEKTSV4RRFFQ69G5FAU","type":"click","sessionId":"s"}]}`, 400, "invalid", "event 1: invalid eventId"},
 		{"bad createdAt", "/sources/site/events", `{"type":"click","sessionId":"s","createdAt":"yesterday"}`, 400, "invalid", "createdAt"},
 		{"far-future createdAt", "/sources/site/events", `{"type":"click","sessionId":"s","createdAt":"2999-01-01T00:00:00Z"}`, 400, "invalid", "createdAt"},
 		{"source with #", "/sources/a%23b/events", `{"type":"click","sessionId":"s"}`, 400, "invalid", "sourceId"},

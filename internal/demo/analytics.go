@@ -190,8 +190,8 @@ func (s *scenario) analyticsChapter(ctx context.Context, n *narrator) error {
 		ids[i] = fmt.Sprintf("%s (%s)", us.SessionID, count(int(us.EventCount), "event"))
 	}
 	n.line("GET /users/%s/sessions → %s: her visits, from the by-user index; s1 was 90 minutes ago, in an earlier hour", s.id("ann"), strings.Join(ids, ", "))
-	n.line("ben's %d events are his 3 posted twice: ingestion does not deduplicate a retried POST (each copy gets", wantSessions["s3"].Events)
-	n.line("an id of its own); the aggregator drops only copies of one stored event that the relay delivers again")
+	n.line("ben's %d events are his 3 posted twice without eventIds or an Idempotency-Key: such a retried POST is stored", wantSessions["s3"].Events)
+	n.line("again (each copy gets an id of its own); with client eventIds or an Idempotency-Key a retry stores nothing twice")
 
 	n.line("order roll-up (Postgres, GET /orders/rollups?period=hourly): every order of the hour, not only this run's:")
 	added := rollup.Measures{}

@@ -6,6 +6,7 @@ package todoapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,9 +24,11 @@ import (
 )
 
 // Dispatcher runs a command in-process and returns its result
-// (*commands.Dispatcher does). The API makes a fresh command id per
-// request, which nothing can send again, so it dispatches with
-// DispatchFresh: a request that is not accepted writes nothing.
+// (*commands.Dispatcher does). The API dispatches with DispatchFresh: a
+// request that is not accepted writes no command record. Its command id
+// is fresh per request, or, with an Idempotency-Key, derived from the
+// key: then the request's answer is replayed from the accepted command's
+// record, and a refusal, which is not recorded, is decided again.
 type Dispatcher interface {
 	DispatchFresh(ctx context.Context, cmd commands.Command) (commands.Result, error)
 }
@@ -44,6 +47,9 @@ type Config struct {
 	States Reader
 	// List reads pages of the todos read model for GET /todo. Required.
 	List Lister
+	// Records reads and writes the event store's command records, for
+	// requests with an Idempotency-Key (the event store). Required.
+	Records CommandRecords
 	// Search reads the todos' Elasticsearch read model for
 	// GET /todo/search and GET /todo/{id}?read=search (default: those
 	// answer 404).
@@ -70,6 +76,8 @@ func (c Config) Validate() error {
 		return errors.New("todoapi: Config.States is nil")
 	case c.List == nil:
 		return errors.New("todoapi: Config.List is nil")
+	case c.Records == nil:
+		return errors.New("todoapi: Config.Records is nil")
 	}
 	return nil
 }
@@ -121,6 +129,17 @@ func (r todoRequest) view(id string, version int64) View {
 // creation (the reference numbers the creating event 0), one more with
 // every change. Writes go through the same command handlers as the bus,
 // with the If-Match version as the command's expected version.
+//
+// Every write (POST /todo, PUT, POST and DELETE /todo/{id}) takes an
+// optional Idempotency-Key header (draft-ietf-httpapi-idempotency-key-
+// header), scoped to the authenticated subject: a retry with the same key,
+// method, path and body gets the first attempt's answer (status, body,
+// ETag, Location) without running the command again, even when the
+// server died between the append and the answer; the same key with
+// another request is 422 (CodeKeyReused), while the first is still being
+// handled by this process 409 (CodeKeyInUse), and an invalid key 400
+// (CodeInvalidKey). A create without an id in its body then creates the
+// todo whose id is derived from the key. See docs/commands.md.
 func Mount(srv *httpapi.Server, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -128,7 +147,7 @@ func Mount(srv *httpapi.Server, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	h := &todoAPI{d: cfg.Commands, r: cfg.States, list: cfg.List, searcher: cfg.Search, policy: cfg.Policy, logger: cfg.Logger}
+	h := &todoAPI{d: cfg.Commands, r: cfg.States, list: cfg.List, records: cfg.Records, searcher: cfg.Search, policy: cfg.Policy, logger: cfg.Logger}
 	read := func(next http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if auth.RequireRead(w, r, h.policy, Resource) {
@@ -154,26 +173,48 @@ type todoAPI struct {
 	d        Dispatcher
 	r        Reader
 	list     Lister
+	records  CommandRecords
+	inflight httpapi.InFlight
 	searcher Searcher
 	policy   *auth.Policy
 	logger   *slog.Logger
 }
 
+// keyedTodoPurpose derives the id of a todo created with an
+// Idempotency-Key and no id in its body.
+const keyedTodoPurpose = "todo id"
+
 func (h *todoAPI) create(w http.ResponseWriter, r *http.Request) {
+	key, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
 	var req todoRequest
 	if !httpapi.DecodeJSON(w, r, &req) {
 		return
 	}
-	if req.ID == "" {
+	body := canonical(req)
+	switch {
+	case req.ID != "":
+	case key != nil:
+		req.ID = key.Derive(keyedTodoPurpose)
+	default:
 		req.ID = ulid.Make().String()
 	}
 	zero := int64(0)
-	res, ok := h.run(w, r, todo.CreateTodo, req.ID, &zero, req.data())
-	if !ok {
-		return
-	}
-	w.Header().Set("Location", "/todo/"+req.ID)
-	writeTodo(w, http.StatusCreated, req.view(req.ID, res.Version))
+	h.write(w, r, key, writeOp{typ: todo.CreateTodo, id: req.ID, expected: &zero, payload: req.data(), body: body,
+		answer: func(w http.ResponseWriter, version int64) {
+			w.Header().Set("Location", "/todo/"+req.ID)
+			writeTodo(w, http.StatusCreated, req.view(req.ID, version))
+		}})
+}
+
+// canonical is the request body as the fingerprint of an Idempotency-Key
+// sees it: decoded, then encoded again, so that spacing, field order and
+// fields given their default value do not count.
+func canonical(req todoRequest) []byte {
+	b, _ := json.Marshal(req) // a struct of strings and a bool always encodes
+	return b
 }
 
 func (h *todoAPI) get(w http.ResponseWriter, r *http.Request) {
@@ -202,6 +243,10 @@ func (h *todoAPI) get(w http.ResponseWriter, r *http.Request) {
 
 func (h *todoAPI) update(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	key, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
 	version, ok := ifMatch(w, r)
 	if !ok {
 		return
@@ -214,38 +259,57 @@ func (h *todoAPI) update(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, http.StatusBadRequest, "invalid", "body id differs from the URL")
 		return
 	}
-	res, ok := h.run(w, r, todo.UpdateTodo, id, &version, req.data())
-	if !ok {
-		return
-	}
-	writeTodo(w, http.StatusOK, req.view(id, res.Version))
+	// The If-Match version is part of the fingerprint: a retry must send
+	// the version its first attempt sent, not the one that attempt made.
+	h.write(w, r, key, writeOp{typ: todo.UpdateTodo, id: id, expected: &version, payload: req.data(),
+		body:   append(canonical(req), etag(version)...),
+		answer: func(w http.ResponseWriter, v int64) { writeTodo(w, http.StatusOK, req.view(id, v)) }})
 }
 
 func (h *todoAPI) remove(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	key, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
 	version, ok := ifMatch(w, r)
 	if !ok {
 		return
 	}
-	res, ok := h.run(w, r, todo.DeleteTodo, id, &version, struct{}{})
-	if !ok {
-		return
+	h.write(w, r, key, writeOp{typ: todo.DeleteTodo, id: id, expected: &version, payload: struct{}{}, body: []byte(etag(version)),
+		answer: func(w http.ResponseWriter, v int64) {
+			w.Header().Set("ETag", etag(v))
+			w.WriteHeader(http.StatusNoContent)
+		}})
+}
+
+// authorized asks the Policy, when there is one, whether the caller may
+// send typ, writing 401 or 403 when not.
+func (h *todoAPI) authorized(w http.ResponseWriter, r *http.Request, typ string) bool {
+	return auth.RequireCommand(w, r, h.policy, typ)
+}
+
+// subject is the verified subject of the request ("" when anonymous).
+func subject(r *http.Request) string {
+	if caller, ok := auth.FromContext(r.Context()); ok {
+		return caller.Subject
 	}
-	w.Header().Set("ETag", etag(res.Version))
-	w.WriteHeader(http.StatusNoContent)
+	return ""
 }
 
 // run dispatches one todo command and writes the error response when it
-// did not succeed. With a Policy, it first asks it whether the caller may
-// send typ; the verified subject, if any, becomes the command's actor.
-func (h *todoAPI) run(w http.ResponseWriter, r *http.Request, typ, id string, expected *int64, payload any) (commands.Result, bool) {
-	if !auth.RequireCommand(w, r, h.policy, typ) {
-		return commands.Result{}, false
-	}
+// did not succeed; the caller asked the Policy (authorized). The verified
+// subject, if any, becomes the command's actor. commandID, when set (an
+// Idempotency-Key's), is the command's id and correlation id instead of a
+// fresh ULID.
+func (h *todoAPI) run(w http.ResponseWriter, r *http.Request, typ, id, commandID string, expected *int64, payload any) (commands.Result, bool) {
 	cmd, err := commands.NewJSON(typ, todo.AggregateType, id, payload)
 	if err != nil {
 		httpapi.WriteError(w, http.StatusBadRequest, "invalid", err.Error())
 		return commands.Result{}, false
+	}
+	if commandID != "" {
+		cmd.ID, cmd.CorrelationID = commandID, commandID
 	}
 	cmd.ExpectedVersion = expected
 	cmd.IP = clientIP(r)
@@ -261,14 +325,25 @@ func (h *todoAPI) run(w http.ResponseWriter, r *http.Request, typ, id string, ex
 		httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	case res.Status == commands.StatusAccepted:
 		return res, true
-	case res.Status == commands.StatusConflict:
-		httpapi.WriteError(w, http.StatusConflict, "conflict", res.Reason)
-	case res.Status == commands.StatusNotFound:
-		httpapi.WriteError(w, http.StatusNotFound, "not_found", res.Reason)
 	default:
-		httpapi.WriteError(w, http.StatusUnprocessableEntity, string(res.Status), res.Reason)
+		writeRefusal(w, string(res.Status), res.Reason)
 	}
 	return res, false
+}
+
+// writeRefusal answers a command's refusal: conflict 409, not found 404,
+// invalid 400, any other (rejected) 422.
+func writeRefusal(w http.ResponseWriter, status, reason string) {
+	switch commands.Status(status) {
+	case commands.StatusConflict:
+		httpapi.WriteError(w, http.StatusConflict, "conflict", reason)
+	case commands.StatusNotFound:
+		httpapi.WriteError(w, http.StatusNotFound, "not_found", reason)
+	case commands.StatusInvalid:
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid", reason)
+	default:
+		httpapi.WriteError(w, http.StatusUnprocessableEntity, status, reason)
+	}
 }
 
 // ifMatch parses If-Match: "<version>"; missing is 428, malformed 400.

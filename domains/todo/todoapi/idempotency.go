@@ -1,0 +1,162 @@
+package todoapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/httpapi"
+)
+
+// CommandRecords reads and writes the event store's command records
+// (COMMAND#<id>); *eventstore/dynamodb.Store does. The API uses them for
+// Idempotency-Key: CommandResult finds the answer of a key's command, and
+// RecordRefusal writes a key's claim with a condition that the first
+// writer wins.
+type CommandRecords interface {
+	CommandResult(ctx context.Context, ref eventstore.Ref, commandID string) (eventstore.AppendResult, error)
+	RecordRefusal(ctx context.Context, ref eventstore.Ref, commandID string, r eventstore.Refusal) (eventstore.AppendResult, error)
+}
+
+// KeyAggregateType is the aggregate type of the partitions that hold the
+// claims of Idempotency-Keys: one partition per scoped key
+// (IdempotencyKey.ID), holding only the COMMAND# record of the key's
+// claim. No events are ever appended to them.
+const KeyAggregateType = "idempotency-key"
+
+// claimStatus is the status of a key's claim record. Its reason is
+// "<fingerprint> <method> <path>".
+const claimStatus = "idempotency_key_claimed"
+
+// Problem codes of the Idempotency-Key answers.
+const (
+	// CodeInvalidKey (400): the header is not a valid key.
+	CodeInvalidKey = "invalid_idempotency_key"
+	// CodeKeyInUse (409): a request with the same key is still being
+	// handled.
+	CodeKeyInUse = "idempotency_key_in_use"
+	// CodeKeyReused (422): the key was first used for another request
+	// (another method, path or body).
+	CodeKeyReused = "idempotency_key_reused"
+)
+
+// idempotencyKey parses the request's Idempotency-Key, scoped to the
+// caller's subject, writing 400 when it is invalid. ok is false when the
+// response was written; key is nil without the header.
+func idempotencyKey(w http.ResponseWriter, r *http.Request) (key *httpapi.IdempotencyKey, ok bool) {
+	k, present, err := httpapi.ParseIdempotencyKey(r, subject(r))
+	if err != nil {
+		httpapi.WriteError(w, http.StatusBadRequest, CodeInvalidKey, err.Error())
+		return nil, false
+	}
+	if !present {
+		return nil, true
+	}
+	return &k, true
+}
+
+// claim makes fingerprint the key's request, or checks that it is the
+// one the key was claimed for. It writes the answer (422, 503) and
+// returns false when the request must not go on.
+func (h *todoAPI) claim(w http.ResponseWriter, r *http.Request, key httpapi.IdempotencyKey, fingerprint string) bool {
+	ref := eventstore.Ref{Type: KeyAggregateType, ID: key.ID()}
+	_, err := h.records.RecordRefusal(r.Context(), ref, key.CommandID(), eventstore.Refusal{
+		Status: claimStatus, Reason: fingerprint + " " + r.Method + " " + r.URL.Path,
+	})
+	var prior *eventstore.RefusedCommandError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &prior) && prior.Refusal.Status == claimStatus:
+		first, _, _ := strings.Cut(prior.Refusal.Reason, " ")
+		if first == fingerprint {
+			return true
+		}
+		_, firstRequest, _ := strings.Cut(prior.Refusal.Reason, " ")
+		h.logger.Info("idempotency key reused for another request", "subject", key.Subject, "key_id", key.ID(),
+			"first", firstRequest, "method", r.Method, "path", r.URL.Path)
+		httpapi.WriteError(w, http.StatusUnprocessableEntity, CodeKeyReused, fmt.Sprintf(
+			"Idempotency-Key %q was first used for another request (%s): a key may only be retried with the same method, path and body",
+			key.Key, firstRequest))
+		return false
+	case errors.As(err, &prior):
+		httpapi.WriteError(w, http.StatusInternalServerError, "internal", fmt.Sprintf("claim of Idempotency-Key: unexpected record: %v", err))
+		return false
+	default:
+		httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+		return false
+	}
+}
+
+// writeOp is one write request: the command it dispatches and how its
+// acceptance is answered.
+type writeOp struct {
+	typ      string
+	id       string
+	expected *int64
+	payload  any
+	// body is the canonical request body the fingerprint covers.
+	body []byte
+	// answer writes the success answer for the todo's version after the
+	// command; it is a function of the request and that version only, so
+	// a replay from the command record answers what the first attempt
+	// answered.
+	answer func(w http.ResponseWriter, version int64)
+}
+
+// write runs op once the Policy allows the caller to send its command
+// type. Without a key it dispatches a fresh command. With one it
+// refuses a key in flight in this process (409), claims the key for this
+// request's fingerprint (422 if claimed for another), replays the answer
+// of the key's command when the event store recorded it, and otherwise
+// dispatches the command under the key's command id, so that the store
+// appends it at most once however often the request is retried.
+func (h *todoAPI) write(w http.ResponseWriter, r *http.Request, key *httpapi.IdempotencyKey, op writeOp) {
+	if !h.authorized(w, r, op.typ) {
+		return
+	}
+	commandID := ""
+	if key != nil {
+		if err := (eventstore.Ref{Type: todo.AggregateType, ID: op.id}).Validate(); err != nil {
+			httpapi.WriteError(w, http.StatusBadRequest, "invalid", err.Error())
+			return
+		}
+		release, ok := h.inflight.Acquire(*key)
+		if !ok {
+			httpapi.WriteError(w, http.StatusConflict, CodeKeyInUse, fmt.Sprintf("a request with Idempotency-Key %q is still being handled; retry later", key.Key))
+			return
+		}
+		defer release()
+		if !h.claim(w, r, *key, httpapi.Fingerprint(r.Method, r.URL.Path, op.body)) {
+			return
+		}
+		commandID = key.CommandID()
+		ref := eventstore.Ref{Type: todo.AggregateType, ID: op.id}
+		prior, err := h.records.CommandResult(r.Context(), ref, commandID)
+		var refused *eventstore.RefusedCommandError
+		var invalid *eventstore.ValidationError
+		switch {
+		case err == nil:
+			h.logger.Debug("idempotent request replayed", "command_id", commandID, "aggregate", ref.String(), "version", prior.LastSeq)
+			op.answer(w, prior.LastSeq)
+			return
+		case errors.As(err, &refused):
+			writeRefusal(w, refused.Refusal.Status, refused.Refusal.Reason)
+			return
+		case errors.As(err, &invalid):
+			httpapi.WriteError(w, http.StatusBadRequest, "invalid", invalid.Error())
+			return
+		case !errors.Is(err, eventstore.ErrCommandNotFound):
+			httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+			return
+		}
+	}
+	res, ok := h.run(w, r, op.typ, op.id, commandID, op.expected, op.payload)
+	if ok {
+		op.answer(w, res.Version)
+	}
+}
