@@ -366,3 +366,46 @@ func TestStatusJSONCarriesTheAccess(t *testing.T) {
 		t.Fatalf("report access %+v", rep.Access)
 	}
 }
+
+// actionsReader is a reader whose snapshot carries operator actions.
+type actionsReader struct{ actions []OperatorAction }
+
+func (a actionsReader) ReadStatus(context.Context) Snapshot {
+	return Snapshot{OperatorActions: a.actions}
+}
+
+// TestPageShowsTheOperatorActions: the latest actions (who, what, on
+// what, why, with what result) are a table of the page, newest first as
+// read, and a page without any says so.
+func TestPageShowsTheOperatorActions(t *testing.T) {
+	at := time.Date(2026, 11, 25, 16, 30, 0, 0, time.UTC)
+	actions := []OperatorAction{
+		{ID: 7, At: at, Actor: "alice", Action: "parked skip", Target: "todos todo/t1 #3", Reason: "bad import", Result: "skipped #3, replayed 2"},
+		{ID: 6, At: at.Add(-time.Hour), Actor: "bob", Action: "poison redrive", Target: "poison.eventpipe-commands 0/4", Result: "re-driven 1"},
+	}
+	p, err := New(Config{Reader: actionsReader{actions}, Interval: time.Hour, History: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	body := get(t, p, "/status").Body.String()
+	seven, six := strings.Index(body, `data-action="7"`), strings.Index(body, `data-action="6"`)
+	if seven < 0 || six < seven {
+		t.Fatalf("the actions are not rows, newest first:\n%s", body)
+	}
+	for _, want := range []string{"2026-11-25T16:30:00Z", `<td data-metric="action-actor">alice</td>`, `<td data-metric="action-kind">parked skip</td>`,
+		"<td>todos todo/t1 #3</td>", "<td>bad import</td>", "<td>skipped #3, replayed 2</td>", `<td data-metric="action-actor">bob</td>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+
+	empty, err := New(Config{Reader: actionsReader{}, Interval: time.Hour, History: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = empty.Close() })
+	if body := get(t, empty, "/status").Body.String(); !strings.Contains(body, "No operator actions recorded.") || strings.Contains(body, "operator-actions-table") {
+		t.Errorf("a page without actions:\n%s", body)
+	}
+}

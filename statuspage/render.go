@@ -37,6 +37,14 @@ type view struct {
 	Sagas       []sagaView
 	Chart       chart
 	Access      *accessView // nil: no Config.Access
+	// Actions are the latest sample's operator actions, newest first.
+	Actions []actionView
+}
+
+// actionView is an OperatorAction as the page shows it.
+type actionView struct {
+	OperatorAction
+	When string // RFC 3339, seconds
 }
 
 // accessView is Config.Access as the page shows it.
@@ -123,6 +131,9 @@ func (p *Page) render(w http.ResponseWriter, r *http.Request, rep Report) {
 	}
 	if s := rep.Latest; s != nil {
 		v.At, v.TookMS = s.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"), s.Took.Milliseconds()
+		for _, a := range s.OperatorActions {
+			v.Actions = append(v.Actions, actionView{OperatorAction: a, When: a.At.UTC().Format(time.RFC3339)})
+		}
 		for _, g := range s.Groups {
 			v.Totals.Lag += g.Lag
 			v.Totals.Poisoned += g.Poisoned
