@@ -17,9 +17,13 @@ import (
 
 // The operator actions eventpipe records (OperatorAction.Action).
 const (
-	ActionPoisonRedrive = "poison redrive" // PoisonRedrive
-	ActionParkedReplay  = "parked replay"  // ParkedReplay
-	ActionParkedSkip    = "parked skip"    // ParkedSkip
+	ActionPoisonRedrive    = "poison redrive"    // PoisonRedrive
+	ActionParkedReplay     = "parked replay"     // ParkedReplay
+	ActionParkedSkip       = "parked skip"       // ParkedSkip
+	ActionRecalculate      = "recalculate"       // Recalculate
+	ActionAnalyticsRecount = "analytics recount" // AnalyticsRecount
+	ActionSagaAbort        = "saga abort"        // SagaAbort
+	ActionSagaRetry        = "saga retry"        // SagaRetry
 )
 
 // OperatorAction is one recorded operator action: a row of the Postgres

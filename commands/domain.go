@@ -30,6 +30,11 @@ type Domain struct {
 	// aggregates are never snapshotted. FacetDomain sets it, unless the
 	// processor has history rules (their Load never reads a snapshot).
 	NewSnapshot func(store eventstore.Store, upcasters *eventstore.Upcasters) (SnapshotFunc, error)
+	// NewRecalculate builds, on store, the function that rebuilds one
+	// aggregate's STATE item from its log through the domain's rules
+	// (`eventpipe recalculate`). Optional: nil means the domain keeps no
+	// STATE to rebuild. FacetDomain sets it.
+	NewRecalculate func(store eventstore.Store, opts RecalculateOptions) (RecalculateFunc, error)
 }
 
 // SnapshotFunc stores the current state of aggregate id (its latest
@@ -83,6 +88,9 @@ func FacetDomain[S any](aggregateType string, p eventstore.Processor[S], decide 
 			}
 			return FacetSnapshot(facet), nil
 		},
+	}
+	d.NewRecalculate = func(store eventstore.Store, opts RecalculateOptions) (RecalculateFunc, error) {
+		return FacetRecalculate(store, aggregateType, p, opts), nil
 	}
 	if len(p.HistoryRules) > 0 {
 		// Load replays such a facet's whole log and never reads a

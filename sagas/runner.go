@@ -130,7 +130,21 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, saga: saga,
+	r := newRunner(cfg, saga)
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{r.inputs, r.effects} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("sagas: register metrics: %w", err)
+			}
+		}
+	}
+	return r, nil
+}
+
+// newRunner returns the Runner of saga with cfg (defaults set) and its
+// metrics, not registered.
+func newRunner(cfg Config, saga compiled) *Runner {
+	return &Runner{cfg: cfg, saga: saga,
 		inputs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "eventpipe", Subsystem: "saga", Name: "inputs_total",
 			Help: "Saga inputs by kind and what became of them: handled, duplicate (handled before), skipped (no instance, or finished), unverified (a reply the event store does not confirm: ignored).",
@@ -140,14 +154,6 @@ func New(cfg Config) (*Runner, error) {
 			Help: "Saga effects run: commands sent and commands cancelled (a sweep may run one again after a crash).",
 		}, []string{"kind"}),
 	}
-	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{r.inputs, r.effects} {
-			if err := cfg.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("sagas: register metrics: %w", err)
-			}
-		}
-	}
-	return r, nil
 }
 
 // Name is the saga's name.
@@ -172,11 +178,13 @@ func PoisonTopic(t bus.Topics, name string) string { return t.Poison("saga." + n
 // migrate when they do not.
 func Ready(ctx context.Context, db *pgxpool.Pool) error {
 	var exists bool
-	if err := db.QueryRow(ctx, `SELECT to_regclass('saga_instances') IS NOT NULL AND to_regclass('saga_outbox') IS NOT NULL AND to_regclass('saga_commands') IS NOT NULL`).Scan(&exists); err != nil {
+	if err := db.QueryRow(ctx, `SELECT to_regclass('saga_instances') IS NOT NULL AND to_regclass('saga_outbox') IS NOT NULL AND to_regclass('saga_commands') IS NOT NULL
+		AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('saga_commands') AND attname = 'body' AND NOT attisdropped)
+		AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('saga_instances') AND attname = 'aborted_at' AND NOT attisdropped)`).Scan(&exists); err != nil {
 		return fmt.Errorf("sagas: %w", err)
 	}
 	if !exists {
-		return errors.New("sagas: no saga tables in the database's schema: run `eventpipe migrate` (migrations/postgres 006 and 008)")
+		return errors.New("sagas: no saga tables (or not all) in the database's schema: run `eventpipe migrate` (migrations/postgres 006, 008 and 010)")
 	}
 	return nil
 }
@@ -418,6 +426,12 @@ func (r *Runner) transact(ctx context.Context, instance string, start bool, in I
 	if outcome != "" {
 		return nil, "skipped", tx.Commit(ctx)
 	}
+	if in.Kind == KindAbort {
+		if _, err := tx.Exec(ctx, `UPDATE saga_instances SET aborted_by = $3, abort_reason = $4, aborted_at = now() WHERE saga = $1 AND instance = $2`,
+			name, instance, in.Actor, in.Reason); err != nil {
+			return nil, "", err
+		}
+	}
 	// The instance is locked first, its timeouts after, as every input
 	// does: no two transactions wait for each other.
 	if in.Kind == KindTimeout {
@@ -496,8 +510,10 @@ func (r *Runner) queue(ctx context.Context, tx pgx.Tx, instance string, fx *Effe
 		if err := add(outboxCommand, cmd); err != nil {
 			return nil, err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO saga_commands (saga, command_id, instance, aggregate_type, aggregate_id) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT DO NOTHING`, r.saga.name, cmd.ID, instance, cmd.AggregateType, cmd.AggregateID); err != nil {
+		// The command's body is kept for `sagas retry` (Operator.Retry).
+		if _, err := tx.Exec(ctx, `INSERT INTO saga_commands (saga, command_id, instance, aggregate_type, aggregate_id, body) VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (saga, command_id) DO UPDATE SET body = coalesce(saga_commands.body, EXCLUDED.body)`,
+			r.saga.name, cmd.ID, instance, cmd.AggregateType, cmd.AggregateID, rows[len(rows)-1].body); err != nil {
 			return nil, err
 		}
 	}

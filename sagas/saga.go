@@ -21,6 +21,9 @@ const (
 	KindOutbound Kind = "outbound" // an outbound event from an outbound topic
 	KindResult   Kind = "result"   // the answer to a command the saga sent
 	KindTimeout  Kind = "timeout"  // a timeout the saga set fell due
+	// KindAbort is an operator's abort (Operator.Abort): it goes to the
+	// saga's Abort, never to Handle.
+	KindAbort Kind = "abort"
 )
 
 // Input is one thing that happened to a saga instance.
@@ -46,6 +49,9 @@ type Input struct {
 	// CorrelationID is the input's correlation id, given to the commands
 	// the saga sends in reply (empty: the instance's id).
 	CorrelationID string
+	// Actor and Reason are set for KindAbort: who aborted the instance
+	// and why.
+	Actor, Reason string
 }
 
 // Saga defines a process manager whose instances have state S (encoded
@@ -74,7 +80,26 @@ type Saga[S any] struct {
 	// reports permanent poisons the input; any other is retried.
 	// Required.
 	Handle func(state S, in Input, fx *Effects) (S, error)
+	// Abort, when set, is the saga's compensation: it gets the state of
+	// an instance an operator aborts (Operator.Abort, `eventpipe sagas
+	// abort`) and the KindAbort input, and records in fx what undoes the
+	// work so far (cancel the step in flight, refund what was taken). Its
+	// effects go through the outbox like Handle's, so they run exactly
+	// once in effect. It may Finish at once, or leave the instance running
+	// while the compensation's answers come back to Handle, which should
+	// then finish with OutcomeAborted. Pure, like Handle. Without Abort,
+	// an abort finishes the instance with OutcomeAborted and sends
+	// nothing.
+	Abort func(state S, in Input, fx *Effects) (S, error)
 }
+
+// OutcomeAborted is the outcome of an instance ended by Operator.Abort
+// (a saga with an Abort hook finishes with it when its compensation is
+// done).
+const OutcomeAborted = "aborted"
+
+// Compensates reports whether the saga has an Abort hook.
+func (s Saga[S]) Compensates() bool { return s.Abort != nil }
 
 // Definition is a Saga of any state type, for the Runner.
 type Definition interface {
@@ -118,6 +143,8 @@ type compiled struct {
 	route    func(in Input) (string, bool)
 	initial  func(instance string) ([]byte, error)
 	handle   func(state []byte, in Input, fx *Effects) ([]byte, error)
+	// compensates: the saga has an Abort hook.
+	compensates bool
 }
 
 func (s Saga[S]) compile() (compiled, error) {
@@ -130,7 +157,7 @@ func (s Saga[S]) compile() (compiled, error) {
 	case s.Route == nil || s.Initial == nil || s.Handle == nil:
 		return compiled{}, fmt.Errorf("sagas: %s needs Route, Initial and Handle", s.Name)
 	}
-	c := compiled{name: s.Name, events: s.Events, outbound: s.Outbound, route: s.Route}
+	c := compiled{name: s.Name, events: s.Events, outbound: s.Outbound, route: s.Route, compensates: s.Abort != nil}
 	c.initial = func(instance string) ([]byte, error) {
 		b, err := json.Marshal(s.Initial(instance))
 		if err != nil {
@@ -143,7 +170,19 @@ func (s Saga[S]) compile() (compiled, error) {
 		if err := json.Unmarshal(raw, &state); err != nil {
 			return nil, &eventstore.DecodeError{What: "saga " + s.Name + " state of " + fx.instance, Reason: err.Error()}
 		}
-		next, err := s.Handle(state, in, fx)
+		var (
+			next S
+			err  error
+		)
+		switch {
+		case in.Kind == KindAbort && s.Abort == nil:
+			fx.Finish(OutcomeAborted)
+			next = state
+		case in.Kind == KindAbort:
+			next, err = s.Abort(state, in, fx)
+		default:
+			next, err = s.Handle(state, in, fx)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -194,7 +194,54 @@ func analyticsCommand() *cobra.Command {
 /sources/{id}/events), sessions and hourly and daily aggregations. Each subcommand
 prints JSON.`,
 	}
-	cmd.AddCommand(sessionEvents, session, sessions, userSessions, aggregations)
+	cmd.AddCommand(sessionEvents, session, sessions, userSessions, aggregations, analyticsRecountCommand())
+	return cmd
+}
+
+func analyticsRecountCommand() *cobra.Command {
+	var source, from, to, actor, reason string
+	var settle time.Duration
+	cmd := &cobra.Command{
+		Use:   "recount --source <id> --from <T1> --to <T2>",
+		Short: "Rebuild a source's sessions and aggregations of a closed range [T1, T2) from its raw events",
+		Long: `recount reads every raw event of the source, counts the range [T1, T2) afresh with
+the aggregation consumer's own fold, and rewrites the hourly aggregations of each
+hour in it, the daily aggregations of each whole day in it and the sessions whose
+events all fall in it, where they differ (others are reported unchanged). T1 and T2
+are whole UTC hours (RFC 3339); T2 must be at least --settle ago. It is safe
+beside the running consumer: each write is conditional on the item's counters,
+watermarks or version being as read (the consumer's own guards), and the consumer's
+later increments apply on top. The guarantee, and what "settled" means, is in
+docs/operations.md. The run is recorded in Postgres (operator_actions). Prints JSON.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lo, err := time.Parse(time.RFC3339, from)
+			if err != nil {
+				return fmt.Errorf("--from: %w", err)
+			}
+			hi, err := time.Parse(time.RFC3339, to)
+			if err != nil {
+				return fmt.Errorf("--to: %w", err)
+			}
+			res, err := eventpipe.AnalyticsRecount(cmd.Context(), eventpipe.AnalyticsRecountConfig{
+				Endpoints: eventpipe.EndpointsFromEnv(), Source: source, From: lo, To: hi, Settle: settle,
+				Actor: actor, Reason: reason, Logger: slog.Default(),
+			})
+			if err != nil {
+				return err
+			}
+			return printJSON(cmd, res)
+		},
+	}
+	cmd.Flags().StringVar(&source, "source", "", "the source id (required)")
+	cmd.Flags().StringVar(&from, "from", "", "start of the range, a whole UTC hour, RFC 3339 (required)")
+	cmd.Flags().StringVar(&to, "to", "", "end of the range (excluded), a whole UTC hour, RFC 3339 (required)")
+	cmd.Flags().DurationVar(&settle, "settle", 0, "how long ago the range must have ended (default 5m)")
+	cmd.Flags().StringVar(&actor, "actor", eventpipe.DefaultActor(), "who recounts (recorded)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
+	for _, f := range []string{"source", "from", "to"} {
+		_ = cmd.MarkFlagRequired(f)
+	}
 	return cmd
 }
 

@@ -11,6 +11,13 @@
 // counts the order's OrderRefunded events it sees) and finishes refunded;
 // with nothing left to refund it finishes at once.
 //
+// An operator's abort (`eventpipe sagas abort`, sagas.Operator.Abort)
+// cancels the shipment in flight: refused (the cancel won), the order is
+// refunded as above and the instance ends OutcomeAborted; accepted before
+// the cancel, the order has shipped and the instance ends
+// OutcomeShipped (the abort came too late). A refund in flight is left
+// to finish (OutcomeAborted).
+//
 // It is not in eventpipe.Builtin: the demo and the order API ship orders
 // with their own ShipOrder commands. Register it with Catalog.AddSaga
 // where a paid order should ship by itself.
@@ -45,6 +52,9 @@ const (
 	OutcomeShipped       = "shipped"
 	OutcomeRefunded      = "refunded"
 	OutcomeRefundRefused = "refund-refused"
+	// OutcomeAborted: an operator aborted the order's saga and it
+	// refunded what was paid (or had nothing to refund).
+	OutcomeAborted = sagas.OutcomeAborted
 )
 
 const deadline = "deadline"
@@ -55,6 +65,8 @@ type State struct {
 	Refunded int64  `json:"refunded"`
 	Step     string `json:"step"`
 	Reason   string `json:"reason,omitempty"`
+	// Aborted is the operator's reason when the saga was aborted.
+	Aborted string `json:"aborted,omitempty"`
 }
 
 // Config configures the saga.
@@ -91,7 +103,34 @@ func New(cfg Config) sagas.Saga[State] {
 		Handle: func(s State, in sagas.Input, fx *sagas.Effects) (State, error) {
 			return handle(cfg, s, in, fx)
 		},
+		Abort: abort,
 	}
+}
+
+// abort cancels the shipment in flight; its answer decides (handle).
+func abort(s State, in sagas.Input, fx *sagas.Effects) (State, error) {
+	s.Aborted = in.Reason
+	if s.Aborted == "" {
+		s.Aborted = "aborted"
+	}
+	fx.Clear(deadline)
+	switch s.Step {
+	case StepShip:
+		fx.Cancel(StepShip, eventstore.Ref{Type: order.AggregateType, ID: fx.Instance()}, "order saga aborted: "+s.Aborted)
+	case StepRefund:
+		// Money owed back: the refund is left to finish.
+	default:
+		fx.Finish(OutcomeAborted)
+	}
+	return s, nil
+}
+
+// refunded is OutcomeRefunded, or OutcomeAborted for an aborted saga.
+func refunded(s State) string {
+	if s.Aborted != "" {
+		return OutcomeAborted
+	}
+	return OutcomeRefunded
 }
 
 func handle(cfg Config, s State, in sagas.Input, fx *sagas.Effects) (State, error) {
@@ -136,13 +175,13 @@ func handle(cfg Config, s State, in sagas.Input, fx *sagas.Effects) (State, erro
 			s.Reason = "shipment " + why
 			left := s.Paid - s.Refunded
 			if left <= 0 {
-				fx.Finish(OutcomeRefunded)
+				fx.Finish(refunded(s))
 				return s, nil
 			}
 			s.Step = StepRefund
 			send(fx, StepRefund, order.RefundOrder, order.OrderRefundedData{Amount: left, Reason: s.Reason})
 		case ok:
-			fx.Finish(OutcomeRefunded)
+			fx.Finish(refunded(s))
 		default:
 			s.Reason += "; refund " + why
 			fx.Finish(OutcomeRefundRefused)

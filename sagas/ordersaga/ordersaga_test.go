@@ -42,7 +42,11 @@ func run(t *testing.T, inputs ...sagas.Input) ([][]commands.Command, []string) {
 			t.Fatalf("route(%s) = %q, %v", in.Event.EventType, id, start)
 		}
 		fx := sagas.NewEffects(Name, "o1", "", time.Unix(0, 0))
-		next, err := saga.Handle(s, in, fx)
+		h := saga.Handle
+		if in.Kind == sagas.KindAbort {
+			h = saga.Abort
+		}
+		next, err := h(s, in, fx)
 		if err != nil || fx.Err() != nil {
 			t.Fatalf("%s: %v %v", in.ID, err, fx.Err())
 		}

@@ -17,6 +17,17 @@
 // handled by then never will be, and the step's answer decides as above,
 // except that a debit accepted after the deadline is refunded at once.
 // The deadline is a stored timeout: it fires after a restart too.
+//
+// An operator's abort (`eventpipe sagas abort`, sagas.Operator.Abort)
+// compensates as the deadline does, at once: the debit or credit in
+// flight is cancelled and the step's answer decides. A debit refused (the
+// cancel won) fails the transfer; a debit accepted is refunded; a credit
+// refused is refunded; a refund in flight is left to finish. The transfer
+// aggregate records FailTransfer or CompensateTransfer with the abort's
+// reason, and the instance ends OutcomeAborted (OutcomeRefundRefused when
+// the refund is refused). A credit accepted before the cancel completes
+// the transfer: the abort came too late, and the instance ends
+// OutcomeCompleted.
 package transfersaga
 
 import (
@@ -56,6 +67,9 @@ const (
 	// the bank-account rules accept refunds even on closed accounts, so
 	// this needs an operator.
 	OutcomeRefundRefused = "refund-refused"
+	// OutcomeAborted: an operator aborted the transfer and the saga
+	// compensated it (nothing moved, or the debit was refunded).
+	OutcomeAborted = sagas.OutcomeAborted
 )
 
 // deadline names the saga's one timeout.
@@ -72,6 +86,8 @@ type State struct {
 	Late bool `json:"late,omitempty"`
 	// Reason is why the transfer was compensated or failed.
 	Reason string `json:"reason,omitempty"`
+	// Aborted is the operator's reason when the transfer was aborted.
+	Aborted string `json:"aborted,omitempty"`
 }
 
 // Config configures the saga.
@@ -94,7 +110,39 @@ func New(cfg Config) sagas.Saga[State] {
 		Handle: func(s State, in sagas.Input, fx *sagas.Effects) (State, error) {
 			return handle(cfg, s, in, fx)
 		},
+		Abort: abort,
 	}
+}
+
+// abort compensates an aborted transfer: the step in flight is
+// cancelled, as at the deadline, and its answer decides (see answered).
+func abort(s State, in sagas.Input, fx *sagas.Effects) (State, error) {
+	s.Aborted = in.Reason
+	if s.Aborted == "" {
+		s.Aborted = "aborted"
+	}
+	why := "transfer aborted: " + s.Aborted
+	fx.Clear(deadline)
+	switch s.Step {
+	case StepDebit:
+		s.Late = true // a debit accepted before the cancel is refunded
+		fx.Cancel(StepDebit, account(s.From), why)
+	case StepCredit:
+		fx.Cancel(StepCredit, account(s.To), why)
+	case StepRefund:
+		// Money owed back: the refund is left to finish.
+	default:
+		fx.Finish(OutcomeAborted) // nothing sent yet
+	}
+	return s, nil
+}
+
+// outcome is ok, or OutcomeAborted for an aborted transfer.
+func outcome(s State, ok string) string {
+	if s.Aborted != "" {
+		return OutcomeAborted
+	}
+	return ok
 }
 
 // route starts an instance per transfer, on its request; the transfer's
@@ -151,6 +199,9 @@ func answered(s State, res commands.Result, fx *sagas.Effects) State {
 		why += ": " + res.Reason
 	}
 	switch {
+	case s.Step == StepDebit && ok && s.Aborted != "":
+		s.Reason = "aborted after the debit: " + s.Aborted
+		return refund(s, fx)
 	case s.Step == StepDebit && ok && s.Late:
 		s.Reason = "deadline passed after the debit"
 		return refund(s, fx)
@@ -160,7 +211,7 @@ func answered(s State, res commands.Result, fx *sagas.Effects) State {
 	case s.Step == StepDebit:
 		s.Step, s.Reason = StepFail, "debit "+why
 		finish(fx, StepFail, transfer.FailTransfer, s.Reason)
-		fx.Finish(OutcomeFailed)
+		fx.Finish(outcome(s, OutcomeFailed))
 	case s.Step == StepCredit && ok:
 		s.Step = StepComplete
 		finish(fx, StepComplete, transfer.CompleteTransfer, "")
@@ -171,7 +222,7 @@ func answered(s State, res commands.Result, fx *sagas.Effects) State {
 	case s.Step == StepRefund && ok:
 		s.Step = StepCompensate
 		finish(fx, StepCompensate, transfer.CompensateTransfer, s.Reason)
-		fx.Finish(OutcomeCompensated)
+		fx.Finish(outcome(s, OutcomeCompensated))
 	case s.Step == StepRefund:
 		s.Reason += "; refund " + why
 		fx.Finish(OutcomeRefundRefused)

@@ -33,7 +33,11 @@ func drive(t *testing.T, inputs ...sagas.Input) []step {
 	var out []step
 	for _, in := range inputs {
 		fx := sagas.NewEffects(Name, "t1", "", time.Unix(1000, 0))
-		next, err := saga.Handle(s, in, fx)
+		h := saga.Handle
+		if in.Kind == sagas.KindAbort {
+			h = saga.Abort
+		}
+		next, err := h(s, in, fx)
 		if err != nil {
 			t.Fatalf("%s: %v", in.ID, err)
 		}

@@ -1,0 +1,187 @@
+package eventpipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/eventstore"
+	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
+)
+
+// RecalculateConfig configures Recalculate.
+type RecalculateConfig struct {
+	// Catalog holds the domains whose rules fold the logs (default
+	// Builtin()).
+	Catalog *Catalog
+	// Endpoints give DynamoDB and Postgres (default EndpointsFromEnv()).
+	Endpoints Endpoints
+	// Store is the event store (default: OpenStore(Endpoints, Catalog)).
+	Store *ddbstore.Store
+	// DB holds operator_actions (default: OpenPostgres(Endpoints), closed
+	// before Recalculate returns).
+	DB *pgxpool.Pool
+	// Type is the aggregate type, a domain of Catalog. Required.
+	Type string
+	// ID is the one aggregate to recalculate; exactly one of ID and All.
+	ID string
+	// All recalculates every aggregate of Type, in id order, from the
+	// first id above After ("" for the start). A run that stops (an
+	// error, a refused log, ctx ending) reports the last id done
+	// (RecalculateResult.Last): run again with After set to it to resume.
+	All   bool
+	After string
+	// Actor is who recalculates (default DefaultActor()); Reason why
+	// (optional). Both are recorded with the operator action.
+	Actor  string
+	Reason string
+	// Retries bounds the retries of one aggregate after a command
+	// appended to it meanwhile (default 3).
+	Retries int
+	// Progress, when set, is called after each aggregate (for the CLI).
+	Progress func(commands.Recalculation)
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// RecalculateResult is what Recalculate did.
+type RecalculateResult struct {
+	// Aggregates are the recalculations done, in order: each says what
+	// STATE was and is now, and whether it changed.
+	Aggregates []commands.Recalculation
+	// Changed and Unchanged count them.
+	Changed, Unchanged int
+	// Last is the id of the last aggregate done ("" before the first):
+	// With All, RecalculateConfig.After of a run that resumes.
+	Last string
+	// Action is the operator action recorded (ActionRecalculate).
+	Action OperatorAction
+}
+
+// Recalculate rebuilds the STATE item of one aggregate (ID) or of every
+// aggregate of a type (All) from its event log, through its domain's
+// rules: the same processor whose fold the command handlers write as
+// STATE on every append (commands.Domain.NewRecalculate). A STATE that
+// equals the fold at the log's version is left as it is (unchanged);
+// any other is rewritten, conditional on the aggregate's version not
+// having moved since its log was read, so a command handled meanwhile is
+// never overwritten: the aggregate is read again and folded again
+// (RecalculateConfig.Retries times, then a *eventstore.ConcurrencyError).
+// No event is appended and nothing is published.
+//
+// A log the rules reject stops Recalculate with a
+// *commands.ReplayRefusedError naming the event (its id, type and
+// sequence) and nothing is written for that aggregate. Bad input is a
+// *eventstore.ValidationError; a missing operator_actions table is
+// ErrNoOperatorTable, checked before anything is done. Every run, also
+// one that failed part-way, is recorded as one operator action
+// (ActionRecalculate) whose result counts what changed.
+func Recalculate(ctx context.Context, cfg RecalculateConfig) (RecalculateResult, error) {
+	var res RecalculateResult
+	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
+		return res, fmt.Errorf("recalculate: %w", err)
+	}
+	if cfg.Actor == "" {
+		cfg.Actor = DefaultActor()
+	}
+	invalid := func(field, reason string) error {
+		return fmt.Errorf("recalculate: %w", &eventstore.ValidationError{Field: field, Reason: reason})
+	}
+	d, ok := cfg.Catalog.domains[cfg.Type]
+	switch {
+	case !ok:
+		return res, invalid("Type", fmt.Sprintf("%q is not an aggregate type of the catalogue (have %s)", cfg.Type, strings.Join(cfg.Catalog.AggregateTypes(), ", ")))
+	case d.NewRecalculate == nil:
+		return res, invalid("Type", fmt.Sprintf("domain %s keeps no STATE to recalculate", cfg.Type))
+	case cfg.All == (cfg.ID != ""):
+		return res, invalid("ID", "give an aggregate id or All, not both or neither")
+	case !cfg.All && cfg.After != "":
+		return res, invalid("After", "is only for All")
+	}
+	if cfg.ID != "" {
+		if err := (eventstore.Ref{Type: cfg.Type, ID: cfg.ID}).Validate(); err != nil {
+			return res, fmt.Errorf("recalculate: %w", err)
+		}
+	}
+	db, closeDB, err := openDB(ctx, cfg.DB, cfg.Endpoints)
+	if err != nil {
+		return res, fmt.Errorf("recalculate: %w", err)
+	}
+	defer closeDB()
+	if err := operatorReady(ctx, db); err != nil {
+		return res, fmt.Errorf("recalculate: %w", err)
+	}
+	store := cfg.Store
+	if store == nil {
+		if store, err = OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger); err != nil {
+			return res, fmt.Errorf("recalculate: %w", err)
+		}
+	}
+	recalc, err := d.NewRecalculate(store, commands.RecalculateOptions{Retries: cfg.Retries})
+	if err != nil {
+		return res, fmt.Errorf("recalculate: %w", err)
+	}
+	target := cfg.Type + "/" + cfg.ID
+	ids := []string{cfg.ID}
+	if cfg.All {
+		target = cfg.Type + "/* after " + quoteOr(cfg.After, "the start")
+		if ids, err = store.AggregateIDs(ctx, cfg.Type, cfg.After); err != nil {
+			return res, fmt.Errorf("recalculate: %w", err)
+		}
+	}
+	log := cfg.Logger.With("component", "recalculate", "aggregate_type", cfg.Type)
+	var runErr error
+	for _, id := range ids {
+		if runErr = ctx.Err(); runErr != nil {
+			break
+		}
+		rec, err := recalc(ctx, id)
+		if err != nil {
+			runErr = err
+			log.ErrorContext(ctx, "recalculation refused or failed", "id", id, "err", err)
+			break
+		}
+		res.Aggregates = append(res.Aggregates, rec)
+		res.Last = id
+		if rec.Changed {
+			res.Changed++
+			log.InfoContext(ctx, "STATE rewritten", "id", id, "version", rec.Version, "was_seq", rec.WasSeq, "had_state", rec.HadState)
+		} else {
+			res.Unchanged++
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(rec)
+		}
+	}
+	result := fmt.Sprintf("%d changed, %d unchanged", res.Changed, res.Unchanged)
+	if cfg.All {
+		result += ", last " + quoteOr(res.Last, "none")
+	}
+	if runErr != nil {
+		result += "; stopped: " + runErr.Error()
+	}
+	action, recErr := recordOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionRecalculate, Target: target, Reason: cfg.Reason, Result: result})
+	res.Action = action
+	if runErr != nil {
+		if cfg.All {
+			runErr = fmt.Errorf("%w (resume with --after %s)", runErr, quoteOr(res.Last, `""`))
+		}
+		return res, errors.Join(fmt.Errorf("recalculate: %w", runErr), recErr)
+	}
+	if recErr != nil {
+		return res, fmt.Errorf("recalculate: %w", recErr)
+	}
+	return res, nil
+}
+
+func quoteOr(s, empty string) string {
+	if s == "" {
+		return empty
+	}
+	return s
+}
