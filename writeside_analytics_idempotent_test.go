@@ -122,6 +122,21 @@ func (r *analyticsRig) runRelay() {
 	r.t.Cleanup(func() { cancel(); <-done; rel.Close() })
 }
 
+// runAggregator runs the analytics aggregation consumer (as `eventpipe
+// consume analytics` does) until t ends.
+func (r *analyticsRig) runAggregator() {
+	r.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: r.ep, Names: []string{eventpipe.AnalyticsAggregator}})
+	if err != nil {
+		cancel()
+		r.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = consumers.Run(ctx) }()
+	r.t.Cleanup(func() { cancel(); <-done; consumers.Close() })
+}
+
 // eventItems counts the raw event items of the table (strongly
 // consistent), and those of ids when ids is not nil.
 func (r *analyticsRig) eventItems(ids map[string]bool) (all, of int) {
@@ -250,28 +265,9 @@ func postEvents(base, source, key string, events []map[string]any) (int, analyti
 func TestAnalyticsEventIDsAreStoredAndCountedOnceHoweverPostedAndBatched(t *testing.T) {
 	const source = "retry-site"
 	r := newAnalyticsRig(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	svc := newService(t, r.ep, testenv.UniqueName(t, "g"))
-	srv, err := svc.NewHTTP()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ready) }()
-	defer func() { cancel(); <-done }()
-	base := "http://" + <-ready
+	base := serveHTTP(t, newService(t, r.ep, testenv.UniqueName(t, "g")))
 	r.runRelay()
-	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: r.ep, Names: []string{eventpipe.AnalyticsAggregator}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer consumers.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = consumers.Run(runCtx) }()
-	defer func() { stop(); wg.Wait() }()
+	r.runAggregator()
 
 	events := clientBatch("a", 60)
 	var first analyticsapi.Ingested

@@ -4,20 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/analytics/analyticsapi"
 	"github.com/eventpipe/eventpipe/internal/testenv"
-	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
 
 // TestServeMountsTheAnalyticsAPI runs the write side's HTTP server (as
@@ -27,25 +23,9 @@ import (
 // the aggregation consumer running, the session and the hourly counts
 // follow over the same API.
 func TestServeMountsTheAnalyticsAPI(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ep := testEndpoints(t)
-	ep.AnalyticsTable = testenv.UniqueName(t, "analytics")
-	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	ddb := testenv.DynamoDB(t)
-	if err := migrate.CreateAnalyticsTable(ctx, ddb, ep.AnalyticsTable); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { testenv.DeleteTable(t, ddb, ep.AnalyticsTable) })
-	svc := newService(t, ep, testenv.UniqueName(t, "g"))
-	srv, err := svc.NewHTTP()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ready) }()
-	defer func() { cancel(); <-done }()
-	base := "http://" + <-ready
+	r := newAnalyticsRig(t)
+	ep := r.ep
+	base := serveHTTP(t, newService(t, ep, testenv.UniqueName(t, "g")))
 
 	post := func(body string) *http.Response {
 		t.Helper()
@@ -81,27 +61,8 @@ func TestServeMountsTheAnalyticsAPI(t *testing.T) {
 	// The analytics relay and the aggregation consumer, as `eventpipe
 	// relay` and `eventpipe consume analytics` run them, turn the events
 	// into sessions and aggregations that the same API reads.
-	ep.LeasesTable = testenv.UniqueName(t, "leases")
-	if err := migrate.CreateLeasesTable(ctx, ddb, ep.LeasesTable); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { testenv.DeleteTable(t, ddb, ep.LeasesTable) })
-	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: ep, Stream: eventpipe.RelayAnalytics, DiscoveryInterval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rel.Close()
-	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, Names: []string{eventpipe.AnalyticsAggregator}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer consumers.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = rel.Run(runCtx) }()
-	go func() { defer wg.Done(); _ = consumers.Run(runCtx) }()
-	defer func() { stop(); wg.Wait() }()
+	r.runRelay()
+	r.runAggregator()
 
 	var session analytics.Session
 	deadline := time.Now().Add(time.Minute)
@@ -144,25 +105,10 @@ func TestServeMountsTheAnalyticsAPI(t *testing.T) {
 // and counts the items of the analytics and events tables before and
 // after: each is refused with a 4xx and nothing is stored.
 func TestAnalyticsAndOrderAPIsBadInputWritesNothing(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ep := testEndpoints(t)
-	ep.AnalyticsTable = testenv.UniqueName(t, "analytics")
-	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	ddb := testenv.DynamoDB(t)
-	if err := migrate.CreateAnalyticsTable(ctx, ddb, ep.AnalyticsTable); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { testenv.DeleteTable(t, ddb, ep.AnalyticsTable) })
-	svc := newService(t, ep, testenv.UniqueName(t, "g"))
-	srv, err := svc.NewHTTP()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ready) }()
-	defer func() { cancel(); <-done }()
-	base := "http://" + <-ready
+	ctx := context.Background()
+	r := newAnalyticsRig(t)
+	ep, ddb := r.ep, r.ddb
+	base := serveHTTP(t, newService(t, ep, testenv.UniqueName(t, "g")))
 	count := func(table string) int32 {
 		out, err := ddb.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), Select: "COUNT", ConsistentRead: aws.Bool(true)})
 		if err != nil {

@@ -48,15 +48,7 @@ func TestHTTPAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Close() })
-	srv, err := svc.NewHTTP()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ready) }()
-	t.Cleanup(func() { cancel(); <-done })
-	base := "http://" + <-ready
+	base := serveHTTP(t, svc)
 
 	db := testenv.DynamoDB(t)
 	count := func() int32 {

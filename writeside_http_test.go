@@ -34,17 +34,21 @@ func startHTTPOn(t *testing.T) (string, endpoints.Endpoints) {
 	t.Helper()
 	ep := testEndpoints(t)
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	svc := newService(t, ep, testenv.UniqueName(t, "g"))
+	return serveHTTP(t, newService(t, ep, testenv.UniqueName(t, "g"))), ep
+}
+
+// serveHTTP runs svc's HTTP API until t ends and returns its base URL.
+func serveHTTP(t *testing.T, svc *eventpipe.WriteSide) string {
+	t.Helper()
 	srv, err := svc.NewHTTP()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
+	ready, done := make(chan string, 1), make(chan error, 1)
 	go func() { done <- srv.Run(ctx, ready) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return "http://" + <-ready, ep
+	return "http://" + <-ready
 }
 
 type reply struct {

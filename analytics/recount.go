@@ -3,12 +3,10 @@ package analytics
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"golang.org/x/sync/errgroup"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
 // SourceEvents returns every raw event of a source that the table still
@@ -23,30 +21,10 @@ func (s *Store) SourceEvents(ctx context.Context, sourceID string) ([]Event, err
 	if err := validSource(sourceID); err != nil {
 		return nil, wrap(err)
 	}
-	shards := make([][]item, s.cfg.Shards)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.cfg.QueryConcurrency)
-	for shard := range shards {
-		g.Go(func() error {
-			r := keyRange{hashAttr: AttrPK, hash: EventKey(sourceID, shard, "").PK, rangeAttr: AttrSK, prefix: SKEventPrefix}
-			in := r.query(s.cfg.Table)
-			in.ConsistentRead = aws.Bool(true)
-			items, err := s.queryAll(gctx, in)
-			if err != nil {
-				return fmt.Errorf("shard %d: %w", shard, err)
-			}
-			shards[shard] = items
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, wrap(err)
-	}
-	events, err := decodeAll(slices.Concat(shards...), decodeEvent)
+	events, err := s.shardEvents(ctx, sourceID, func(in *dynamodb.QueryInput) { in.ConsistentRead = aws.Bool(true) })
 	if err != nil {
 		return nil, wrap(err)
 	}
-	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.EventID, b.EventID) })
 	return events, nil
 }
 

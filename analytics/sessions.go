@@ -25,6 +25,22 @@ func (s *Store) SessionEvents(ctx context.Context, sourceID, sessionID string) (
 	if err := validSessionRef(sourceID, sessionID); err != nil {
 		return nil, wrap(err)
 	}
+	events, err := s.shardEvents(ctx, sourceID, func(in *dynamodb.QueryInput) {
+		in.FilterExpression = aws.String("#sid = :sid")
+		in.ExpressionAttributeNames["#sid"] = AttrSessionID
+		in.ExpressionAttributeValues[":sid"] = ddbattr.S(sessionID)
+	})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return events, nil
+}
+
+// shardEvents queries the raw events of every shard of a source, at most
+// Config.QueryConcurrency at a time, each query adjusted by tune, and
+// returns them merged in ULID order. The first failing query cancels the
+// others and is returned.
+func (s *Store) shardEvents(ctx context.Context, sourceID string, tune func(*dynamodb.QueryInput)) ([]Event, error) {
 	shards := make([][]item, s.cfg.Shards)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.cfg.QueryConcurrency)
@@ -32,9 +48,7 @@ func (s *Store) SessionEvents(ctx context.Context, sourceID, sessionID string) (
 		g.Go(func() error {
 			r := keyRange{hashAttr: AttrPK, hash: EventKey(sourceID, shard, "").PK, rangeAttr: AttrSK, prefix: SKEventPrefix}
 			in := r.query(s.cfg.Table)
-			in.FilterExpression = aws.String("#sid = :sid")
-			in.ExpressionAttributeNames["#sid"] = AttrSessionID
-			in.ExpressionAttributeValues[":sid"] = ddbattr.S(sessionID)
+			tune(in)
 			items, err := s.queryAll(gctx, in)
 			if err != nil {
 				return fmt.Errorf("shard %d: %w", shard, err)
@@ -44,11 +58,11 @@ func (s *Store) SessionEvents(ctx context.Context, sourceID, sessionID string) (
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, wrap(err)
+		return nil, err
 	}
 	events, err := decodeAll(slices.Concat(shards...), decodeEvent)
 	if err != nil {
-		return nil, wrap(err)
+		return nil, err
 	}
 	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.EventID, b.EventID) })
 	return events, nil

@@ -603,21 +603,5 @@ func (t *table) replaceBucket(ctx context.Context, b rollup.Bucket, st storedBuc
 	if len(remove) > 0 {
 		expr += " REMOVE " + strings.Join(remove, ", ")
 	}
-	k := aggregationKey(b)
-	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(t.name),
-		Key:                       k.Attributes(),
-		UpdateExpression:          aws.String(expr),
-		ConditionExpression:       aws.String(strings.Join(cond, " AND ")),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
-	})
-	if err != nil {
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			return errConflict
-		}
-		return fmt.Errorf("write aggregation %s/%s: %w", k.PK, k.SK, err)
-	}
-	return nil
+	return t.updateAggregation(ctx, b, expr, strings.Join(cond, " AND "), names, values)
 }

@@ -333,11 +333,17 @@ func (t *table) writeBucket(ctx context.Context, partition int32, b rollup.Bucke
 		cond = "#wm = :read"
 		values[":read"] = ddbattr.N(st.watermark)
 	}
+	return t.updateAggregation(ctx, b, set+add, cond, names, values)
+}
+
+// updateAggregation applies update to b's aggregation item under cond;
+// a failed condition is errConflict.
+func (t *table) updateAggregation(ctx context.Context, b rollup.Bucket, update, cond string, names map[string]string, values map[string]types.AttributeValue) error {
 	k := aggregationKey(b)
 	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.name),
 		Key:                       k.Attributes(),
-		UpdateExpression:          aws.String(set + add),
+		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
