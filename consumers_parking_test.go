@@ -120,7 +120,14 @@ func (p *parkingPipeline) todo(t *testing.T, id string, titles ...string) {
 	for _, title := range titles {
 		ch.Events = append(ch.Events, eventstore.Event(todo.TodoUpdated, todo.TodoData{Title: title}))
 	}
-	req, err := eventstore.Prepare(eventstore.Ref{Type: todo.AggregateType, ID: id}, 0, ch, p.catalog.Schema())
+	p.appendAndPublish(t, id, 0, ch)
+}
+
+// appendAndPublish appends ch to todo id at version and publishes the
+// stored events onto the todo events topic, as the relay would.
+func (p *parkingPipeline) appendAndPublish(t *testing.T, id string, version int64, ch eventstore.Change) {
+	t.Helper()
+	req, err := eventstore.Prepare(eventstore.Ref{Type: todo.AggregateType, ID: id}, version, ch, p.catalog.Schema())
 	if err != nil {
 		t.Fatal(err)
 	}

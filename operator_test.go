@@ -7,10 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ThreeDotsLabs/watermill/message"
-
 	"github.com/eventpipe/eventpipe"
-	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/parking"
@@ -24,25 +21,7 @@ func (p *parkingPipeline) update(t *testing.T, id string, version int64, titles 
 	for _, title := range titles {
 		ch.Events = append(ch.Events, eventstore.Event(todo.TodoUpdated, todo.TodoData{Title: title}))
 	}
-	req, err := eventstore.Prepare(eventstore.Ref{Type: todo.AggregateType, ID: id}, version, ch, p.catalog.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.store.Append(context.Background(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var msgs []*message.Message
-	for _, e := range res.Events {
-		m, err := bus.EventMessage(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs = append(msgs, m)
-	}
-	if err := p.pub.Publish(p.topics.Events(todo.AggregateType), msgs...); err != nil {
-		t.Fatal(err)
-	}
+	p.appendAndPublish(t, id, version, ch)
 }
 
 // TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded

@@ -10,11 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
-
 	"github.com/eventpipe/eventpipe"
-	"github.com/eventpipe/eventpipe/bus"
-	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -89,17 +85,7 @@ func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
 	go func() { done <- svc.RunCommandHandlers(runCtx) }()
 	defer func() { cancel(); <-done }()
 
-	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
-	topics := bus.Topics{Prefix: ep.TopicPrefix}
-	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: ep.KafkaBrokers, Publisher: pub, Topics: topics, Logger: watermill.NopLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sender.Close()
+	_, sender, topics := newBusClients(t, ep)
 
 	id := testenv.UniqueName(t, "todo")
 	create := todoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: "fragile"}, nil)

@@ -208,17 +208,7 @@ func TestBusCommandsDuplicatesAndPoison(t *testing.T) {
 	go func() { done <- svc.RunCommandHandlers(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
-	topics := bus.Topics{Prefix: ep.TopicPrefix}
-	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: ep.KafkaBrokers, Publisher: pub, Topics: topics, Logger: watermill.NopLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sender.Close()
+	pub, sender, topics := newBusClients(t, ep)
 	topic := topics.Commands(todo.AggregateType)
 
 	// Poison first, so the valid commands after them prove the handler
@@ -277,4 +267,22 @@ func TestBusCommandsDuplicatesAndPoison(t *testing.T) {
 			t.Errorf("%s: poison reason %q does not say %q", name, r, want)
 		}
 	}
+}
+
+// newBusClients returns a Kafka publisher and a command Sender on ep's
+// brokers and topic prefix, closed when t ends, and the topics.
+func newBusClients(t *testing.T, ep endpoints.Endpoints) (*kafka.Publisher, *kafka.Sender, bus.Topics) {
+	t.Helper()
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	topics := bus.Topics{Prefix: ep.TopicPrefix}
+	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: ep.KafkaBrokers, Publisher: pub, Topics: topics, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sender.Close() })
+	return pub, sender, topics
 }

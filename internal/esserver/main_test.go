@@ -2,7 +2,6 @@ package esserver
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -44,26 +43,7 @@ var testLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 // startLocal runs a Server on 127.0.0.1:0 with a temporary data dir.
 func startLocal(t testing.TB, dir string, refresh time.Duration) (*Server, string) {
 	t.Helper()
-	srv, err := New(Config{Addr: "127.0.0.1:0", DataDir: dir, RefreshInterval: refresh, Logger: testLogger})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.ListenAndServe(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Addr() == "127.0.0.1:0" {
-		if time.Now().After(deadline) {
-			t.Fatal("server did not start listening")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ListenAndServe: %v", err)
-		}
-	})
+	srv := serve(t, Config{DataDir: dir, RefreshInterval: refresh})
 	return srv, "http://" + srv.Addr()
 }
 

@@ -75,7 +75,7 @@ func writeSecureFiles(t *testing.T, dir string) (ca *certs.CA, certFile, keyFile
 }
 
 // serve runs a Server from cfg on 127.0.0.1:0 until the test ends.
-func serve(t *testing.T, cfg Config) *Server {
+func serve(t testing.TB, cfg Config) *Server {
 	t.Helper()
 	cfg.Addr, cfg.Logger = "127.0.0.1:0", testLogger
 	if cfg.DataDir == "" {
