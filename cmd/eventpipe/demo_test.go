@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe/internal/testenv"
 )
@@ -94,8 +97,8 @@ func TestDemoOnceTellsAStoryItsReadModelsConfirm(t *testing.T) {
 	for _, m := range regexp.MustCompile(`DELETE /todo/(\S+)\s.*→ 204`).FindAllStringSubmatch(story, -1) {
 		todos[m[1]] = "deleted"
 	}
-	if len(balances) != 4 || len(orders) != 3 || len(todos) != 2 {
-		t.Fatalf("the story sent %d accounts, %d orders, %d todos; want 4 (one opened for the transfers), 3, 2:\n%s", len(balances), len(orders), len(todos), story)
+	if len(balances) != 5 || len(orders) != 3 || len(todos) != 2 {
+		t.Fatalf("the story sent %d accounts, %d orders, %d todos; want 5 (one opened for the transfers, one on day two), 3, 2:\n%s", len(balances), len(orders), len(todos), story)
 	}
 
 	// What the read models showed.
@@ -127,6 +130,7 @@ func TestDemoOnceTellsAStoryItsReadModelsConfirm(t *testing.T) {
 	}
 	checkAnalyticsChapter(t, story)
 	checkTransfersChapter(t, story, balances)
+	checkDayTwoChapter(t, story, pgURL)
 	if t.Failed() {
 		t.Logf("the story:\n%s", story)
 	}
@@ -322,5 +326,65 @@ func checkTransfersChapter(t *testing.T, story string, balances map[string]int64
 		if id == "" || got != want[id] {
 			t.Errorf("after the transfers %s shows %d, the commands and outcomes imply %d", name, got, want[id])
 		}
+	}
+}
+
+// checkDayTwoChapter reads the day-two chapter: the two poisoned notices
+// re-driven once and then reported already re-driven, one notice sent
+// per account, the skipped deposit, and what Postgres holds after it:
+// both redrives and the skip among the operator actions, the deposit in
+// skipped_events, the ledger rows of the loan and the bonus only, and
+// nothing left parked.
+func checkDayTwoChapter(t *testing.T, story, pgURL string) {
+	t.Helper()
+	if n := len(regexp.MustCompile(`(?m)^\s+\S*poison\.handler\.overdraft-notices/\d+/\d+: redriven to \S*outbound\.accountOverdrawn$`).FindAllString(story, -1)); n != 2 {
+		t.Errorf("the first redrive re-drove %d notices, want 2", n)
+	}
+	if n := len(regexp.MustCompile(`(?m)^\s+\S*poison\.handler\.overdraft-notices/\d+/\d+: already re-driven by demo at `).FindAllString(story, -1)); n != 2 {
+		t.Errorf("the second redrive found %d notices already re-driven, want 2", n)
+	}
+	for _, who := range []string{"bob", "carol"} {
+		if n := len(regexp.MustCompile(`(?m)^\s+sent: Dear customer, your account `+who+`-\S+ is overdrawn\.$`).FindAllString(story, -1)); n != 1 {
+			t.Errorf("%d notices sent to %s, want 1", n, who)
+		}
+	}
+	m := regexp.MustCompile(`(?m)^\s+(bankaccount/frank-\S+): skipped sequence 2 \(TransactionAccepted, event (\S+)\)$`).FindStringSubmatch(story)
+	if m == nil {
+		t.Fatalf("the day-two chapter skipped nothing:\n%s", story)
+	}
+	account := strings.TrimPrefix(m[1], "bankaccount/")
+	ctx := context.Background()
+	db, err := pgxpool.New(ctx, pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var actions []string
+	rows, err := db.Query(ctx, `SELECT action || ' ' || actor || ' ' || result FROM operator_actions ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			t.Fatal(err)
+		}
+		actions = append(actions, a)
+	}
+	if rows.Err() != nil || len(actions) != 3 || actions[0] != "poison redrive demo 2 redriven" || actions[1] != "poison redrive demo 2 already re-driven" ||
+		!strings.HasPrefix(actions[2], "parked skip demo skipped "+m[1]+" #2") {
+		t.Errorf("operator actions %q (%v), want the two redrives and the skip", actions, rows.Err())
+	}
+	var skippedEvent string
+	if err := db.QueryRow(ctx, `SELECT event_id FROM skipped_events WHERE aggregate_id = $1`, account).Scan(&skippedEvent); err != nil || skippedEvent != m[2] {
+		t.Errorf("skipped_events holds %q (%v), want %s", skippedEvent, err, m[2])
+	}
+	var ledger string
+	if err := db.QueryRow(ctx, `SELECT string_agg(seq || ':' || amount, ',' ORDER BY seq) FROM large_transactions WHERE account_id = $1`, account).Scan(&ledger); err != nil || ledger != "3:-1200,4:1000" {
+		t.Errorf("the ledger holds %q (%v) for %s, want the loan and the bonus", ledger, err, account)
+	}
+	var parked int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM parked_events`).Scan(&parked); err != nil || parked != 0 {
+		t.Errorf("%d events still parked (%v)", parked, err)
 	}
 }

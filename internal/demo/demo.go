@@ -7,7 +7,10 @@
 // what the commands imply; then it posts a browsing burst to the analytics
 // API and shows the sessions and hourly aggregations the aggregation
 // consumer makes of it, and the hourly order roll-up, each next to what
-// the burst and the orders imply. `eventpipe demo` runs it.
+// the burst and the orders imply; the transfer saga's three outcomes;
+// and day two: two consumers of the demo's own, run in this process, meet
+// a bug fixed by a poison re-drive and a by-design refusal released by a
+// parked skip. `eventpipe demo` runs it.
 package demo
 
 import (
@@ -108,8 +111,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	n := &narrator{out: cfg.Out}
+	own, err := newDayTwo(cfg)
+	if err != nil {
+		return err
+	}
 	n.chapter("Storage")
-	m, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Endpoints: cfg.Endpoints, Logger: slog.New(slog.DiscardHandler)})
+	m, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: own.catalog, Endpoints: cfg.Endpoints, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}
@@ -140,6 +147,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer sc.close()
+	defer own.stop()
+	if err := own.start(ctx, n, sc.db); err != nil {
+		return err
+	}
 	if err := sc.accountsChapter(ctx, n); err != nil {
 		return err
 	}
@@ -162,6 +173,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	if err := sc.transfersChapter(ctx, n); err != nil {
+		return err
+	}
+	if err := sc.dayTwoChapter(ctx, n, own); err != nil {
 		return err
 	}
 
