@@ -171,6 +171,7 @@ func waitEqual(t *testing.T, store *analytics.Store, source string, lo, hi time.
 // session equals a count from scratch of the raw events: nothing counted
 // twice at the range's edges, nothing lost.
 func TestAnalyticsRecountOfARangeEqualsAFreshCountBesideTheLiveAggregator(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ep := testEndpoints(t)

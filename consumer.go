@@ -14,7 +14,6 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
-	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/parking"
 	"github.com/eventpipe/eventpipe/projections"
 )
@@ -100,8 +99,9 @@ type Resources struct {
 	Endpoints Endpoints
 	Topics    bus.Topics
 	// Store is the event store (gap repair, outcomes, snapshots) and
-	// History its events by type (catch-up).
-	Store   *ddbstore.Store
+	// History its events by type (catch-up; nil when Store is not an
+	// eventstore.TypeReader).
+	Store   eventstore.Store
 	History projections.HistoryPage
 	// DB and Search: set when a consumer's Needs asked for them.
 	DB     *pgxpool.Pool

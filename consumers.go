@@ -18,7 +18,6 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
-	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/parking"
 	"github.com/eventpipe/eventpipe/projections"
 )
@@ -55,11 +54,25 @@ type ConsumersConfig struct {
 	Search *elasticsearch.Client
 	// NewSubscriber replaces each kind's default Kafka subscriber (it
 	// must read the Kafka of Endpoints.KafkaBrokers, where a new group's
-	// start is committed, see kafka.StartGroup), and
+	// start is committed, see kafka.StartGroup, unless NoKafka), and
 	// Publisher the Kafka publisher of poisoned messages and the sagas'
 	// commands (default: one on Endpoints.KafkaBrokers, closed by Close).
 	NewSubscriber bus.SubscriberConstructor
 	Publisher     message.Publisher
+	// NoKafka says the bus of NewSubscriber and Publisher (both required
+	// then) is not Kafka, such as Watermill's GoChannel in package
+	// testkit/pipeline: no Kafka client is opened, no group's start is
+	// committed (each subscriber decides where it starts) and no Kafka
+	// lag is measured. The analytics aggregator, which reads Kafka
+	// itself, cannot run then.
+	NoKafka bool
+	// Store is the event store the consumers read (gap repair, command
+	// records, snapshots; default: the DynamoDB events table of
+	// Endpoints, OpenStore). A read or search model catches up from its
+	// history only when it implements eventstore.TypeReader. One given
+	// here is the caller's, such as the in-memory
+	// eventstore/memstore.Store of package testkit/pipeline.
+	Store eventstore.Store
 	// SnapshotEvery is the snapshot consumer's N: it snapshots an
 	// aggregate whenever one of its events has a sequence that is a
 	// multiple of it (default snapshots.DefaultEvery).
@@ -119,6 +132,16 @@ func (c ConsumersConfig) Validate() error {
 		}
 		seen[name] = true
 	}
+	if c.NoKafka {
+		if c.NewSubscriber == nil || c.Publisher == nil {
+			return errors.New("NoKafka needs NewSubscriber and Publisher")
+		}
+		for _, name := range c.Names {
+			if cons, _ := c.Catalog.Consumer(name); cons.Describe(bus.Topics{}).Kind == KindAggregator {
+				return fmt.Errorf("consumer %q reads Kafka itself and cannot run with NoKafka", name)
+			}
+		}
+	}
 	return nil
 }
 
@@ -153,11 +176,24 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 		needs.Elasticsearch = needs.Elasticsearch || n.Elasticsearch
 		needs.Parking = needs.Parking || (n.Parking && !cfg.NoParking)
 	}
-	store, err := OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
-	if err != nil {
-		return nil, err
+	store := cfg.Store
+	if store == nil {
+		ddb, err := OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		store = ddb
 	}
-	res := Resources{Catalog: cfg.Catalog, Endpoints: cfg.Endpoints, Topics: topics, Store: store, History: StoreHistory(store),
+	ep := cfg.Endpoints
+	if cfg.NoKafka {
+		ep.KafkaBrokers = nil // every Kafka client and group start is skipped without brokers
+	}
+	var history projections.HistoryPage
+	if tr, ok := store.(eventstore.TypeReader); ok {
+		history = StoreHistory(tr)
+	}
+	var err error
+	res := Resources{Catalog: cfg.Catalog, Endpoints: ep, Topics: topics, Store: store, History: history,
 		DB: cfg.DB, Search: cfg.Search, NewSubscriber: cfg.NewSubscriber, Start: cfg.Start, SnapshotEvery: cfg.SnapshotEvery, CommandKey: cfg.CommandKey,
 		Registerer: cfg.Registerer, Logger: cfg.Logger}
 	if needs.Elasticsearch && res.Search == nil {
@@ -239,10 +275,11 @@ func (c *Consumers) Close() error {
 }
 
 // StoreHistory pages store's events by type (the by-type index, in event
-// id order), for a new read model's catch-up and for replay.
-func StoreHistory(store *ddbstore.Store) projections.HistoryPage {
+// id order), for a new read model's catch-up and for replay. The
+// DynamoDB store and eventstore/memstore implement eventstore.TypeReader.
+func StoreHistory(store eventstore.TypeReader) projections.HistoryPage {
 	return func(ctx context.Context, eventType, after, cursor string) ([]eventstore.Envelope, string, error) {
-		p, err := store.ListByType(ctx, ddbstore.TypeQuery{EventType: eventType, After: after, Cursor: cursor, Limit: 1000})
+		p, err := store.ListByType(ctx, eventstore.TypeQuery{EventType: eventType, After: after, Cursor: cursor, Limit: 1000})
 		return p.Events, p.Next, err
 	}
 }

@@ -227,6 +227,7 @@ func TestAPlainWatermillHandlerRunsAsAConsumerWithItsGroupPoisonMetricsAndStatus
 // its start; started with --start earliest (ConsumersConfig.Start) it
 // acts on all of them.
 func TestASagaFirstDeployedOnHistoryActsOnNoneOfItUnlessStartedAtEarliest(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	for _, tc := range []struct {
 		name  string
 		start bus.Start
@@ -312,6 +313,7 @@ func TestConsumersRefuseAStartTheirKindCannotTake(t *testing.T) {
 // first time with start latest: it shows none of them, only a todo created
 // after its start.
 func TestAReadModelStartedAtLatestShowsNoHistory(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ep := testEndpoints(t)

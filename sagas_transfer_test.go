@@ -382,6 +382,7 @@ func (r *transferRig) moves(id string) map[string][]int64 {
 // compensated (closed or unknown target), and every account holds each
 // debit, credit and refund at most once, as the outcome says.
 func TestKilledTransferSagaConservesMoneyAndFinishesEveryTransferOnce(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const (
 		accounts  = 20
 		closed    = 4 // the last four
@@ -538,6 +539,7 @@ func TestKilledTransferSagaConservesMoneyAndFinishesEveryTransferOnce(t *testing
 // its command id) and refunds the source. The credit, delivered late,
 // then changes nothing.
 func TestATransferWhoseCreditNeverAnswersIsCompensatedAfterItsDeadlineAcrossARestart(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const timeout = 4 * time.Second
 	id := "tr-slow"
 	creditID := sagas.CommandID(transfersaga.Name, id, transfersaga.StepCredit)

@@ -97,6 +97,7 @@ func TestStatusShowsEachGroupsPositionLagAndPoison(t *testing.T) {
 // committed all four, its poison topic holding the one that was not an
 // event.
 func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	ep := testEndpoints(t)
 	ep.Postgres = migratedPostgres(t) // parked_events, which Status counts
 	db := testenv.DynamoDB(t)

@@ -49,6 +49,7 @@ import (
 // their rate, and saves a full-page screenshot to EVENTPIPE_TEST_ARTIFACTS
 // (default .ci/logs).
 func TestStatusPageInChromiumShowsWhatStatusReadsAndTheEventsRate(t *testing.T) {
+	testenv.Integration(t)
 	chromium := chromiumPath(t)
 	ep := testEndpoints(t)
 	ep.Postgres = migratedPostgres(t)

@@ -31,7 +31,6 @@ import (
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
 	"github.com/eventpipe/eventpipe/eventstore"
-	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/httpapi/auth"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
@@ -59,6 +58,11 @@ type WriteSideConfig struct {
 	// command handlers' consumer group (default: Kafka subscribers on
 	// Endpoints.KafkaBrokers).
 	NewSubscriber bus.SubscriberConstructor
+	// Store is the event store the command handlers append to (default:
+	// the DynamoDB events table of Endpoints, OpenStore). One given here
+	// is the caller's, such as the in-memory eventstore/memstore.Store of
+	// package testkit/pipeline (tests and local experiments only).
+	Store eventstore.Store
 	// Middlewares wrap the dispatcher inside the standard chain (poison,
 	// retry, recoverer), in order, outermost first: a handler middleware
 	// sees each command message after it was decoded from Kafka and
@@ -152,8 +156,9 @@ func (c WriteSideConfig) topics() bus.Topics {
 // it; tests run it in-process or as a child process to kill.
 type WriteSide struct {
 	cfg WriteSideConfig
-	// Store is the event store the command handlers append to.
-	Store *ddbstore.Store
+	// Store is the event store the command handlers append to: the
+	// DynamoDB store, or WriteSideConfig.Store when one was given.
+	Store eventstore.Store
 	// Handlers are the command handlers of every domain of the catalogue.
 	Handlers *commands.Registry
 	// Dispatcher runs commands through Handlers (the command topics' and
@@ -173,8 +178,8 @@ type WriteSide struct {
 	statusPages []*statuspage.Page
 }
 
-// NewWriteSide connects to DynamoDB and (without an injected Publisher)
-// Kafka and assembles the write side.
+// NewWriteSide connects to DynamoDB (without an injected Store) and
+// Kafka (without an injected Publisher) and assembles the write side.
 func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -192,9 +197,13 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 			return nil, fmt.Errorf("write side: %w", err)
 		}
 	}
-	store, err := OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
-	if err != nil {
-		return nil, err
+	store := cfg.Store
+	if store == nil {
+		ddb, err := OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		store = ddb
 	}
 	handlers, err := cfg.Catalog.Handlers(store)
 	if err != nil {

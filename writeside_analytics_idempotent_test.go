@@ -263,6 +263,7 @@ func postEvents(base, source, key string, events []map[string]any) (int, analyti
 // once. A batch with an eventId that is not a ULID is a 400 that stores
 // nothing.
 func TestAnalyticsEventIDsAreStoredAndCountedOnceHoweverPostedAndBatched(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const source = "retry-site"
 	r := newAnalyticsRig(t)
 	base := serveHTTP(t, newService(t, r.ep, testenv.UniqueName(t, "g")))
@@ -389,6 +390,7 @@ func (p *killProxy) arm(n int) {
 // identically) and the aggregations count 300 events exactly; the key
 // with another body answers 422 and stores nothing.
 func TestAnalyticsKilledServeStoresAndCountsRetriedBatchesOnce(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const (
 		source = "kill-site"
 		rounds = 5

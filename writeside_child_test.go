@@ -100,6 +100,7 @@ func startServeChild(t *testing.T, ep endpoints.Endpoints, group string, env ...
 // the end every command was applied exactly once: each todo holds one
 // event per command sent for it, caused by exactly those command ids.
 func TestKillingServeLosesNoCommandAndAppliesNoneTwice(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const todos, kills = 20, 4
 	ep := testEndpoints(t)
 	group := testenv.UniqueName(t, "g")

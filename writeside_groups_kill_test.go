@@ -38,6 +38,7 @@ import (
 // group must not keep dead members, drop the live one, or leave a member
 // waiting for a JoinGroup or SyncGroup answer that never comes.
 func TestCommandGroupRecoversFromTwoQuickDoubleKills(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const answerWithin = 30 * time.Second
 	rig := newGroupRig(t)
 	sender, start, since, procs, watch := rig.sender, rig.start, rig.since, rig.procs, rig.watch
@@ -119,6 +120,8 @@ func TestCommandGroupRecoversFromTwoQuickDoubleKills(t *testing.T) {
 // graceful stop must not wait for the rebalance: each process exits, with
 // status 0, within the subscribers' close bound and a margin.
 func TestServeStopsPromptlyWhileItsGroupRebalances(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
+
 	const stopWithin = 6 * time.Second // bus CloseTimeout (3 s) and a margin
 	rig := newGroupRig(t)
 	sender, since, procs, watch := rig.sender, rig.since, rig.procs, rig.watch

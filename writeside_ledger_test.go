@@ -24,6 +24,7 @@ import (
 // its accepted transactions; rejected ones (past the overdraft) say why
 // and stored nothing.
 func TestThousandConcurrentCommandsApplyExactlyOnce(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const accounts, total, senders = 10, 1000, 40
 	ep := testEndpoints(t)
 	svc := newService(t, ep, testenv.UniqueName(t, "g"))

@@ -105,6 +105,7 @@ func waitKilled(t *testing.T, child *exec.Cmd, timeout time.Duration) {
 // answers what the first answered (rejected, not found, invalid), and the
 // refused commands append nothing.
 func TestRedeliveredRefusalsAreAnsweredAsFirstAfterAKill(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	ctx := context.Background()
 	ep := testEndpoints(t)
 	group := testenv.UniqueName(t, "g")

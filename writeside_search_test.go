@@ -35,6 +35,7 @@ import (
 // a 400 that changes nothing; and a replay from scratch (eventpipe.Replay)
 // swaps in documents equal to the live ones.
 func TestSearchModelsFollowCommandsEndToEnd(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ep := testEndpoints(t)

@@ -5,6 +5,7 @@
 package commands
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/tracing"
 )
 
 // Command is one request to change one aggregate. Its ID is the
@@ -148,4 +150,24 @@ func NewJSON(commandType, aggregateType, aggregateID string, v any) (Command, er
 		return Command{}, &eventstore.ValidationError{Field: "payload", Reason: err.Error()}
 	}
 	return New(commandType, aggregateType, aggregateID, b), nil
+}
+
+// Publish validates cmd and publishes it on its commands topic in the
+// namespace t, in a producer span "send <command type>" (a child of ctx's
+// span, whose context the message carries: package tracing). It returns
+// once pub returns: for a Kafka publisher, once the broker acknowledged.
+// Every Sender publishes through it.
+func Publish(ctx context.Context, pub message.Publisher, t bus.Topics, cmd Command) (err error) {
+	msg, err := cmd.ToMessage()
+	if err != nil {
+		return err
+	}
+	topic := cmd.Topic(t)
+	ctx, span := tracing.StartProducer(ctx, msg, "send "+cmd.Type, topic)
+	defer func() { tracing.RecordFailure(span, err); span.End() }()
+	msg.SetContext(ctx)
+	if err := pub.Publish(topic, msg); err != nil {
+		return fmt.Errorf("send command %s (%s): %w", cmd.ID, cmd.Type, err)
+	}
+	return nil
 }

@@ -14,6 +14,9 @@
 // refuses with ErrPastNotLoaded when it needs the past.
 //
 // The package imports no AWS code; eventstore/dynamodb is the adapter.
+// eventstore/memstore keeps the same contract in memory, for tests and
+// local experiments only, and eventstore/storetest is the contract test
+// suite both pass (and a Store of your own can run).
 //
 // Vocabulary: an aggregate is identified by a Ref (type and id); its
 // version is the sequence number of its last event (0 before the first);

@@ -1,13 +1,18 @@
 package eventstore
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Validate checks everything an adapter needs before writing, against
 // schema: the aggregate, the expected version, every event (complete,
 // of a known type, of this aggregate, sequences contiguous from
 // ExpectedVersion+1), the command id, the STATE JSON and every outbound
-// event (caused by an event of this request, unique (Seq, Index)). The
-// first problem is returned as a *ValidationError.
+// event (caused by an event of this request, unique (Seq, Index)); a
+// request without events must be for an existing aggregate, and no
+// sequence may exceed MaxSequence. The first problem is returned as a
+// *ValidationError. Every Store runs it before writing.
 func (r AppendRequest) Validate(schema Schema) error {
 	if err := r.Aggregate.Validate(); err != nil {
 		return err
@@ -60,5 +65,49 @@ func (r AppendRequest) Validate(schema Schema) error {
 		}
 		seen[k] = true
 	}
+	if len(r.Events) == 0 && r.ExpectedVersion == 0 {
+		return &ValidationError{Field: "events", Reason: "is empty for a new aggregate"}
+	}
+	if r.NewVersion() > MaxSequence {
+		return &ValidationError{Field: "sequence", Reason: fmt.Sprintf("%d exceeds %d", r.NewVersion(), int64(MaxSequence))}
+	}
 	return nil
+}
+
+// MaxSequence is the highest sequence number (and so version) an
+// aggregate can reach: the store's keys hold 12 decimal digits.
+const MaxSequence = 999_999_999_999
+
+// MaxReasonBytes bounds the reason a store records with a refusal; a
+// longer one is cut (see Refusal.Recorded).
+const MaxReasonBytes = 1024
+
+// Validate reports an empty status or a negative version as a
+// *ValidationError.
+func (r Refusal) Validate() error {
+	if r.Status == "" {
+		return &ValidationError{Field: "status", Reason: "is empty"}
+	}
+	if r.Version < 0 {
+		return &ValidationError{Field: "version", Reason: "is negative"}
+	}
+	return nil
+}
+
+// Recorded is r as a store records it: a reason longer than
+// MaxReasonBytes is cut there (at a UTF-8 boundary) and ends with "…".
+func (r Refusal) Recorded() Refusal {
+	if len(r.Reason) > MaxReasonBytes {
+		r.Reason = strings.ToValidUTF8(r.Reason[:MaxReasonBytes], "") + "…"
+	}
+	return r
+}
+
+// Validate checks a snapshot before a store keeps it: a sequence of at
+// least 1 and a JSON document ("state"), as a *ValidationError.
+func (s Stored) Validate() error {
+	if s.Seq < 1 {
+		return &ValidationError{Field: "seq", Reason: fmt.Sprintf("is %d, want ≥ 1", s.Seq)}
+	}
+	return ValidatePayload("state", s.Data)
 }

@@ -77,27 +77,52 @@ func (t Translator) Translate(rec st.Record) (out Outgoing, ok bool, err error) 
 	item := store.ItemFromStreamImage(rec.Dynamodb.NewImage)
 	if isEvent {
 		e, err := store.EnvelopeFromItem(item)
-		if err == nil && t.Upcasters != nil {
-			e, err = t.Upcasters.Upcast(e)
+		if err == nil {
+			out, err = t.Event(e)
 		}
 		if err != nil {
 			return fail(err.Error())
 		}
-		msg, err := bus.EventMessage(e)
-		if err != nil {
-			return fail(err.Error())
-		}
-		return Outgoing{Topic: t.Topics.Events(e.AggregateType), Message: msg}, true, nil
+		return out, true, nil
 	}
 	o, err := store.OutboundFromItem(item)
+	if err == nil {
+		out, err = t.Outbound(o)
+	}
 	if err != nil {
 		return fail(err.Error())
 	}
+	return out, true, nil
+}
+
+// Event returns the message the relay publishes for the stored event e
+// (as read from the store, not yet upcast): e brought to its current
+// schema version by Upcasters, as bus.EventMessage, on
+// Topics.Events(aggregate type). Translate uses it for EVENT# items; an
+// in-process relay (package testkit/pipeline) for the events of
+// eventstore/memstore's change feed.
+func (t Translator) Event(e eventstore.Envelope) (Outgoing, error) {
+	if t.Upcasters != nil {
+		var err error
+		if e, err = t.Upcasters.Upcast(e); err != nil {
+			return Outgoing{}, err
+		}
+	}
+	msg, err := bus.EventMessage(e)
+	if err != nil {
+		return Outgoing{}, err
+	}
+	return Outgoing{Topic: t.Topics.Events(e.AggregateType), Message: msg}, nil
+}
+
+// Outbound returns the message the relay publishes for the outbound
+// record o: bus.OutboundMessage on Topics.Outbound(o.Name).
+func (t Translator) Outbound(o eventstore.OutboundRecord) (Outgoing, error) {
 	msg, err := bus.OutboundMessage(o)
 	if err != nil {
-		return fail(err.Error())
+		return Outgoing{}, err
 	}
-	return Outgoing{Topic: t.Topics.Outbound(o.Name), Message: msg}, true, nil
+	return Outgoing{Topic: t.Topics.Outbound(o.Name), Message: msg}, nil
 }
 
 // Metadata keys of a poison message from the relay.

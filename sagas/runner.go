@@ -443,12 +443,8 @@ func (r *Runner) transact(ctx context.Context, instance string, start bool, in I
 			return nil, "skipped", nil // cleared or set again meanwhile: not due any more
 		}
 	}
-	fx := NewEffects(name, instance, in.CorrelationID, time.Now().UTC())
-	next, err := r.saga.handle(state, in, fx)
+	next, fx, err := handleInput(r.saga, instance, state, in, time.Now().UTC())
 	if err != nil {
-		return nil, "", err
-	}
-	if err := fx.Err(); err != nil {
 		return nil, "", err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE saga_instances SET state = $3, outcome = $4, version = version + 1, updated_at = now() WHERE saga = $1 AND instance = $2`,

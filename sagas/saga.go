@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -338,6 +339,17 @@ func (fx *Effects) Cancellations() []Cancellation { return fx.cancels }
 
 // Timeouts are the timeouts After set, by name, with their due times.
 func (fx *Effects) Timeouts() map[string]time.Time { return fx.timeouts }
+
+// Cleared are the timeouts Clear removed (and After did not set again
+// since), sorted.
+func (fx *Effects) Cleared() []string {
+	out := make([]string, 0, len(fx.cleared))
+	for name := range fx.cleared {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // Outcome is what Finish recorded ("" while the instance runs on).
 func (fx *Effects) Outcome() string { return fx.outcome }

@@ -25,6 +25,7 @@ import (
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/certs"
+	"github.com/eventpipe/eventpipe/internal/testenv"
 	"github.com/eventpipe/eventpipe/tlsconfig"
 )
 
@@ -237,6 +238,7 @@ func TestSecureClusterMechanisms(t *testing.T) {
 // issue the broker's certificate, no SASL at all, plain text against the
 // TLS listener.
 func TestSecureClusterRefusesWrongSettings(t *testing.T) {
+	testenv.Integration(t)
 	c := startSecureCluster(t)
 	good := c.security(kafka.SASLScramSHA512)
 	wrongPassword := good

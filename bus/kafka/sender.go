@@ -13,7 +13,6 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/commands"
-	"github.com/eventpipe/eventpipe/tracing"
 )
 
 // SenderConfig configures a Sender.
@@ -62,8 +61,7 @@ type Sender struct {
 	listenStartErr error
 	listenErr      chan error
 	consumer       sarama.Consumer
-	mu             sync.Mutex
-	waiting        map[string]chan commands.Result // command id -> its waiter
+	waiters        commands.Waiters
 }
 
 // NewSender connects to Kafka.
@@ -117,18 +115,7 @@ func (s *Sender) Close() error {
 // type>", a child of ctx's span, whose context the message carries in its
 // metadata (package tracing).
 func (s *Sender) Send(ctx context.Context, cmd commands.Command) (err error) {
-	msg, err := cmd.ToMessage()
-	if err != nil {
-		return err
-	}
-	topic := cmd.Topic(s.topics)
-	ctx, span := tracing.StartProducer(ctx, msg, "send "+cmd.Type, topic)
-	defer func() { tracing.RecordFailure(span, err); span.End() }()
-	msg.SetContext(ctx)
-	if err := s.pub.Publish(topic, msg); err != nil {
-		return fmt.Errorf("send command %s (%s): %w", cmd.ID, cmd.Type, err)
-	}
-	return nil
+	return commands.Publish(ctx, s.pub, s.topics, cmd)
 }
 
 // SendAndWait sends cmd and waits for its commands.Result on the replies topic
@@ -140,15 +127,8 @@ func (s *Sender) SendAndWait(ctx context.Context, cmd commands.Command) (command
 	if err := s.listen(); err != nil {
 		return commands.Result{}, err
 	}
-	ch := make(chan commands.Result, 1)
-	s.mu.Lock()
-	s.waiting[cmd.ID] = ch
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.waiting, cmd.ID)
-		s.mu.Unlock()
-	}()
+	ch, done := s.waiters.Wait(cmd.ID)
+	defer done()
 	if err := s.Send(ctx, cmd); err != nil {
 		return commands.Result{}, err
 	}
@@ -165,7 +145,6 @@ func (s *Sender) SendAndWait(ctx context.Context, cmd commands.Command) (command
 // listen starts the replies reader once.
 func (s *Sender) listen() error {
 	s.listenOnce.Do(func() {
-		s.waiting = map[string]chan commands.Result{}
 		s.listenErr = make(chan error, 1)
 		topic := s.topics.Replies()
 		consumer, err := sarama.NewConsumerFromClient(s.client)
@@ -201,10 +180,7 @@ func (s *Sender) deliver(pc sarama.PartitionConsumer) {
 			if !ok {
 				return
 			}
-			s.mu.Lock()
-			ch := s.waiting[string(km.Key)]
-			s.mu.Unlock()
-			if ch == nil {
+			if !s.waiters.Waiting(string(km.Key)) {
 				continue
 			}
 			msg, err := Marshaler.Unmarshal(km)
@@ -212,10 +188,7 @@ func (s *Sender) deliver(pc sarama.PartitionConsumer) {
 				continue
 			}
 			if res, err := commands.ResultFromMessage(msg); err == nil {
-				select {
-				case ch <- res:
-				default: // a redelivered result; the first one was taken
-				}
+				s.waiters.Deliver(res)
 			}
 		case kerr, ok := <-pc.Errors():
 			if !ok {

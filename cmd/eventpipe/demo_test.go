@@ -32,6 +32,7 @@ import (
 // events, page views, sessions and users, and from the accepted order
 // commands what they add to the order roll-up.
 func TestDemoOnceTellsAStoryItsReadModelsConfirm(t *testing.T) {
+	testenv.Integration(t)
 	bin := filepath.Join(t.TempDir(), "eventpipe")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

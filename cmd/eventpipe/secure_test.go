@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 // fails, promptly, naming what was refused, rather than hang or fall back
 // to plain text.
 func TestThePipelineRunsOnSecuredServicesAndRefusesBadCredentials(t *testing.T) {
+	testenv.Integration(t)
 	bin := filepath.Join(t.TempDir(), "eventpipe")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

@@ -47,13 +47,7 @@ func (s *Store) Append(ctx context.Context, req eventstore.AppendRequest) (event
 	if err := req.Validate(s.cfg.Schema); err != nil {
 		return eventstore.AppendResult{}, wrap(err)
 	}
-	if len(req.Events) == 0 && req.ExpectedVersion == 0 {
-		return eventstore.AppendResult{}, wrap(&eventstore.ValidationError{Field: "events", Reason: "is empty for a new aggregate"})
-	}
-	if req.NewVersion() > maxSeq {
-		return eventstore.AppendResult{}, wrap(&eventstore.ValidationError{Field: "sequence", Reason: fmt.Sprintf("%d exceeds %d", req.NewVersion(), int64(maxSeq))})
-	}
-	tx, err := s.transaction(req, time.Now().UTC())
+	tx, err := transaction(s.cfg.Table, req, time.Now().UTC(), s.cfg.CommandRetention)
 	if err != nil {
 		return eventstore.AppendResult{}, wrap(err)
 	}
@@ -106,9 +100,21 @@ type prepared struct {
 	commandIdx int // -1 without command id
 }
 
-// transaction builds the TransactWriteItems input of req and checks
-// DynamoDB's limits on it.
-func (s *Store) transaction(req eventstore.AppendRequest, now time.Time) (prepared, error) {
+// CheckAppendLimits checks a valid req (see eventstore.AppendRequest.Validate)
+// against DynamoDB's limits on the transaction Store.Append would write,
+// with commands recorded for commandRetention: more than
+// MaxTransactionItems items is eventstore.ErrTooManyItems, an item over
+// MaxItemSize eventstore.ErrItemTooLarge, more than MaxTransactionSize in
+// all eventstore.ErrTransactionTooLarge. It is Append's own check, for
+// stores that promise the same limits (eventstore/memstore).
+func CheckAppendLimits(req eventstore.AppendRequest, commandRetention time.Duration) error {
+	_, err := transaction(DefaultTable, req, time.Now().UTC(), commandRetention)
+	return err
+}
+
+// transaction builds the TransactWriteItems input of req on table and
+// checks DynamoDB's limits on it.
+func transaction(tableName string, req eventstore.AppendRequest, now time.Time, commandRetention time.Duration) (prepared, error) {
 	ref := req.Aggregate
 	count := 1 + len(req.Events) + len(req.Outbound)
 	if len(req.State) > 0 {
@@ -121,7 +127,7 @@ func (s *Store) transaction(req eventstore.AppendRequest, now time.Time) (prepar
 		return prepared{}, fmt.Errorf("%w: needs %d items (%d events, %d outbound, plus metadata/STATE/command), limit %d",
 			eventstore.ErrTooManyItems, count, len(req.Events), len(req.Outbound), MaxTransactionItems)
 	}
-	table := aws.String(s.cfg.Table)
+	table := aws.String(tableName)
 	items := make([]types.TransactWriteItem, 0, count)
 	total := 0
 	check := func(what string, it item) error {
@@ -195,7 +201,7 @@ func (s *Store) transaction(req eventstore.AppendRequest, now time.Time) (prepar
 	}
 	p := prepared{commandIdx: -1}
 	if req.CommandID != "" {
-		it := commandItem(req, now, s.cfg.CommandRetention)
+		it := commandItem(req, now, commandRetention)
 		if err := check("command record", it); err != nil {
 			return prepared{}, err
 		}

@@ -5,43 +5,23 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/ddbattr"
 )
 
-// TypeQuery selects the events of one type across all aggregates.
-type TypeQuery struct {
-	EventType string
-	// From and To bound the events' ULID time (when the store prepared
-	// them) to [From, To); either may be zero for no bound.
-	From, To time.Time
-	// Limit is the page size; 0 means Config.PageSize. At most 1000.
-	Limit int
-	// Cursor continues from a previous Page.Next; empty starts at the
-	// beginning.
-	Cursor string
-	// After, an event id, starts the listing after that event: only
-	// events with a greater id are listed (a resumable reader's
-	// checkpoint). Empty: no bound.
-	After string
-}
+// TypeQuery selects the events of one type across all aggregates (an
+// alias: the type lives in package eventstore, shared by every store).
+type TypeQuery = eventstore.TypeQuery
 
-// Page is one page of ListByType.
-type Page struct {
-	// Events in ULID order, upcast.
-	Events []eventstore.Envelope
-	// Next is the opaque cursor of the following page, empty at the end.
-	// A page may be empty with an empty Next (the end was exactly at the
-	// previous page's boundary).
-	Next string
-}
+// Page is one page of ListByType (an alias of eventstore.Page).
+type Page = eventstore.Page
+
+var _ eventstore.TypeReader = (*Store)(nil)
 
 // cursor is what an opaque Page.Next holds: DynamoDB's LastEvaluatedKey on GSI1.
 type cursor struct {
@@ -58,41 +38,23 @@ type cursor struct {
 // *eventstore.ValidationError on "cursor".
 func (s *Store) ListByType(ctx context.Context, q TypeQuery) (Page, error) {
 	wrap := func(err error) error { return fmt.Errorf("list %s: %w", q.EventType, err) }
-	if err := eventstore.ValidateName("event_type", q.EventType); err != nil {
+	q, ids, err := q.Normalize(s.cfg.PageSize)
+	if err != nil {
 		return Page{}, wrap(err)
 	}
-	if q.Limit == 0 {
-		q.Limit = s.cfg.PageSize
-	}
-	if q.Limit < 0 || q.Limit > 1000 {
-		return Page{}, wrap(&eventstore.ValidationError{Field: "limit", Reason: fmt.Sprintf("is %d, want 1–1000", q.Limit)})
-	}
-	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
-		return Page{}, wrap(&eventstore.ValidationError{Field: "to", Reason: "is not after from"})
-	}
-	lo, hi := gsiSKPrefix+minULID, gsiSKPrefix+maxULID
-	if !q.From.IsZero() {
-		lo = gsiSKPrefix + ulidBound(q.From, 0x00)
-	}
-	if !q.To.IsZero() {
-		hi = gsiSKPrefix + ulidBound(q.To.Add(-time.Millisecond), 0xFF)
-	}
-	if q.After != "" {
-		id, err := ulid.ParseStrict(q.After)
-		if err != nil {
-			return Page{}, wrap(&eventstore.ValidationError{Field: "after", Reason: fmt.Sprintf("%q is not an event id", q.After)})
-		}
-		// Event ids are ULIDs of one length: every id greater than
-		// After is also greater than After followed by the smallest
-		// ULID digit, which BETWEEN includes and After is below.
-		if after := gsiSKPrefix + id.String() + "0"; after > lo {
-			lo = after
-		}
-		if lo > hi {
-			return Page{}, nil
-		}
-	}
 	pk := TypeKey(q.EventType)
+	var start item
+	if q.Cursor != "" {
+		c, err := decodeCursor(q.Cursor)
+		if err != nil || c.GPK != pk {
+			return Page{}, wrap(&eventstore.ValidationError{Field: "cursor", Reason: "is not a cursor of this event type's listing"})
+		}
+		start = item{AttrPK: ddbattr.S(c.PK), AttrSK: ddbattr.S(c.SK), AttrGSI1PK: ddbattr.S(c.GPK), AttrGSI1SK: ddbattr.S(c.GSK)}
+	}
+	if ids.Empty() {
+		return Page{}, nil
+	}
+	lo, hi := gsiSKPrefix+ids.Lo, gsiSKPrefix+ids.Hi
 	in := &dynamodb.QueryInput{
 		TableName:              aws.String(s.cfg.Table),
 		IndexName:              aws.String(IndexByType),
@@ -100,14 +62,8 @@ func (s *Store) ListByType(ctx context.Context, q TypeQuery) (Page, error) {
 		ExpressionAttributeValues: item{
 			":pk": ddbattr.S(pk), ":lo": ddbattr.S(lo), ":hi": ddbattr.S(hi),
 		},
-		Limit: aws.Int32(int32(q.Limit)),
-	}
-	if q.Cursor != "" {
-		c, err := decodeCursor(q.Cursor)
-		if err != nil || c.GPK != pk {
-			return Page{}, wrap(&eventstore.ValidationError{Field: "cursor", Reason: "is not a cursor of this event type's listing"})
-		}
-		in.ExclusiveStartKey = item{AttrPK: ddbattr.S(c.PK), AttrSK: ddbattr.S(c.SK), AttrGSI1PK: ddbattr.S(c.GPK), AttrGSI1SK: ddbattr.S(c.GSK)}
+		Limit:             aws.Int32(int32(q.Limit)),
+		ExclusiveStartKey: start,
 	}
 	out, err := s.cfg.Client.Query(ctx, in)
 	if err != nil {
@@ -145,24 +101,6 @@ func decodeCursor(s string) (cursor, error) {
 		return c, fmt.Errorf("incomplete cursor")
 	}
 	return c, nil
-}
-
-// ulidBound is the smallest (fill 0x00) or largest (fill 0xFF) ULID of t's
-// millisecond.
-func ulidBound(t time.Time, fill byte) string {
-	var u ulid.ULID
-	if t.Before(time.UnixMilli(0)) {
-		t = time.UnixMilli(0)
-	}
-	if err := u.SetTime(ulid.Timestamp(t)); err != nil {
-		return maxULID
-	}
-	e := make([]byte, 10)
-	for i := range e {
-		e[i] = fill
-	}
-	_ = u.SetEntropy(e)
-	return u.String()
 }
 
 // CountByType counts the stored events of eventType (GSI1, paged

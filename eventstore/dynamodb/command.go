@@ -53,11 +53,8 @@ func (s *Store) RecordRefusal(ctx context.Context, ref eventstore.Ref, commandID
 	if err := eventstore.ValidateName("command_id", commandID); err != nil {
 		return eventstore.AppendResult{}, wrap(err)
 	}
-	if r.Status == "" {
-		return eventstore.AppendResult{}, wrap(&eventstore.ValidationError{Field: "status", Reason: "is empty"})
-	}
-	if r.Version < 0 {
-		return eventstore.AppendResult{}, wrap(&eventstore.ValidationError{Field: "version", Reason: "is negative"})
+	if err := r.Validate(); err != nil {
+		return eventstore.AppendResult{}, wrap(err)
 	}
 	_, err := s.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           aws.String(s.cfg.Table),

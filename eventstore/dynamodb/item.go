@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -245,17 +244,11 @@ func commandItem(req eventstore.AppendRequest, now time.Time, ttl time.Duration)
 	return it
 }
 
-// maxReasonBytes bounds the reason kept in a refusal record.
-const maxReasonBytes = 1024
-
 // refusalItem is the COMMAND# record of a command answered without an
 // append: lastSeq is the version it was decided at, and status marks it as
 // a refusal.
 func refusalItem(ref eventstore.Ref, commandID string, r eventstore.Refusal, now time.Time, ttl time.Duration) item {
-	reason := r.Reason
-	if len(reason) > maxReasonBytes {
-		reason = strings.ToValidUTF8(reason[:maxReasonBytes], "") + "…"
-	}
+	r = r.Recorded()
 	it := item{
 		AttrPK:        ddbattr.S(PartitionKey(ref)),
 		AttrSK:        ddbattr.S(CommandSK(commandID)),
@@ -265,7 +258,7 @@ func refusalItem(ref eventstore.Ref, commandID string, r eventstore.Refusal, now
 		AttrStatus:    ddbattr.S(r.Status),
 		AttrUpdatedAt: ddbattr.S(formatTime(now)),
 	}
-	ddbattr.SetOpt(it, AttrReason, reason)
+	ddbattr.SetOpt(it, AttrReason, r.Reason)
 	if ttl > 0 {
 		it[AttrTTL] = ddbattr.N(now.Add(ttl).Unix())
 	}

@@ -18,12 +18,9 @@ const (
 	IndexByType  = "gsi1"
 	AttrTTL      = "ttl"
 	seqDigits    = 12
-	maxSeq       = 999_999_999_999
 	prefixAgg    = "AGGREGATE#"
 	prefixType   = "EVENT_TYPE#"
 	gsiSKPrefix  = "EVENT#"
-	minULID      = "00000000000000000000000000"
-	maxULID      = "7ZZZZZZZZZZZZZZZZZZZZZZZZZ"
 	commandLabel = "COMMAND#"
 )
 

@@ -83,7 +83,7 @@ func (s *Store) query(ctx context.Context, ref eventstore.Ref, afterSeq int64, l
 		ExpressionAttributeValues: item{
 			":pk": ddbattr.S(PartitionKey(ref)),
 			":lo": ddbattr.S(EventSK(afterSeq + 1)),
-			":hi": ddbattr.S(EventSK(maxSeq)),
+			":hi": ddbattr.S(EventSK(eventstore.MaxSequence)),
 		},
 	}
 	if limit > 0 {

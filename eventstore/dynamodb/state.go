@@ -48,10 +48,7 @@ func (s *Store) PutSnapshot(ctx context.Context, ref eventstore.Ref, st eventsto
 	if err := ref.Validate(); err != nil {
 		return fmt.Errorf("put snapshot %s: %w", ref, err)
 	}
-	if st.Seq < 1 {
-		return fmt.Errorf("put snapshot %s: %w", ref, &eventstore.ValidationError{Field: "seq", Reason: fmt.Sprintf("is %d, want ≥ 1", st.Seq)})
-	}
-	if err := eventstore.ValidatePayload("state", st.Data); err != nil {
+	if err := st.Validate(); err != nil {
 		return fmt.Errorf("put snapshot %s: %w", ref, err)
 	}
 	v, err := s.Version(ctx, ref)
@@ -65,8 +62,8 @@ func (s *Store) PutSnapshot(ctx context.Context, ref eventstore.Ref, st eventsto
 		st.UpdatedAt = time.Now()
 	}
 	it := stateItem(ref, SKSnapshot, st)
-	if n := ItemSize(it); n > MaxItemSize {
-		return fmt.Errorf("put snapshot %s: %w: %d bytes, limit %d", ref, eventstore.ErrItemTooLarge, n, MaxItemSize)
+	if err := checkSnapshotItem(it); err != nil {
+		return fmt.Errorf("put snapshot %s: %w", ref, err)
 	}
 	_, err = s.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 aws.String(s.cfg.Table),
@@ -80,6 +77,24 @@ func (s *Store) PutSnapshot(ctx context.Context, ref eventstore.Ref, st eventsto
 	}
 	if err != nil {
 		return fmt.Errorf("put snapshot %s: %w", ref, err)
+	}
+	return nil
+}
+
+// CheckSnapshotLimits checks a valid snapshot st of ref against
+// DynamoDB's item size limit, as PutSnapshot does before writing: an item
+// over MaxItemSize is eventstore.ErrItemTooLarge. For stores that promise
+// the same limits (eventstore/memstore).
+func CheckSnapshotLimits(ref eventstore.Ref, st eventstore.Stored) error {
+	if st.UpdatedAt.IsZero() {
+		st.UpdatedAt = time.Now()
+	}
+	return checkSnapshotItem(stateItem(ref, SKSnapshot, st))
+}
+
+func checkSnapshotItem(it item) error {
+	if n := ItemSize(it); n > MaxItemSize {
+		return fmt.Errorf("%w: snapshot is %d bytes, limit %d", eventstore.ErrItemTooLarge, n, MaxItemSize)
 	}
 	return nil
 }

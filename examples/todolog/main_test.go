@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,11 +18,12 @@ import (
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
-	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestTodoLogRunsAsALibraryUsersReadModel builds this example as its own
-// program and runs it as a user would, against the real stack: `migrate`
+// program and runs it as a user would, against the real stack, with
+// nothing but the public test kit (testkit/integration): `migrate`
 // creates eventpipe's tables and the example's own; `send` publishes todo
 // commands through the bus (the test runs the command handlers and the
 // relay in-process); `consume` first catches up on the history written
@@ -31,28 +31,19 @@ import (
 // SIGKILL mid-stream and restarted; in the end todo_log holds every event
 // exactly once, and `replay` rebuilds the same table from the store.
 func TestTodoLogRunsAsALibraryUsersReadModel(t *testing.T) {
+	// The test's own tables, topics and Postgres schema on the local
+	// stack (it fails when a service is down, skips under -short).
+	ep := integration.Isolate(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	bin := filepath.Join(t.TempDir(), "todolog")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	ddb := testenv.DynamoDB(t)
-	testenv.KafkaBrokers(t)
-	ep := testenv.Endpoints()
-	ep.EventsTable = testenv.UniqueName(t, "events")
-	ep.LeasesTable = testenv.UniqueName(t, "leases")
-	ep.TopicPrefix = testenv.UniqueName(t, "ns") + "."
-	t.Cleanup(func() { testenv.DeleteTable(t, ddb, ep.EventsTable); testenv.DeleteTable(t, ddb, ep.LeasesTable) })
-	_, pgURL := testenv.PostgresSchema(t, "todolog") // the URL's search_path picks the schema
-	ep.Postgres = pgURL
-	env := append(os.Environ(),
-		"EVENTPIPE_DYNAMODB_ENDPOINT="+ep.DynamoDB, "EVENTPIPE_KAFKA_BROKERS="+strings.Join(ep.KafkaBrokers, ","),
-		"EVENTPIPE_POSTGRES_URL="+ep.Postgres, "EVENTPIPE_EVENTS_TABLE="+ep.EventsTable,
-		"EVENTPIPE_LEASES_TABLE="+ep.LeasesTable, "EVENTPIPE_TOPIC_PREFIX="+ep.TopicPrefix)
+	env := integration.Environ(ep) // the program reads the same endpoints
 	program := func(args ...string) *exec.Cmd {
 		cmd := exec.Command(bin, args...)
-		cmd.Env = env
+		cmd.Env = append(os.Environ(), env...)
 		return cmd
 	}
 	runProgram := func(args ...string) {
@@ -63,7 +54,7 @@ func TestTodoLogRunsAsALibraryUsersReadModel(t *testing.T) {
 	}
 
 	runProgram("migrate")
-	ws, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "cmds")})
+	ws, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: integration.UniqueName(t, "cmds")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,19 +91,27 @@ func TestTodoLogRunsAsALibraryUsersReadModel(t *testing.T) {
 			t.Fatalf("todo_log has %d rows, want %d", got, want)
 		}
 	}
-	metricsAddr := "127.0.0.1:" + fmt.Sprint(testenv.FreePort(t))
-	startConsumer := func() *exec.Cmd {
-		cmd := program("consume", "-metrics-addr", metricsAddr)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
-		return cmd
-	}
-
+	metricsAddr := "127.0.0.1:" + fmt.Sprint(integration.FreePort(t))
+	metricsURL := "http://" + metricsAddr + "/metrics"
 	// History first: ten todos exist before the read model ever ran.
 	runProgram("send", "-n", "10", "-id", "hist")
-	consumer := startConsumer()
+	// The consumer is a child process, ready once its /metrics answers;
+	// it is killed with SIGKILL and restarted below, and killed when the
+	// test ends.
+	consumer := integration.StartChild(t, integration.ChildConfig{
+		Program: bin, Args: []string{"consume", "-metrics-addr", metricsAddr}, Env: env,
+		Ready: func(ctx context.Context) error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			return resp.Body.Close()
+		},
+	})
 	waitRows(10, 60*time.Second)
 
 	// Live: batches of commands flow, one after another, until the
@@ -147,10 +146,9 @@ func TestTodoLogRunsAsALibraryUsersReadModel(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
-		_ = consumer.Process.Signal(syscall.SIGKILL)
-		_, _ = consumer.Process.Wait()
+		consumer.Kill()
 		atKill = append(atKill, rows())
-		consumer = startConsumer()
+		consumer.Start()
 	}
 	close(stopSending)
 	if err := <-sendDone; err != nil {
@@ -166,7 +164,7 @@ func TestTodoLogRunsAsALibraryUsersReadModel(t *testing.T) {
 	}
 
 	// Its metrics are served like the built-in read models'.
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	resp, err := http.Get(metricsURL)
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
@@ -196,8 +194,7 @@ func TestTodoLogRunsAsALibraryUsersReadModel(t *testing.T) {
 	}
 
 	// Replay rebuilds the same table from the store.
-	_ = consumer.Process.Signal(syscall.SIGKILL)
-	_, _ = consumer.Process.Wait()
+	consumer.Kill()
 	digest := func() string {
 		var d string
 		if err := db.QueryRow(ctx, `SELECT md5(string_agg(todo_id || '/' || seq || '/' || event_type || '/' || title, ',' ORDER BY todo_id, seq)) FROM todo_log`).Scan(&d); err != nil {

@@ -46,6 +46,7 @@ func TestValidateRejectsNonLoopbackAndMissingDataDir(t *testing.T) {
 // checks that every record and the group's committed offsets are still
 // there, and that the group resumes exactly where it left off.
 func TestCommittedOffsetsAndMessagesSurviveKill9(t *testing.T) {
+	testenv.Integration(t)
 	const total, consumedBeforeKill = 90, 40
 	broker := testenv.StartKafkaBroker(t, t.TempDir())
 	brokers := []string{broker.Addr}

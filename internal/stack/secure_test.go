@@ -18,6 +18,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/certs"
 	"github.com/eventpipe/eventpipe/internal/stack"
+	"github.com/eventpipe/eventpipe/internal/testenv"
 	"github.com/eventpipe/eventpipe/tlsconfig"
 )
 
@@ -118,6 +119,7 @@ func checkPostgresTLSRole(t *testing.T, s *stack.Stack) {
 // the material, each service's secured door and its refusals, `stack env`
 // and that switching modes while it runs is refused.
 func TestSecureStack(t *testing.T) {
+	testenv.Integration(t)
 	ctx := context.Background()
 	var out bytes.Buffer
 	s, cfg := newThrowawayStackWith(t, &out, func(c *stack.Config) { c.Secure = true })

@@ -103,6 +103,7 @@ func pids(t *testing.T, s *stack.Stack) map[string]int {
 // second Up changes nothing, writes to DynamoDB, Kafka and Postgres, stops
 // the stack, starts it again and reads everything back.
 func TestUpIsIdempotentAndDownUpKeepsData(t *testing.T) {
+	testenv.Integration(t)
 	ctx := context.Background()
 	var out bytes.Buffer
 	s := newThrowawayStack(t, &out)
@@ -260,6 +261,7 @@ func esDo(t *testing.T, es *elasticsearch.Client, method, path, body string, wan
 // plain TCP listener and expects a clear error naming the component, the
 // address and the variable that moves it.
 func TestUpRefusesAPortHeldByAnotherProgram(t *testing.T) {
+	testenv.Integration(t)
 	var out bytes.Buffer
 	s := newThrowawayStack(t, &out)
 	l, err := net.Listen("tcp", s.Endpoints().KafkaBrokers[0])

@@ -3,14 +3,9 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/spf13/pflag"
 
@@ -18,11 +13,13 @@ import (
 	"github.com/eventpipe/eventpipe/internal/esserver"
 	"github.com/eventpipe/eventpipe/internal/kafkabroker"
 	"github.com/eventpipe/eventpipe/internal/probe"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
+// The mains of the children RunChildIfRequested runs (integration.RunChild).
 const (
-	envKafkaBrokerChild = "EVENTPIPE_TESTENV_KAFKA_BROKER_CHILD"
-	envESServerChild    = "EVENTPIPE_TESTENV_ES_SERVER_CHILD"
+	mainKafkaBroker = "eventpipe.kafka-broker"
+	mainESServer    = "eventpipe.es-server"
 )
 
 // RunChildIfRequested turns the test binary into a child process when a
@@ -30,59 +27,53 @@ const (
 // stack kafka-broker`) or the Elasticsearch-API server (`eventpipe stack
 // es-server`). Call it first in TestMain; it does not return in a child.
 func RunChildIfRequested() {
-	var (
-		name string
-		fs   = pflag.NewFlagSet("child", pflag.ContinueOnError)
-		run  func(context.Context) error
-	)
-	switch {
-	case os.Getenv(envKafkaBrokerChild) == "1":
-		var cfg kafkabroker.Config
-		cfg.BindFlags(fs)
-		name, run = "kafka broker child", func(ctx context.Context) error { return kafkabroker.Run(ctx, cfg) }
-	case os.Getenv(envESServerChild) == "1":
-		var cfg esserver.Config
-		cfg.BindFlags(fs)
-		name, run = "es-server child", func(ctx context.Context) error { return esserver.Run(ctx, cfg) }
-	default:
-		return
+	integration.RunChild(map[string]integration.Main{
+		mainKafkaBroker: func(ctx context.Context, args []string) error {
+			var cfg kafkabroker.Config
+			if err := parseFlags(&cfg, args); err != nil {
+				return err
+			}
+			return kafkabroker.Run(ctx, cfg)
+		},
+		mainESServer: func(ctx context.Context, args []string) error {
+			var cfg esserver.Config
+			if err := parseFlags(&cfg, args); err != nil {
+				return err
+			}
+			return esserver.Run(ctx, cfg)
+		},
+	})
+}
+
+// parseFlags binds cfg's flags and parses args into them.
+func parseFlags(cfg interface{ BindFlags(*pflag.FlagSet) }, args []string) error {
+	fs := pflag.NewFlagSet("child", pflag.ContinueOnError)
+	cfg.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("flags: %w", err)
 	}
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, name+":", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, name+":", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	return nil
 }
 
 // KafkaBrokerCommand returns the command and extra environment that start
 // this test binary as a Kafka broker child (see RunChildIfRequested); the
 // caller appends the broker flags.
 func KafkaBrokerCommand() (cmd []string, env []string) {
-	return []string{os.Args[0]}, []string{envKafkaBrokerChild + "=1"}
+	return []string{os.Args[0]}, []string{integration.EnvChild + "=" + mainKafkaBroker}
 }
 
 // ESServerCommand returns the command and extra environment that start
 // this test binary as an Elasticsearch-API server child (see
 // RunChildIfRequested); the caller appends the server flags.
 func ESServerCommand() (cmd []string, env []string) {
-	return []string{os.Args[0]}, []string{envESServerChild + "=1"}
+	return []string{os.Args[0]}, []string{integration.EnvChild + "=" + mainESServer}
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+// FreePort returns a loopback port that was free a moment ago
+// (integration.FreePort).
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return integration.FreePort(tb)
 }
 
 // KafkaBrokerProcess is a Kafka broker running as a child process of the
@@ -90,7 +81,7 @@ func FreePort(tb testing.TB) int {
 type KafkaBrokerProcess struct {
 	Addr    string
 	DataDir string
-	cmd     *exec.Cmd
+	child   *integration.Child
 	tb      testing.TB
 	// partitions of auto-created topics (0 means 3)
 	partitions int
@@ -139,6 +130,7 @@ func (c KafkaBrokerConfig) Validate() error {
 // it when tb ends.
 func StartKafkaBrokerWithConfig(tb testing.TB, cfg KafkaBrokerConfig) *KafkaBrokerProcess {
 	tb.Helper()
+	Integration(tb)
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		tb.Fatal(err)
@@ -164,37 +156,27 @@ func StartKafkaBroker(tb testing.TB, dataDir string) *KafkaBrokerProcess {
 // waits until it answers a Metadata request.
 func (b *KafkaBrokerProcess) Start() {
 	b.tb.Helper()
-	args, env := KafkaBrokerCommand()
+	if b.child != nil {
+		b.child.Start()
+		return
+	}
 	partitions := b.partitions
 	if partitions == 0 {
 		partitions = 3
 	}
-	cmd := exec.Command(args[0], append([]string{"--addr", b.Addr, "--data-dir", b.DataDir, "--partitions", strconv.Itoa(partitions)}, b.args...)...)
-	cmd.Env = append(append(os.Environ(), env...), b.env...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.tb.Fatalf("start kafka broker child: %v", err)
-	}
-	b.cmd = cmd
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := probe.Kafka(context.Background(), []string{b.Addr}, b.security)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.tb.Fatalf("kafka broker child at %s not healthy: %v", b.Addr, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	b.child = integration.StartChild(b.tb, integration.ChildConfig{
+		Main: mainKafkaBroker,
+		Args: append([]string{"--addr", b.Addr, "--data-dir", b.DataDir, "--partitions", strconv.Itoa(partitions)}, b.args...),
+		Env:  b.env,
+		Ready: func(ctx context.Context) error {
+			return probe.Kafka(ctx, []string{b.Addr}, b.security)
+		},
+	})
 }
 
 // Kill sends SIGKILL to the broker and reaps it; no shutdown code runs.
 func (b *KafkaBrokerProcess) Kill() {
-	if b.cmd == nil || b.cmd.Process == nil {
-		return
+	if b.child != nil {
+		b.child.Kill()
 	}
-	_ = b.cmd.Process.Signal(syscall.SIGKILL)
-	_, _ = b.cmd.Process.Wait()
-	b.cmd = nil
 }

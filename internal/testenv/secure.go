@@ -8,19 +8,18 @@ import (
 	"encoding/json"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/certs"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/kafkabroker"
+	"github.com/eventpipe/eventpipe/internal/probe"
 	"github.com/eventpipe/eventpipe/internal/stack"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 	"github.com/eventpipe/eventpipe/tlsconfig"
 )
 
@@ -59,6 +58,7 @@ const SecureKafkaUser = "eventpipe"
 // topic prefix and Postgres schema (SecurePostgresURL).
 func StartSecureServices(tb testing.TB) *SecureServices {
 	tb.Helper()
+	Integration(tb)
 	dir := tb.TempDir()
 	files, err := certs.WriteServer(dir, "eventpipe test CA", "127.0.0.1", "localhost")
 	if err != nil {
@@ -83,18 +83,14 @@ func StartSecureServices(tb testing.TB) *SecureServices {
 	apiKey := base64.StdEncoding.EncodeToString([]byte(id + ":" + key))
 	writeSecret(tb, dir, "es-api-key", apiKey)
 	esAddr := "127.0.0.1:" + strconv.Itoa(FreePort(tb))
-	args, env := ESServerCommand()
-	cmd := exec.Command(args[0], "--addr", esAddr, "--data-dir", filepath.Join(dir, "es"), "--tls-cert-file", certFile, "--tls-key-file", keyFile,
-		"--tls-ca-file", caFile, "--credentials-file", credsFile)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("start es-server child: %v", err)
-	}
-	tb.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGKILL); _, _ = cmd.Process.Wait() })
 	esSec := esclient.Security{APIKey: apiKey, TLS: tlsconfig.Config{CAFile: caFile}}
 	esURL := "https://" + esAddr
-	waitES(tb, esURL, esSec)
+	integration.StartChild(tb, integration.ChildConfig{
+		Main: mainESServer,
+		Args: []string{"--addr", esAddr, "--data-dir", filepath.Join(dir, "es"), "--tls-cert-file", certFile, "--tls-key-file", keyFile,
+			"--tls-ca-file", caFile, "--credentials-file", credsFile},
+		Ready: func(ctx context.Context) error { return probe.Elasticsearch(ctx, esURL, esSec) },
+	})
 
 	ep := Endpoints()
 	ep.KafkaBrokers, ep.Kafka = []string{s.Broker.Addr}, sec
@@ -120,6 +116,7 @@ func StartSecureServices(tb testing.TB) *SecureServices {
 // in the schemas PostgresSchema creates.
 func SecurePostgres(tb testing.TB, schema string) (pgURL, pgPassFile string) {
 	tb.Helper()
+	Integration(tb)
 	dir := Endpoints().StackDir
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(stack.RepoRoot(), dir)
@@ -141,30 +138,6 @@ func SecurePostgres(tb testing.TB, schema string) (pgURL, pgPassFile string) {
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), f.PGPass
-}
-
-func waitES(tb testing.TB, esURL string, sec esclient.Security) {
-	tb.Helper()
-	es, err := esclient.NewClient(esURL, sec)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		res, err := es.Info(es.Info.WithContext(ctx))
-		cancel()
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("secured es-server child at %s not healthy: %v %v", esURL, err, res)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 func writeSecret(tb testing.TB, dir, name, value string) string {

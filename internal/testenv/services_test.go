@@ -115,12 +115,20 @@ func TestPostgresRoundTrip(t *testing.T) {
 // observed instead of ending the real test.
 type failRecorder struct {
 	testing.TB
-	mu     sync.Mutex
-	failed bool
-	msg    string
+	mu      sync.Mutex
+	failed  bool
+	skipped bool
+	msg     string
 }
 
 func (f *failRecorder) Helper() {}
+func (f *failRecorder) Skip(args ...any) {
+	f.mu.Lock()
+	f.skipped = true
+	f.msg = fmt.Sprint(args...)
+	f.mu.Unlock()
+	runtime.Goexit()
+}
 func (f *failRecorder) Fatalf(format string, args ...any) {
 	f.mu.Lock()
 	f.failed = true
@@ -134,7 +142,8 @@ func (f *failRecorder) Fatalf(format string, args ...any) {
 
 // TestHelpersFailLoudlyWhenAServiceIsDown points each helper at a closed
 // port and checks that it fails the test (never skips) with a message
-// naming the service and how to start it.
+// naming the service and how to start it; under -short (the unit tier)
+// it checks that the helper skips instead, as an integration test.
 func TestHelpersFailLoudlyWhenAServiceIsDown(t *testing.T) {
 	closed := strconv.Itoa(testenv.FreePort(t))
 	cases := []struct {
@@ -155,6 +164,12 @@ func TestHelpersFailLoudlyWhenAServiceIsDown(t *testing.T) {
 				tc.call(rec)
 			}()
 			<-done
+			if testing.Short() {
+				if !rec.skipped || rec.failed || !strings.Contains(rec.msg, "integration test") {
+					t.Fatalf("%s helper under -short: skipped %v, failed %v (%q); want it skipped as an integration test", tc.name, rec.skipped, rec.failed, rec.msg)
+				}
+				return
+			}
 			if !rec.failed {
 				t.Fatalf("%s helper returned normally against a closed port", tc.name)
 			}

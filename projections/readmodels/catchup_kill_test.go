@@ -88,25 +88,25 @@ func (w *world) storeAccounts(t *testing.T, n, perAccount int) map[string][]even
 }
 
 // TestKilledCatchUpResumesAndEndsEqualToTheStore is the issue's
-// acceptance test for a read model: 2,500 accounts (10,000 events) exist
+// acceptance test for a read model: 125 accounts (5,000 events) exist
 // only in the event store, the live topics are empty (a namespace of the
 // test's own), and the accounts read model runs in a child process
 // (eventpipe.NewConsumers with the read model's default start: history)
 // that is killed with SIGKILL three times during its catch-up and
 // restarted. Each kill follows a batch the running child committed (its
 // projection_catchup row moved), and after each kill the row shows the
-// catch-up mid-way: not done, 0 < events < 10,000, events above the
+// catch-up mid-way: not done, 0 < events < 5,000, events above the
 // previous kill's (the restart resumed and made progress), and never
 // claiming more than the read model holds. Polled throughout, the row
 // never goes back and keeps its first start: no restart begins again.
 // In the end the catch-up is
-// done with exactly 10,000 events counted (a catch-up that started over
+// done with exactly 5,000 events counted (a catch-up that started over
 // after a kill would count the re-read events again), the group was
 // started on the live topics, and every account's row, position and
 // transactions equal what its stored events give, each event applied
 // once (apply_count = version).
 func TestKilledCatchUpResumesAndEndsEqualToTheStore(t *testing.T) {
-	const accounts, perAccount, kills = 2500, 3, 3
+	const accounts, perAccount, kills = 125, 39, 3
 	const total = accounts * (1 + perAccount)
 	began := time.Now()
 	w := newWorld(t)

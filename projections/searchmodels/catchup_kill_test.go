@@ -89,7 +89,7 @@ func (w *world) catchUpDoc(index, alias string) searchCatchUp {
 }
 
 // TestKilledSearchCatchUpResumesAndEndsEqualToTheStore is the issue's
-// acceptance test for a search model: 2,500 todos (10,000 events) exist
+// acceptance test for a search model: 125 todos (5,000 events) exist
 // only in the event store, the live topics are empty (a namespace of the
 // test's own), and the todos search model runs in a child process
 // (eventpipe.NewConsumers with the search model's default start:
@@ -97,16 +97,16 @@ func (w *world) catchUpDoc(index, alias string) searchCatchUp {
 // and restarted. Each kill follows a batch the running child recorded in
 // <prefix>eventpipe-catchup (document id: the alias), and after each kill
 // that document and the documents' version sum (the events applied) show
-// the catch-up mid-way: not done, 0 < events ≤ version sum < 10,000 (the
+// the catch-up mid-way: not done, 0 < events ≤ version sum < 5,000 (the
 // state never claims an event the index lacks), events above the previous
 // kill's (the restart resumed and made progress). Polled throughout, the
 // document never goes back and keeps its first start: no restart begins
-// again. In the end the catch-up is done with exactly 10,000 events counted (one that started
+// again. In the end the catch-up is done with exactly 5,000 events counted (one that started
 // over after a kill would count re-read events again), the group was
 // started on the live topics, and every document equals a from-scratch
 // application of the stored events, version included.
 func TestKilledSearchCatchUpResumesAndEndsEqualToTheStore(t *testing.T) {
-	const todos, updates, kills = 2500, 3, 3
+	const todos, updates, kills = 125, 39, 3
 	const total = todos * (1 + updates)
 	began := time.Now()
 	w := newWorld(t)

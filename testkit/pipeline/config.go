@@ -1,0 +1,120 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/eventstore/memstore"
+)
+
+// DefaultBuffer is Config.Buffer's default.
+const DefaultBuffer = 256
+
+// Config configures a Pipeline. The zero Config is usable: the built-in
+// catalogue's command handlers and the relay, with no consumers.
+type Config struct {
+	// Catalog holds the domains, consumers and upcasters (default
+	// eventpipe.Builtin()).
+	Catalog *eventpipe.Catalog
+	// TopicPrefix namespaces the topics as EVENTPIPE_TOPIC_PREFIX does
+	// (default: that variable, as for every eventpipe.Endpoints; the
+	// bus is the Pipeline's own, so it only changes the names).
+	// Pipeline.Topics gives the namespace in use.
+	TopicPrefix string
+	// Store is the event store (default: a new memstore.Store with the
+	// catalogue's schema). Give one to start from events of your own
+	// (appended before Start, they are relayed too).
+	Store *memstore.Store
+	// Consumers names the catalogue's consumers to run
+	// (Catalog.ConsumerNames), each in the way `eventpipe consume` runs
+	// it, through eventpipe.NewConsumers, on the GoChannel. Default:
+	// none. The analytics aggregator cannot run here.
+	Consumers []string
+	// DB is the Postgres database of the consumers that need one (read
+	// models, sagas, parking unless NoParking). Required when one of
+	// Consumers does; it must be migrated (eventpipe.Migrate, or
+	// migrations/postgres). The caller closes it.
+	DB *pgxpool.Pool
+	// Search is the Elasticsearch of the search models among Consumers.
+	// Required when one of them is.
+	Search *elasticsearch.Client
+	// NoParking poisons the read and search models' permanent failures
+	// instead of parking them in DB (see eventpipe.ConsumersConfig).
+	NoParking bool
+	// SnapshotEvery is the snapshot consumer's N (default
+	// snapshots.DefaultEvery).
+	SnapshotEvery int64
+	// CommandKey, when set, signs the sagas' commands and makes the
+	// command handlers check them (see eventpipe.WriteSideConfig).
+	CommandKey []byte
+	// Middlewares wrap the command handlers' dispatcher (see
+	// eventpipe.WriteSideConfig.Middlewares).
+	Middlewares []message.HandlerMiddleware
+	// Buffer is the GoChannel's buffer of messages per subscriber
+	// (default DefaultBuffer).
+	Buffer int64
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Catalog == nil {
+		c.Catalog = eventpipe.Builtin()
+	}
+	if c.Buffer == 0 {
+		c.Buffer = DefaultBuffer
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first unusable field: an unknown or repeated
+// consumer, one that cannot run in one process (the analytics
+// aggregator), one without the database or Elasticsearch it needs, a
+// short CommandKey or a negative Buffer or SnapshotEvery.
+func (c Config) Validate() error {
+	if c.Catalog == nil {
+		return errors.New("pipeline: Config.Catalog is nil")
+	}
+	if c.Buffer < 0 {
+		return fmt.Errorf("pipeline: Config.Buffer is %d, want ≥ 0", c.Buffer)
+	}
+	if c.SnapshotEvery < 0 {
+		return fmt.Errorf("pipeline: Config.SnapshotEvery is %d, want ≥ 0", c.SnapshotEvery)
+	}
+	if n := len(c.CommandKey); n > 0 && n < commands.MinKeyLength {
+		return fmt.Errorf("pipeline: Config.CommandKey has %d bytes, want at least %d", n, commands.MinKeyLength)
+	}
+	seen := map[string]bool{}
+	for _, name := range c.Consumers {
+		cons, ok := c.Catalog.Consumer(name)
+		if !ok {
+			return fmt.Errorf("pipeline: %w %q (have %v)", eventpipe.ErrUnknownConsumer, name, c.Catalog.ConsumerNames())
+		}
+		if seen[name] {
+			return fmt.Errorf("pipeline: consumer %q named twice", name)
+		}
+		seen[name] = true
+		info := cons.Describe(bus.Topics{Prefix: c.TopicPrefix})
+		switch {
+		case info.Kind == eventpipe.KindAggregator:
+			return fmt.Errorf("pipeline: consumer %q (%s) needs DynamoDB and Kafka and cannot run in the pipeline", name, info.Kind)
+		case info.Needs.Postgres && c.DB == nil:
+			return fmt.Errorf("pipeline: consumer %q (%s) needs Postgres: set Config.DB", name, info.Kind)
+		case info.Needs.Parking && !c.NoParking && c.DB == nil:
+			return fmt.Errorf("pipeline: consumer %q (%s) parks its failures in Postgres: set Config.DB, or NoParking", name, info.Kind)
+		case info.Needs.Elasticsearch && c.Search == nil:
+			return fmt.Errorf("pipeline: consumer %q (%s) needs Elasticsearch: set Config.Search", name, info.Kind)
+		}
+	}
+	return nil
+}

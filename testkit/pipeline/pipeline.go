@@ -1,0 +1,179 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+
+	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore/memstore"
+	"github.com/eventpipe/eventpipe/relay"
+)
+
+// Pipeline is the whole pipeline in one process, for tests and local
+// experiments only (see the package documentation): the in-memory store,
+// the GoChannel bus, the command handlers, the relay of the store's
+// change feed, the consumers of Config.Consumers and a Sender. Start it;
+// Close stops it.
+type Pipeline struct {
+	// Store is the event store the command handlers append to.
+	Store *memstore.Store
+	// Bus is the GoChannel every part publishes on and subscribes to.
+	// Subscribe to any topic (Topics names them) to see its messages,
+	// every one since the start; do not Close it (Pipeline.Close does).
+	Bus *gochannel.GoChannel
+	// WriteSide holds the command handlers (WriteSide.Handlers,
+	// WriteSide.Dispatcher); its HTTP API is not served.
+	WriteSide *eventpipe.WriteSide
+	// Sender sends commands onto the bus and waits for their answers.
+	Sender *Sender
+
+	topics    bus.Topics
+	relay     *feedRelay
+	consumers *eventpipe.Consumers
+	cancel    context.CancelFunc
+	done      chan struct{} // closed when every part stopped
+	err       error         // the first part's failure, set before done closes
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start builds the pipeline of cfg and starts its parts in the
+// background; they run until ctx ends, one of them fails (Done, Err), or
+// Close. A part that subscribes after a message was published still
+// gets it (the bus is persistent), so a command sent at once is handled.
+// Nothing it does is durable: for tests and local experiments, never
+// production.
+func Start(ctx context.Context, cfg Config) (*Pipeline, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ep := eventpipe.Endpoints{TopicPrefix: cfg.TopicPrefix}.Fill()
+	if err := ep.Err(); err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	topics := bus.Topics{Prefix: ep.TopicPrefix}
+	store := cfg.Store
+	if store == nil {
+		var err error
+		if store, err = memstore.New(memstore.Config{Schema: cfg.Catalog.Schema()}); err != nil {
+			return nil, fmt.Errorf("pipeline: store: %w", err)
+		}
+	}
+	// Persistent: a subscriber gets every message published before it
+	// subscribed, so no part misses what another published first.
+	goch := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: cfg.Buffer, Persistent: true}, watermill.NopLogger{})
+	subscribers := func(string) (message.Subscriber, error) { return shared{goch}, nil }
+	p := &Pipeline{Store: store, Bus: goch, topics: topics, done: make(chan struct{})}
+	var closers []func() error
+	fail := func(err error) (*Pipeline, error) {
+		for i := len(closers) - 1; i >= 0; i-- {
+			_ = closers[i]()
+		}
+		_ = goch.Close()
+		return nil, err
+	}
+
+	ws, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, Catalog: cfg.Catalog, Store: store,
+		Publisher: goch, NewSubscriber: subscribers, Middlewares: cfg.Middlewares, CommandKey: cfg.CommandKey, Logger: cfg.Logger})
+	if err != nil {
+		return fail(fmt.Errorf("pipeline: write side: %w", err))
+	}
+	closers = append(closers, ws.Close)
+	p.WriteSide = ws
+	if len(cfg.Consumers) > 0 {
+		cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: cfg.Catalog, Endpoints: ep, Names: cfg.Consumers,
+			DB: cfg.DB, Search: cfg.Search, NewSubscriber: subscribers, Publisher: goch, NoKafka: true, Store: store,
+			NoParking: cfg.NoParking, SnapshotEvery: cfg.SnapshotEvery, CommandKey: cfg.CommandKey, Logger: cfg.Logger})
+		if err != nil {
+			return fail(fmt.Errorf("pipeline: consumers: %w", err))
+		}
+		closers = append(closers, cons.Close)
+		p.consumers = cons
+	}
+	p.relay = newFeedRelay(store, relay.Translator{Topics: topics, Upcasters: cfg.Catalog.Upcasters()}, goch, cfg.Logger)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	p.cancel = cancel
+	if p.Sender, err = NewSender(runCtx, SenderConfig{Publisher: goch, Subscriber: goch, Topics: topics}); err != nil {
+		cancel()
+		return fail(err)
+	}
+	runs := []func(context.Context) error{ws.RunCommandHandlers, p.relay.run}
+	if p.consumers != nil {
+		runs = append(runs, p.consumers.Run)
+	}
+	var wg sync.WaitGroup
+	var once sync.Once
+	for _, run := range runs {
+		wg.Go(func() {
+			if err := run(runCtx); err != nil && runCtx.Err() == nil {
+				once.Do(func() { p.err = err })
+				cancel() // one part failed: stop the others
+			}
+		})
+	}
+	go func() {
+		wg.Wait()
+		cancel()
+		for i := len(closers) - 1; i >= 0; i-- {
+			if err := closers[i](); err != nil && p.err == nil {
+				p.err = err
+			}
+		}
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Topics is the topic namespace of the pipeline.
+func (p *Pipeline) Topics() bus.Topics { return p.topics }
+
+// WaitRelayed waits until every append committed to the store before
+// the call was published on the bus (not yet consumed: consumers follow
+// on their own), or ctx ends.
+func (p *Pipeline) WaitRelayed(ctx context.Context) error {
+	return p.relay.wait(ctx, p.Store.Head())
+}
+
+// Done is closed once every part of the pipeline stopped: after Close,
+// when Start's ctx ended, or when a part failed (Err says why).
+func (p *Pipeline) Done() <-chan struct{} { return p.done }
+
+// Err returns why the pipeline stopped on its own: the first part that
+// failed, or nil. It is nil while the pipeline runs.
+func (p *Pipeline) Err() error {
+	select {
+	case <-p.done:
+		return p.err
+	default:
+		return nil
+	}
+}
+
+// Close stops every part, waits for them, releases the write side and
+// the consumers and closes the bus. It returns Err: nil after a clean
+// stop. Everything the pipeline held but Store is gone afterwards.
+func (p *Pipeline) Close() error {
+	p.closeOnce.Do(func() {
+		p.cancel()
+		<-p.done
+		p.closeErr = errors.Join(p.err, p.Bus.Close())
+	})
+	return p.closeErr
+}
+
+// shared hands the pipeline's GoChannel to a consumer and ignores its
+// Close: the GoChannel outlives every consumer and Pipeline.Close
+// closes it.
+type shared struct{ message.Subscriber }
+
+// Close does nothing.
+func (shared) Close() error { return nil }

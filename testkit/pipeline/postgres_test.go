@@ -1,0 +1,148 @@
+package pipeline_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/domains/bankaccount"
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/domains/transfer"
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/testenv"
+	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
+	"github.com/eventpipe/eventpipe/testkit/pipeline"
+)
+
+// migratedPool returns a pool on a fresh, migrated Postgres schema of t.
+func migratedPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	schema, url := testenv.PostgresSchema(t, "pipeline")
+	if _, err := pgmigrate.Migrate(context.Background(), pgmigrate.Config{URL: url, Schema: schema, Logger: quiet}); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// eventually runs check until it returns nil, failing t after 20 s.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not so after 20 s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestCommandsReachThePostgresReadModelsAndTheSaga runs the in-process
+// pipeline with the todos and accounts read models and the transfer
+// saga on a real Postgres: commands sent on the GoChannel end up in the
+// read models, and a transfer requested there is carried out by the saga
+// through the same pipeline.
+func TestCommandsReachThePostgresReadModelsAndTheSaga(t *testing.T) {
+	testenv.Integration(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db := migratedPool(t)
+	p, err := pipeline.Start(ctx, pipeline.Config{DB: db, Consumers: []string{"todos", "accounts", eventpipe.SagaConsumer("transfer")}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	send := func(c commands.Command, want commands.Status) {
+		t.Helper()
+		res, err := p.Sender.SendAndWait(ctx, c)
+		if err != nil || res.Status != want {
+			t.Fatalf("%s on %s: %+v, %v; want %s", c.Type, c.AggregateID, res, err, want)
+		}
+	}
+	v := func(n int64) *int64 { return &n }
+	create := command(t, todo.CreateTodo, todo.AggregateType, "t1", todo.TodoData{Title: "in one process"})
+	create.ExpectedVersion = v(0)
+	send(create, commands.StatusAccepted)
+	update := command(t, todo.UpdateTodo, todo.AggregateType, "t1", todo.TodoData{Title: "in one process, with SQL", Completed: true})
+	update.ExpectedVersion = v(1)
+	send(update, commands.StatusAccepted)
+	stale := command(t, todo.UpdateTodo, todo.AggregateType, "t1", todo.TodoData{Title: "stale"})
+	stale.ExpectedVersion = v(1)
+	send(stale, commands.StatusConflict)
+
+	for _, acc := range []string{"a", "b"} {
+		send(command(t, bankaccount.OpenAccount, bankaccount.AggregateType, acc, struct{}{}), commands.StatusAccepted)
+	}
+	send(command(t, bankaccount.RecordTransaction, bankaccount.AggregateType, "a", bankaccount.TransactionAcceptedData{Desc: "salary", Amount: 500}), commands.StatusAccepted)
+	send(command(t, transfer.RequestTransfer, transfer.AggregateType, "tr1", transfer.RequestedData{From: "a", To: "b", Amount: 200}), commands.StatusAccepted)
+
+	eventually(t, "todo t1 in the todos read model at version 2", func() error {
+		var title string
+		var completed bool
+		var version int64
+		err := db.QueryRow(ctx, `SELECT title, completed, version FROM todos WHERE todo_id = 't1'`).Scan(&title, &completed, &version)
+		switch {
+		case err != nil:
+			return err
+		case version != 2:
+			return fmt.Errorf("at version %d", version)
+		case title != "in one process, with SQL" || !completed:
+			t.Fatalf("todo row %q completed=%v at version 2", title, completed)
+		}
+		return nil
+	})
+	eventually(t, "transfer tr1 completed", func() error {
+		st, err := p.Store.State(ctx, eventstore.Ref{Type: transfer.AggregateType, ID: "tr1"})
+		if err != nil {
+			return err
+		}
+		var tr transfer.Transfer
+		if err := json.Unmarshal(st.Data, &tr); err != nil {
+			t.Fatal(err)
+		}
+		if tr.Status != transfer.StatusCompleted {
+			return fmt.Errorf("status %q", tr.Status)
+		}
+		return nil
+	})
+	eventually(t, "the accounts read model after the transfer", func() error {
+		balances := map[string]int64{}
+		for _, acc := range []string{"a", "b"} {
+			var b int64
+			if err := db.QueryRow(ctx, `SELECT balance FROM accounts WHERE account_id = $1`, acc).Scan(&b); err != nil {
+				if errors.Is(err, pgx.ErrNoRows) {
+					return err
+				}
+				t.Fatal(err)
+			}
+			balances[acc] = b
+		}
+		if balances["a"] != 300 || balances["b"] != 200 {
+			return fmt.Errorf("balances %v", balances)
+		}
+		return nil
+	})
+	if err := p.Err(); err != nil {
+		t.Fatalf("the pipeline stopped: %v", err)
+	}
+}
