@@ -125,6 +125,23 @@ func TestFixtureAnAbortCancelsTheCreditAndRefundsTheSource(t *testing.T) {
 		ThenFinished(transfersaga.OutcomeAborted)
 }
 
+// An abort while the debit is in flight cancels the debit: refused by
+// the cancel, the transfer fails; accepted before the cancel, the source
+// is refunded. Both end aborted.
+func TestFixtureAnAbortBeforeTheDebitAnswersFailsOrRefundsAsTheDebitsAnswerSays(t *testing.T) {
+	f := newFixture(t).Given(requested)
+	f.When(testkit.Abort("ops", "customer cancelled")).
+		ThenCancels(testkit.Cancelled(transfersaga.StepDebit, account("a"), "transfer aborted: customer cancelled")).
+		ThenNoCommands()
+	f.When(testkit.Answer(transfersaga.StepDebit, commands.StatusRejected, "transfer aborted: customer cancelled")).
+		ThenCommands(outcome(transfersaga.StepFail, transfer.FailTransfer, transfer.ReasonData{Reason: "debit rejected: transfer aborted: customer cancelled"})).
+		ThenFinished(transfersaga.OutcomeAborted)
+
+	g := newFixture(t).Given(requested, testkit.Abort("ops", "customer cancelled"))
+	g.When(testkit.Accepted(transfersaga.StepDebit)).ThenCommands(refund).ThenRunning()
+	g.When(testkit.Accepted(transfersaga.StepRefund)).ThenFinished(transfersaga.OutcomeAborted)
+}
+
 func TestFixtureAnAbortTooLateCompletesTheTransfer(t *testing.T) {
 	newFixture(t).Given(requested, testkit.Accepted(transfersaga.StepDebit), testkit.Abort("ops", "oops")).
 		When(testkit.Accepted(transfersaga.StepCredit)).
