@@ -111,3 +111,20 @@ func (s Stored) Validate() error {
 	}
 	return ValidatePayload("state", s.Data)
 }
+
+// Result is the AppendResult of r once stored: its first and last
+// sequence and its events with their ids. Every Store answers an append
+// with it.
+func (r AppendRequest) Result() AppendResult {
+	res := AppendResult{
+		Aggregate: r.Aggregate,
+		FirstSeq:  r.ExpectedVersion + 1,
+		LastSeq:   r.NewVersion(),
+		Events:    r.Events,
+		EventIDs:  make([]string, len(r.Events)),
+	}
+	for i, e := range r.Events {
+		res.EventIDs[i] = e.EventID
+	}
+	return res
+}

@@ -54,7 +54,7 @@ func (s *Store) Append(ctx context.Context, req eventstore.AppendRequest) (event
 	for attempt := 0; ; attempt++ {
 		_, err := s.cfg.Client.TransactWriteItems(ctx, tx.input)
 		if err == nil {
-			return appended(req), nil
+			return req.Result(), nil
 		}
 		var tce *types.TransactionCanceledException
 		if !errors.As(err, &tce) {
@@ -77,20 +77,6 @@ func (s *Store) Append(ctx context.Context, req eventstore.AppendRequest) (event
 		case <-time.After(time.Duration(1+attempt) * time.Duration(5+rand.IntN(15)) * time.Millisecond):
 		}
 	}
-}
-
-func appended(req eventstore.AppendRequest) eventstore.AppendResult {
-	res := eventstore.AppendResult{
-		Aggregate: req.Aggregate,
-		FirstSeq:  req.ExpectedVersion + 1,
-		LastSeq:   req.NewVersion(),
-		Events:    req.Events,
-		EventIDs:  make([]string, len(req.Events)),
-	}
-	for i, e := range req.Events {
-		res.EventIDs[i] = e.EventID
-	}
-	return res
 }
 
 // prepared is a transaction ready to send, with where its conditional

@@ -141,7 +141,7 @@ func (s *Store) Append(ctx context.Context, req eventstore.AppendRequest) (event
 		agg.outbound = append(agg.outbound, rec)
 		change.Outbound = append(change.Outbound, rec)
 	}
-	res := appended(req)
+	res := req.Result()
 	if req.CommandID != "" {
 		dup := res
 		dup.Events, dup.Duplicate = nil, true
@@ -152,21 +152,6 @@ func (s *Store) Append(ctx context.Context, req eventstore.AppendRequest) (event
 	close(s.changed)
 	s.changed = make(chan struct{})
 	return res, nil
-}
-
-// appended is the result of the append of req.
-func appended(req eventstore.AppendRequest) eventstore.AppendResult {
-	res := eventstore.AppendResult{
-		Aggregate: req.Aggregate,
-		FirstSeq:  req.ExpectedVersion + 1,
-		LastSeq:   req.NewVersion(),
-		Events:    req.Events,
-		EventIDs:  make([]string, len(req.Events)),
-	}
-	for i, e := range req.Events {
-		res.EventIDs[i] = e.EventID
-	}
-	return res
 }
 
 // outboundRecord is o as stored, caused by event cause: a new ULID, the
