@@ -4,8 +4,10 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -47,6 +49,65 @@ func validateIndexName(name string) *esError {
 	return nil
 }
 
+// refuseUnsupportedMapping refuses mapping features a request may not
+// introduce: the nested type (this server has no nested documents: it
+// would index nested objects as plain objects, so nested queries,
+// aggregations and index.nested_objects.limit could not behave as in
+// Elasticsearch) and a required _routing (custom routing is refused).
+// Mappings recovered from disk are not checked, so that data written by an
+// earlier version still opens.
+func refuseUnsupportedMapping(m *mappings) *esError {
+	if r, ok := m.Extra["_routing"].(map[string]any); ok && r["required"] == true {
+		return failedToParseMapping(mapperParsing("[eventpipe] [_routing] required is not supported by this server: custom routing is not supported"))
+	}
+	var walk func(props map[string]*fieldMapping, prefix string) *esError
+	walk = func(props map[string]*fieldMapping, prefix string) *esError {
+		for name, fm := range props {
+			if fm.Type == "nested" {
+				return failedToParseMapping(mapperParsing("[eventpipe] field type [nested] declared on field [%s] is not supported by this server", prefix+name))
+			}
+			if err := refuseUnmodelledParams(prefix+name, fm); err != nil {
+				return err
+			}
+			for sn, sub := range fm.Fields {
+				if err := refuseUnmodelledParams(prefix+name+"."+sn, sub); err != nil {
+					return err
+				}
+			}
+			if err := walk(fm.Properties, prefix+name+"."); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(m.Properties, "")
+}
+
+// refuseUnmodelledParams refuses mapping parameters whose effect on
+// indexing or search is observable and not modelled: ignore_malformed
+// true (malformed values would fail the document instead of being
+// skipped), coerce false (strings would still be coerced to numbers), a
+// similarity other than BM25, and subobjects false.
+func refuseUnmodelledParams(path string, fm *fieldMapping) *esError {
+	for k, v := range fm.Extra {
+		refuse := false
+		switch k {
+		case "ignore_malformed":
+			refuse = v == true
+		case "coerce":
+			refuse = v == false
+		case "similarity":
+			refuse = v != "BM25"
+		case "subobjects":
+			refuse = v == false || v == "false"
+		}
+		if refuse {
+			return failedToParseMapping(mapperParsing("[eventpipe] mapping parameter [%s: %v] on field [%s] is not supported by this server", k, v, path))
+		}
+	}
+	return nil
+}
+
 func newUUID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
@@ -80,6 +141,9 @@ func parseCreateIndex(body []byte) (*createIndexReq, *esError) {
 		case "mappings":
 			m, err := parseMappings(v)
 			if err != nil {
+				return nil, err
+			}
+			if err := refuseUnsupportedMapping(m); err != nil {
 				return nil, err
 			}
 			req.mappings = m
@@ -290,13 +354,32 @@ func (s *Server) handleGetIndex(rc *reqCtx, p []string) (int, any) {
 	if err != nil {
 		return errResp(err)
 	}
+	// features: which sections to return (rest-api-spec/api/indices.get.json).
+	feats := map[string]bool{"aliases": true, "mappings": true, "settings": true}
+	if v := rc.q.Get("features"); v != "" {
+		feats = map[string]bool{}
+		for _, f := range strings.Split(v, ",") {
+			switch f {
+			case "aliases", "mappings", "settings":
+				feats[f] = true
+			default:
+				return errResp(illegalArgument("Invalid features specified [%s]", f))
+			}
+		}
+	}
 	out := map[string]any{}
 	for _, ix := range indices {
-		out[ix.name] = map[string]any{
-			"aliases":  s.aliasesOf(ix.name),
-			"mappings": ix.currentMapping().render(),
-			"settings": ix.currentSettings().render(ix),
+		entry := map[string]any{}
+		if feats["aliases"] {
+			entry["aliases"] = s.aliasesOf(ix.name)
 		}
+		if feats["mappings"] {
+			entry["mappings"] = ix.currentMapping().render()
+		}
+		if feats["settings"] {
+			s.settingsEntry(rc, ix, nil, entry)
+		}
+		out[ix.name] = entry
 	}
 	return http.StatusOK, out
 }
@@ -316,6 +399,9 @@ func (s *Server) handleGetMapping(rc *reqCtx, p []string) (int, any) {
 func (s *Server) handlePutMapping(rc *reqCtx, p []string) (int, any) {
 	upd, err := parseMappings(rc.body)
 	if err != nil {
+		return errResp(err)
+	}
+	if err := refuseUnsupportedMapping(upd); err != nil {
 		return errResp(err)
 	}
 	indices, err := s.resolveSearch(p[0], rc.q)
@@ -373,14 +459,43 @@ func (s *Server) updateEach(indices []*index, change func(ix *index) ([]byte, fu
 	return nil
 }
 
+// settingsEntry renders the settings of ix (and with include_defaults its
+// "defaults") for GET _settings and GET {index}; names filters the keys.
+func (s *Server) settingsEntry(rc *reqCtx, ix *index, names []string, entry map[string]any) {
+	flatKeys := boolParam(rc, "flat_settings")
+	flat := ix.currentSettings().flat(ix)
+	entry["settings"] = settingsView(flat, names, flatKeys)
+	if boolParam(rc, "include_defaults") {
+		defs := map[string]string{}
+		for k, v := range s.defaultSettings() {
+			if _, set := flat[k]; !set {
+				defs[k] = v
+			}
+		}
+		entry["defaults"] = settingsView(defs, names, flatKeys)
+	}
+}
+
+// handleGetSettings serves GET /_settings[/{name}] and
+// /{index}/_settings[/{name}] (rest-api-spec/api/indices.get_settings.json);
+// p = [indexExpr, names].
 func (s *Server) handleGetSettings(rc *reqCtx, p []string) (int, any) {
 	indices, err := s.resolveSearch(p[0], rc.q)
 	if err != nil {
 		return errResp(err)
 	}
+	var names []string
+	if len(p) > 1 && p[1] != "" && p[1] != "_all" {
+		names = strings.Split(p[1], ",")
+	}
 	out := map[string]any{}
 	for _, ix := range indices {
-		out[ix.name] = map[string]any{"settings": ix.currentSettings().render(ix)}
+		entry := map[string]any{}
+		s.settingsEntry(rc, ix, names, entry)
+		if len(names) > 0 && len(entry["settings"].(map[string]any)) == 0 && (entry["defaults"] == nil || len(entry["defaults"].(map[string]any)) == 0) {
+			continue // Elasticsearch leaves out indices with nothing matching
+		}
+		out[ix.name] = entry
 	}
 	return http.StatusOK, out
 }
@@ -405,11 +520,6 @@ func (s *Server) handlePutSettings(rc *reqCtx, p []string) (int, any) {
 			flat[nk] = v
 		}
 	}
-	for k := range flat {
-		if staticSettings[k] {
-			return errResp(illegalArgument("Can't update non dynamic settings [[%s]] for open indices", k))
-		}
-	}
 	if err := refuseUnmodelledBlocks(flat); err != nil {
 		return errResp(err)
 	}
@@ -417,10 +527,51 @@ func (s *Server) handlePutSettings(rc *reqCtx, p []string) (int, any) {
 	if err != nil {
 		return errResp(err)
 	}
-	if err := s.putSettings(indices, flat); err != nil {
+	// Static settings: reopen=true (Elasticsearch 8.12+) closes, updates
+	// and reopens the index; this server has nothing to close, so it just
+	// updates them. The final ones cannot change at all.
+	reopen := boolParam(rc, "reopen")
+	for _, k := range slices.Sorted(maps.Keys(flat)) {
+		if k == "index.number_of_shards" || k == "index.number_of_routing_shards" {
+			return errResp(illegalArgument("final index setting [%s], not updateable", k))
+		}
+		if staticSettings[k] && !reopen {
+			var names []string
+			for _, ix := range indices {
+				names = append(names, ix.name+"/"+ix.uuid)
+			}
+			return errResp(illegalArgument("Can't update non dynamic settings [[%s]] for open indices [[%s]]", k, strings.Join(names, "], [")))
+		}
+	}
+	put := s.putSettings
+	if boolParam(rc, "preserve_existing") {
+		put = s.putSettingsPreserving
+	}
+	if err := put(indices, flat); err != nil {
 		return errResp(err)
 	}
 	return http.StatusOK, map[string]any{"acknowledged": true}
+}
+
+// putSettingsPreserving applies preserve_existing=true: each index gets
+// only the keys it has not set.
+func (s *Server) putSettingsPreserving(indices []*index, flat map[string]string) *esError {
+	for _, ix := range indices {
+		have := ix.currentSettings().raw
+		only := map[string]string{}
+		for k, v := range flat {
+			if _, set := have[k]; !set {
+				only[k] = v
+			}
+		}
+		if len(only) == 0 {
+			continue
+		}
+		if err := s.putSettings([]*index{ix}, only); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // putSettings merges flat settings into those of each index ("" resets a

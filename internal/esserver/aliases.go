@@ -59,15 +59,41 @@ func wildMatch(pattern, name string) bool {
 
 // resolveSearch expands a multi-target expression (comma list, wildcards,
 // aliases, _all) into concrete indices.
+//
+// expand_wildcards (open, closed, hidden, none, all; default open) says
+// what wildcards and _all expand to: this server has no closed indices, so
+// without open they expand to nothing; hidden (or all) adds the indices
+// with index.hidden: true, which are otherwise left out.
 func (s *Server) resolveSearch(expr string, q url.Values) ([]*index, *esError) {
 	ignoreUnavailable := q.Get("ignore_unavailable") == "true"
 	allowNoIndices := q.Get("allow_no_indices") != "false"
+	expandOpen, expandHidden := true, false
+	if q.Has("expand_wildcards") {
+		expandOpen = false
+		for _, w := range strings.Split(q.Get("expand_wildcards"), ",") {
+			switch w {
+			case "open":
+				expandOpen = true
+			case "hidden":
+				expandHidden = true
+			case "all":
+				expandOpen, expandHidden = true, true
+			}
+		}
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	// wildOK says whether a wildcard may expand to ix.
+	wildOK := func(ix *index) bool {
+		if !expandOpen {
+			return false
+		}
+		return expandHidden || ix.currentSettings().raw["index.hidden"] != "true"
+	}
 	set := map[string]*index{}
 	addAll := func() {
 		for name, ix := range s.indices {
-			if !strings.HasPrefix(name, ".") {
+			if !strings.HasPrefix(name, ".") && wildOK(ix) {
 				set[name] = ix
 			}
 		}
@@ -106,15 +132,15 @@ func (s *Server) resolveSearch(expr string, q url.Values) ([]*index, *esError) {
 				sawWildcard = true
 				matched := false
 				for name, ix := range s.indices {
-					if wildMatch(part, name) && (!strings.HasPrefix(name, ".") || strings.HasPrefix(part, ".")) {
+					if wildMatch(part, name) && (!strings.HasPrefix(name, ".") || strings.HasPrefix(part, ".")) && wildOK(ix) {
 						set[name] = ix
 						matched = true
 					}
 				}
 				for a, m := range s.aliases {
-					if wildMatch(part, a) {
+					if wildMatch(part, a) && (expandHidden || !aliasHidden(m)) {
 						for name := range m {
-							if ix := s.indices[name]; ix != nil {
+							if ix := s.indices[name]; ix != nil && expandOpen {
 								set[name] = ix
 								matched = true
 							}
@@ -149,6 +175,18 @@ func (s *Server) resolveSearch(expr string, q url.Values) ([]*index, *esError) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out, nil
+}
+
+// aliasHidden says whether an alias is hidden (is_hidden must agree on
+// all its indices): wildcards only expand to it with expand_wildcards
+// hidden or all.
+func aliasHidden(m map[string]aliasMeta) bool {
+	for _, meta := range m {
+		if meta.IsHidden != nil && *meta.IsHidden {
+			return true
+		}
+	}
+	return false
 }
 
 // writeIndexOf resolves an alias to its write index. s.mu is held.
@@ -290,11 +328,17 @@ func parseAliasActions(body []byte) ([]aliasAction, *esError) {
 						a.mustExist = &b
 					}
 				case "routing", "index_routing", "search_routing":
+					if string(v) != "null" {
+						return nil, illegalArgument("[eventpipe] alias routing ([%s]) is not supported by this server", k)
+					}
 				case "filter":
 					return nil, illegalArgument("[eventpipe] alias filters are not supported by this server")
 				default:
 					return nil, illegalArgument("[%s] unknown field [%s]", kind, k)
 				}
+			}
+			if a.mustExist != nil && kind != "remove" {
+				return nil, illegalArgument("[must_exist] is unsupported for [%s]", kind)
 			}
 			if !a.hasIndices || len(a.indices) == 0 {
 				return nil, validationError("One of [index] or [indices] is required")
@@ -317,8 +361,18 @@ func validateAliasName(name string) *esError {
 }
 
 // applyAliasActions applies actions atomically: either every action
-// succeeds and one log record is written, or nothing changes.
-func (s *Server) applyAliasActions(actions []aliasAction) (int64, *esError) {
+// succeeds and one log record is written, or nothing changes. The one
+// exception is Elasticsearch 8.14+'s partial success: a remove action
+// without must_exist: true whose aliases do not exist fails alone, and is
+// reported in results (indexed like actions); when no action succeeds the
+// request fails with that error.
+func (s *Server) applyAliasActions(actions []aliasAction) (int64, []*esError, *esError) {
+	results := make([]*esError, len(actions))
+	pos, err := s.applyAliasActionsInto(actions, results)
+	return pos, results, err
+}
+
+func (s *Server) applyAliasActionsInto(actions []aliasAction, results []*esError) (int64, *esError) {
 	s.cpMu.RLock()
 	defer s.cpMu.RUnlock()
 	s.mu.Lock()
@@ -354,7 +408,8 @@ func (s *Server) applyAliasActions(actions []aliasAction) (int64, *esError) {
 		}
 		return out, nil
 	}
-	for _, a := range actions {
+	failed := 0
+	for ai, a := range actions {
 		idxs, err := expand(a.indices)
 		if err != nil {
 			return 0, err
@@ -377,10 +432,14 @@ func (s *Server) applyAliasActions(actions []aliasAction) (int64, *esError) {
 				}
 			}
 		case "remove":
+			var missing []string
 			for _, al := range a.aliases {
+				if strings.HasPrefix(al, "-") {
+					continue // an exclusion: handled by matchNames
+				}
 				found := false
 				for name, m := range aliases {
-					if !(name == al || isWildcard(al) && wildMatch(al, name)) {
+					if !matchNames(a.aliases, name) || !(name == al || isWildcard(al) && wildMatch(al, name) || al == "_all") {
 						continue
 					}
 					for _, n := range idxs {
@@ -393,10 +452,17 @@ func (s *Server) applyAliasActions(actions []aliasAction) (int64, *esError) {
 						delete(aliases, name)
 					}
 				}
-				if !found && (a.mustExist == nil || *a.mustExist) {
-					return 0, newErr(http.StatusNotFound, "aliases_not_found_exception", "aliases [%s] missing", al).
-						with("resource.type", "aliases").with("resource.id", al)
+				if !found {
+					missing = append(missing, al)
 				}
+			}
+			if len(missing) > 0 {
+				e := aliasesNotFound(missing)
+				if a.mustExist != nil && *a.mustExist {
+					return 0, e
+				}
+				results[ai] = e
+				failed++
 			}
 		case "remove_index":
 			for _, n := range idxs {
@@ -411,6 +477,9 @@ func (s *Server) applyAliasActions(actions []aliasAction) (int64, *esError) {
 			}
 		}
 	}
+	if failed == len(actions) {
+		return 0, results[0]
+	}
 	// Each alias may have at most one write index.
 	for name, m := range aliases {
 		w := 0
@@ -421,6 +490,20 @@ func (s *Server) applyAliasActions(actions []aliasAction) (int64, *esError) {
 		}
 		if w > 1 {
 			return 0, illegalArgument("alias [%s] has more than one write index", name)
+		}
+		var hidden, shown []string
+		for n, meta := range m {
+			if meta.IsHidden != nil && *meta.IsHidden {
+				hidden = append(hidden, n)
+			} else {
+				shown = append(shown, n)
+			}
+		}
+		if len(hidden) > 0 && len(shown) > 0 {
+			sort.Strings(hidden)
+			sort.Strings(shown)
+			return 0, illegalArgument("alias [%s] has is_hidden set to true on indices [%s] but does not have is_hidden set to true on indices [%s]; alias must have the same is_hidden setting on all indices",
+				name, strings.Join(hidden, ", "), strings.Join(shown, ", "))
 		}
 	}
 	pos, werr := s.wal.append(encodeMeta(recAliases, metaRecord{Aliases: aliases, RemoveIndices: removed}))
@@ -460,17 +543,67 @@ func (s *Server) dropEngines(pos int64, gone []*index) {
 	}
 }
 
+// aliasesNotFound is AliasesNotFoundException.
+func aliasesNotFound(names []string) *esError {
+	msg := "aliases [" + strings.Join(names, ",") + "] missing"
+	if len(names) == 1 {
+		msg = "aliases [" + names[0] + "] missing"
+	}
+	return newErr(http.StatusNotFound, "aliases_not_found_exception", "%s", msg).
+		with("resource.type", "aliases").with("resource.id", strings.Join(names, ","))
+}
+
+// matchNames applies the exclusions of a name expression ("-name" or
+// "-pattern" after other names) to name: false when an exclusion after the
+// last inclusion matching name excludes it.
+func matchNames(pats []string, name string) bool {
+	in := false
+	for _, p := range pats {
+		if strings.HasPrefix(p, "-") && len(p) > 1 {
+			if q := p[1:]; q == name || wildMatch(q, name) {
+				in = false
+			}
+			continue
+		}
+		if p == name || p == "_all" || p == "*" || wildMatch(p, name) {
+			in = true
+		}
+	}
+	return in
+}
+
 // ackAliasActions applies alias actions and acknowledges them once they
-// are durable.
+// are durable. The body is Elasticsearch 8.14+'s IndicesAliasesResponse:
+// "acknowledged" and "errors", plus "action_results" when an action
+// failed.
 func (s *Server) ackAliasActions(actions []aliasAction) (int, any) {
-	pos, err := s.applyAliasActions(actions)
+	pos, results, err := s.applyAliasActions(actions)
 	if err != nil {
 		return errResp(err)
 	}
 	if werr := s.wal.waitDurable(pos); werr != nil {
 		return errResp(internalError(werr))
 	}
-	return http.StatusOK, map[string]any{"acknowledged": true}
+	errorsSeen := false
+	for _, r := range results {
+		errorsSeen = errorsSeen || r != nil
+	}
+	if !errorsSeen {
+		return http.StatusOK, ordered{{"acknowledged", true}, {"errors", false}}
+	}
+	out := make([]any, len(actions))
+	for i, a := range actions {
+		act := ordered{{"type", a.kind}, {"indices", a.indices}}
+		if a.kind != "remove_index" {
+			act = append(act, jsonKV{"aliases", a.aliases})
+		}
+		r := ordered{{"action", act}, {"status", http.StatusOK}}
+		if e := results[i]; e != nil {
+			r = ordered{{"action", act}, {"status", e.status}, {"error", e.object()}}
+		}
+		out[i] = r
+	}
+	return http.StatusOK, ordered{{"acknowledged", true}, {"errors", true}, {"action_results", out}}
 }
 
 func (s *Server) handleUpdateAliases(rc *reqCtx, _ []string) (int, any) {
@@ -497,6 +630,9 @@ func parseAliasProps(props map[string]json.RawMessage, unknownFmt string) (alias
 			_ = json.Unmarshal(v, &b)
 			meta.IsHidden = &b
 		case "routing", "index_routing", "search_routing":
+			if string(v) != "null" {
+				return meta, illegalArgument("[eventpipe] alias routing ([%s]) is not supported by this server", k)
+			}
 		case "filter":
 			return meta, illegalArgument("[eventpipe] alias filters are not supported by this server")
 		default:
@@ -522,8 +658,11 @@ func (s *Server) handlePutAlias(rc *reqCtx, p []string) (int, any) {
 	return s.ackAliasActions([]aliasAction{a})
 }
 
+// handleDeleteAlias serves DELETE /{index}/_alias/{name}: the names may
+// hold wildcards, _all and exclusions ("-name"); nothing matching is 404.
 func (s *Server) handleDeleteAlias(rc *reqCtx, p []string) (int, any) {
-	return s.ackAliasActions([]aliasAction{{kind: "remove", indices: strings.Split(p[0], ","), aliases: strings.Split(p[1], ","), hasIndices: true}})
+	must := true
+	return s.ackAliasActions([]aliasAction{{kind: "remove", indices: strings.Split(p[0], ","), aliases: strings.Split(p[1], ","), hasIndices: true, mustExist: &must}})
 }
 
 // handleGetAliases serves GET/HEAD /_alias, /_alias/{name},
@@ -557,13 +696,7 @@ func (s *Server) handleGetAliases(rc *reqCtx, p []string) (int, any) {
 	out := map[string]any{}
 	found := map[string]bool{}
 	for alias, m := range s.aliases {
-		matched := len(pats) == 0
-		for _, pt := range pats {
-			if pt == alias || wildMatch(pt, alias) {
-				matched = true
-			}
-		}
-		if !matched {
+		if len(pats) > 0 && !matchNames(pats, alias) {
 			continue
 		}
 		for n, meta := range m {
@@ -590,7 +723,7 @@ func (s *Server) handleGetAliases(rc *reqCtx, p []string) (int, any) {
 	}
 	var missing []string
 	for _, pt := range pats {
-		if !isWildcard(pt) && !found[pt] {
+		if !isWildcard(pt) && !strings.HasPrefix(pt, "-") && !found[pt] {
 			missing = append(missing, pt)
 		}
 	}

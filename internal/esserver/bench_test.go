@@ -2,7 +2,9 @@ package esserver
 
 import (
 	"fmt"
+	"math"
 	"net/http"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -72,4 +74,124 @@ func BenchmarkSearch(b *testing.B) {
 			}
 		})
 	}
+}
+
+// searchFixture100k is one index of 100,000 documents (200 bulks of 500),
+// shared by the sub-benchmarks of BenchmarkAggAndMatchAt100k.
+func searchFixture100k(b *testing.B) (*Server, *target) {
+	b.Helper()
+	srv, url := startLocal(b, b.TempDir(), time.Second)
+	tg := &target{name: "local", url: url, local: srv, client: &http.Client{Timeout: time.Minute}}
+	for i := 0; i < 200; i++ {
+		tg.do(b, "POST", "/_bulk", bulkBody("search", i, 500)).must(b, 200)
+	}
+	tg.do(b, "POST", "/search/_refresh", nil).must(b, 200)
+	return srv, tg
+}
+
+var benchAggQuery = map[string]any{
+	"query": map[string]any{"bool": map[string]any{
+		"must":   map[string]any{"match": map[string]any{"title": "event"}},
+		"filter": map[string]any{"range": map[string]any{"n": map[string]any{"gte": 100}}},
+	}},
+	"sort": []any{map[string]any{"at": "desc"}},
+	"aggs": map[string]any{"kinds": map[string]any{"terms": map[string]any{"field": "kind.keyword"}},
+		"days": map[string]any{"date_histogram": map[string]any{"field": "at", "calendar_interval": "day"}}},
+}
+
+// latencies records request latencies and reports percentiles.
+type latencies []time.Duration
+
+func (l latencies) pct(p float64) float64 {
+	s := append(latencies(nil), l...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	if len(s) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return float64(s[max(i, 0)]) / float64(time.Millisecond)
+}
+
+// timed runs one request and returns its latency.
+func timed(b *testing.B, tg *target, path string, q any) time.Duration {
+	start := time.Now()
+	r := tg.do(b, "POST", path, q)
+	d := time.Since(start)
+	if r.status != 200 || r.num(b, "hits.total.value") == 0 {
+		b.Fatalf("search: %d %s", r.status, r.raw)
+	}
+	return d
+}
+
+// BenchmarkAggAndMatchAt100k measures searches over 100,000 documents. Each
+// iteration runs the query twice, alternating the order: through the
+// doc-value columns (columns.go), and through the per-document path that
+// reads bleve's doc values for every hit and feeds the aggregations
+// through bleve's facet hooks (columns disabled on the index: the code
+// path before columns existed) as the baseline measured in the same run.
+// Ratios are columns/baseline: lower is better.
+//
+//   - bool_sort_aggs: bool (match + range filter), sort on a date, terms
+//     and date_histogram aggregations; 80,000 hits.
+//   - match: a match query that matches every document, no sort nor
+//     aggregation, so both paths run the same code: its ratio shows that
+//     plain queries are unaffected.
+//   - bulk_refresh_aggs: a _bulk of 500 updated documents with
+//     refresh=true (bulk_* figures: columns are built lazily by searches,
+//     never by writes or refreshes), then bool_sort_aggs, which builds the
+//     columns of the segment the refresh added.
+func BenchmarkAggAndMatchAt100k(b *testing.B) {
+	srv, tg := searchFixture100k(b)
+	ix := localIndex(b, srv, "search")
+	// Warm both paths (and let bleve's background merges settle).
+	for i := 0; i < 3; i++ {
+		timed(b, tg, "/search/_search", benchAggQuery)
+	}
+	match := map[string]any{"query": map[string]any{"match": map[string]any{"title": "number 7"}}}
+	report := func(b *testing.B, prefix string, cols, base latencies) {
+		b.ReportMetric(cols.pct(0.5), prefix+"p50_ms")
+		b.ReportMetric(cols.pct(0.99), prefix+"p99_ms")
+		b.ReportMetric(base.pct(0.5), "docvalues_"+prefix+"p50_ms")
+		b.ReportMetric(base.pct(0.99), "docvalues_"+prefix+"p99_ms")
+		b.ReportMetric(cols.pct(0.5)/base.pct(0.5), prefix+"p50_ratio")
+		b.ReportMetric(cols.pct(0.99)/base.pct(0.99), prefix+"p99_ratio")
+	}
+	run := func(name string, bulk bool, q any) {
+		b.Run(name, func(b *testing.B) {
+			var cols, base, bulkCols, bulkBase latencies
+			batch := 0
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for j := 0; j < 2; j++ {
+					off := (i+j)%2 == 1
+					ix.cols.disabled.Store(off)
+					if bulk {
+						batch++
+						start := time.Now()
+						tg.do(b, "POST", "/_bulk?refresh=true", bulkBody("search", batch%200, 500)).must(b, 200)
+						if off {
+							bulkBase = append(bulkBase, time.Since(start))
+						} else {
+							bulkCols = append(bulkCols, time.Since(start))
+						}
+					}
+					d := timed(b, tg, "/search/_search", q)
+					if off {
+						base = append(base, d)
+					} else {
+						cols = append(cols, d)
+					}
+				}
+			}
+			ix.cols.disabled.Store(false)
+			b.ReportMetric(0, "ns/op")
+			report(b, "", cols, base)
+			if bulk {
+				report(b, "bulk_", bulkCols, bulkBase)
+			}
+		})
+	}
+	run("bool_sort_aggs", false, benchAggQuery)
+	run("match", false, match)
+	run("bulk_refresh_aggs", true, benchAggQuery)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -13,7 +14,10 @@ type bulkItem struct {
 	action string
 	index  string
 	op     *writeOp
-	err    *esError // item-level error found while parsing the source
+	// requireAlias is the item's require_alias (nil: the request's).
+	requireAlias *bool
+	hasID        bool     // an "_id" was given (possibly empty)
+	err          *esError // item-level error found while parsing the source
 	// results
 	res    *writeResult
 	ixName string
@@ -32,6 +36,8 @@ func malformedLine(n int, msg string) *esError {
 
 // parseBulk parses the NDJSON body. Errors in action lines fail the whole
 // request, as in Elasticsearch; errors in document sources fail the item.
+// As in Elasticsearch's BulkRequestParser, an index, create or update
+// action line that ends the body without a source line is ignored.
 func parseBulk(body []byte, defIndex string) ([]*bulkItem, *esError) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, validationError("no requests added")
@@ -54,8 +60,13 @@ func parseBulk(body []byte, defIndex string) ([]*bulkItem, *esError) {
 		if err := decodeJSON(line, &act); err != nil {
 			return nil, newErr(http.StatusBadRequest, "x_content_parse_exception", "[%d:1] %s", lineNo, jsonErrText(err))
 		}
-		if len(act) != 1 {
-			return nil, malformedLine(lineNo, "expected a simple value for field [_index] but found [START_OBJECT]")
+		// BulkRequestParser: {} lacks the action name; a second key after
+		// the action's object is not the end of the line.
+		if len(act) == 0 {
+			return nil, malformedLine(lineNo, "expected FIELD_NAME but found [END_OBJECT]")
+		}
+		if len(act) > 1 {
+			return nil, malformedLine(lineNo, "expected END_OBJECT but found [FIELD_NAME]")
 		}
 		it := &bulkItem{index: defIndex}
 		var metaRaw json.RawMessage
@@ -83,7 +94,31 @@ func parseBulk(body []byte, defIndex string) ([]*bulkItem, *esError) {
 			case "_index":
 				it.index = sv
 			case "_id":
-				op.id = sv
+				op.id, it.hasID = sv, true
+			case "require_alias":
+				b := sv == "true"
+				it.requireAlias = &b
+			case "routing":
+				if x != nil {
+					return nil, illegalArgument("%s", refusedParams["routing"])
+				}
+			case "require_data_stream":
+				if sv == "true" {
+					return nil, illegalArgument("%s", refusedParams["require_data_stream"])
+				}
+			case "dynamic_templates":
+				if m, ok := x.(map[string]any); !ok || len(m) > 0 {
+					return nil, illegalArgument("[eventpipe] [dynamic_templates] in bulk requests are not supported by this server")
+				}
+			case "_source":
+				if it.action != "update" {
+					return nil, illegalArgument("Action/metadata line [%d] contains an unknown parameter [_source]", lineNo)
+				}
+				sf, err := parseSourceBody(v)
+				if err != nil {
+					return nil, err
+				}
+				op.fetchSource = &sf
 			case "version":
 				n, err := strconv.ParseInt(sv, 10, 64)
 				if err != nil {
@@ -118,7 +153,7 @@ func parseBulk(body []byte, defIndex string) ([]*bulkItem, *esError) {
 		if it.action != "delete" {
 			i++
 			if i >= len(lines) {
-				return nil, illegalArgument("The bulk request must be terminated by a newline [\\n]")
+				break // a trailing action line without its source
 			}
 			src := bytes.TrimSpace(lines[i])
 			if it.action == "update" {
@@ -158,8 +193,9 @@ type bulkItemJSON struct {
 	SeqNo       *int64         `json:"_seq_no,omitempty"`
 	PrimaryTerm *int64         `json:"_primary_term,omitempty"`
 	Status      int            `json:"status"`
-	Error       map[string]any `json:"error,omitempty"`
+	Error       ordered        `json:"error,omitempty"`
 	Forced      *bool          `json:"forced_refresh,omitempty"`
+	Get         map[string]any `json:"get,omitempty"`
 }
 
 func (s *Server) handleBulk(rc *reqCtx, p []string) (int, any) {
@@ -175,11 +211,45 @@ func (s *Server) handleBulk(rc *reqCtx, p []string) (int, any) {
 	if v := rc.q.Get("pipeline"); v != "" && v != "_none" {
 		return errResp(illegalArgument("pipeline with id [%s] does not exist", v))
 	}
-	requireAlias := rc.q.Get("require_alias") == "true"
+	requireAlias := boolParam(rc, "require_alias")
+	// _source, _source_includes, _source_excludes: the default for update
+	// items' "get" (rest-api-spec/api/bulk.json).
+	var fetch *sourceFilter
+	if rc.q.Has("_source") || rc.q.Has("_source_includes") || rc.q.Has("_source_excludes") {
+		sf := parseSourceParams(rc.q, sourceFilter{})
+		fetch = &sf
+	}
+	// Validation problems of any item fail the whole request, all of them
+	// listed (BulkRequest.validate collects each item's validate()).
+	var problems []string
+	for _, it := range items {
+		if it.err != nil {
+			continue
+		}
+		if err := validateVersioning(it.op); err != nil {
+			if err.typ != "action_request_validation_exception" {
+				return errResp(err)
+			}
+			problems = append(problems, validationMessages(err)...)
+		}
+		if it.action == "update" && it.op.hasIfSeqNo && (it.op.upsert != nil || it.op.docAsUpsert) {
+			problems = append(problems, "upsert requests don't support `if_seq_no` and `if_primary_term`")
+		}
+	}
+	if len(problems) > 0 {
+		return errResp(validationError(problems...))
+	}
 	var maxPos int64
 	touched := map[*index]int64{}
 	for _, it := range items {
 		if it.err != nil {
+			continue
+		}
+		if it.action == "update" && it.op.fetchSource == nil {
+			it.op.fetchSource = fetch
+		}
+		if it.hasID && it.op.id == "" && it.action != "delete" && it.action != "update" {
+			it.err = illegalArgument("if _id is specified it must not be empty")
 			continue
 		}
 		if it.op.id == "" {
@@ -189,11 +259,11 @@ func (s *Server) handleBulk(rc *reqCtx, p []string) (int, any) {
 				it.ixName = "index" // report under the original action name
 			}
 		}
-		if err := validateVersioning(it.op); err != nil {
-			it.err = err
-			continue
+		ra := requireAlias
+		if it.requireAlias != nil {
+			ra = *it.requireAlias
 		}
-		ix, err := s.writeTarget(it.index, it.action != "delete", requireAlias)
+		ix, err := s.writeTarget(it.index, it.action != "delete", ra)
 		if err != nil {
 			it.err = err
 			continue
@@ -251,8 +321,24 @@ func (s *Server) handleBulk(rc *reqCtx, p []string) (int, any) {
 				t := true
 				j.Forced = &t
 			}
+			if it.action == "update" {
+				j.Get = updateGet(it.op.fetchSource, r)
+			}
 		}
 		out[i] = map[string]bulkItemJSON{name: j}
 	}
 	return http.StatusOK, map[string]any{"errors": errorsSeen, "took": time.Since(start).Milliseconds(), "items": out}
+}
+
+// validationMessages returns the numbered messages of a validation error
+// ("Validation Failed: 1: a;2: b;").
+func validationMessages(e *esError) []string {
+	body := strings.TrimPrefix(e.reason, "Validation Failed: ")
+	var out []string
+	for _, part := range strings.Split(body, ";") {
+		if _, msg, ok := strings.Cut(part, ": "); ok {
+			out = append(out, msg)
+		}
+	}
+	return out
 }

@@ -50,7 +50,7 @@ func TestAliases(t *testing.T) {
 		other := tg.prefix + "other"
 		f := tg.do(t, "POST", "/_aliases", map[string]any{"actions": []any{
 			map[string]any{"add": map[string]any{"index": v1, "alias": other}},
-			map[string]any{"remove": map[string]any{"index": v1, "alias": tg.prefix + "never-existed"}},
+			map[string]any{"remove": map[string]any{"index": v1, "alias": tg.prefix + "never-existed", "must_exist": true}},
 		}})
 		f.expectError(t, 404, "aliases_not_found_exception")
 		tg.do(t, "HEAD", "/_alias/"+other, nil).must(t, 404)

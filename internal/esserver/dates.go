@@ -144,9 +144,19 @@ var isoRe = regexp.MustCompile(`^([+-]?\d{4,})(?:-(\d{2})(?:-(\d{2})(?:T(\d{2})(
 
 // parseISO parses the strict_date_optional_time family.
 func parseISO(s string) (int64, bool) {
+	t, ok := parseISOTime(s)
+	if !ok {
+		return 0, false
+	}
+	return t.UnixMilli(), true
+}
+
+// parseISOTime parses the strict_date_optional_time family to the
+// nanosecond.
+func parseISOTime(s string) (time.Time, bool) {
 	m := isoRe.FindStringSubmatch(s)
 	if m == nil {
-		return 0, false
+		return time.Time{}, false
 	}
 	atoi := func(x string, def int) int {
 		if x == "" {
@@ -159,7 +169,7 @@ func parseISO(s string) (int64, bool) {
 	mon, day := atoi(m[2], 1), atoi(m[3], 1)
 	hh, mm, ss := atoi(m[4], 0), atoi(m[5], 0), atoi(m[6], 0)
 	if mon < 1 || mon > 12 || day < 1 || day > 31 || hh > 23 || mm > 59 || ss > 59 {
-		return 0, false
+		return time.Time{}, false
 	}
 	nanos := 0
 	if m[7] != "" {
@@ -182,9 +192,9 @@ func parseISO(s string) (int64, bool) {
 	}
 	t := time.Date(year, time.Month(mon), day, hh, mm, ss, nanos, loc)
 	if t.Day() != day { // e.g. Feb 30
-		return 0, false
+		return time.Time{}, false
 	}
-	return t.UnixMilli(), true
+	return t, true
 }
 
 // parse converts a JSON value to epoch milliseconds under the format.
@@ -222,6 +232,45 @@ func (df *dateFormat) parseString(s string) (int64, error) {
 		default:
 			if t, err := time.Parse(p.layout, s); err == nil {
 				return t.UnixMilli(), nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("failed to parse date field [%s] with format [%s]", s, df.spec)
+}
+
+// parseNanos converts a JSON value to epoch nanoseconds under the format
+// (date_nanos keeps the fraction of a millisecond that parse drops).
+func (df *dateFormat) parseNanos(v any) (int64, error) {
+	s, ok := scalarString(v)
+	if !ok {
+		return 0, fmt.Errorf("failed to parse date field [%v] with format [%s]", v, df.spec)
+	}
+	for _, p := range df.parts {
+		switch {
+		case p.epoch != 0:
+			if f, err := strconv.ParseFloat(s, 64); err == nil && s != "" && !strings.ContainsAny(s, "eEIiNn") {
+				whole, frac, _ := strings.Cut(strings.TrimPrefix(s, "-"), ".")
+				w, _ := strconv.ParseInt(whole, 10, 64)
+				unit := p.epoch * int64(time.Millisecond) // nanoseconds per unit
+				n := w * unit
+				if frac != "" {
+					digits := len(strconv.FormatInt(unit, 10)) - 1
+					frac = (frac + strings.Repeat("0", digits))[:digits]
+					fn, _ := strconv.ParseInt(frac, 10, 64)
+					n += fn
+				}
+				if f < 0 {
+					n = -n
+				}
+				return n, nil
+			}
+		case p.iso:
+			if t, ok := parseISOTime(s); ok {
+				return t.UnixNano(), nil
+			}
+		default:
+			if t, err := time.Parse(p.layout, s); err == nil {
+				return t.UnixNano(), nil
 			}
 		}
 	}

@@ -19,12 +19,17 @@
 //
 // # Endpoints
 //
+// docs/elasticsearch-server.md tables, per API and parameter, what is
+// implemented and what is refused (and with which reason).
+//
 //   - GET|HEAD /                       cluster info
 //   - GET /_cluster/health             single-node health
 //   - GET /_security/_authenticate     who the request authenticated as
 //   - PUT|GET|HEAD|DELETE /{index}     create (settings, mappings, aliases), get, exists, delete
 //   - GET|PUT /{index}/_mapping        mappings; PUT adds fields (type changes are refused)
-//   - GET|PUT /{index}/_settings       settings; dynamic ones (refresh_interval, number_of_replicas,
+//   - GET /_settings[/{name}], GET /{index}/_settings[/{name}], PUT /_settings,
+//     PUT /{index}/_settings: settings (flat_settings, include_defaults, name
+//     filters); dynamic ones (refresh_interval, number_of_replicas,
 //     max_result_window, gc_deletes, blocks.write) can be changed
 //   - PUT /{index}/_block/write        add the index write block (index.blocks.write: true)
 //   - PUT|POST /{index}/_doc/{id}, POST /{index}/_doc, PUT|POST /{index}/_create/{id},
@@ -38,7 +43,8 @@
 //
 // Field types: text, keyword, long, integer, short, byte, double, float,
 // half_float, scaled_float, unsigned_long, date, date_nanos, boolean,
-// object (nested is accepted and treated as object), multi-fields.
+// object, multi-fields. The nested type is refused: there are no nested
+// documents.
 // Dynamic mapping follows Elasticsearch's default rules: strings become
 // text with a keyword sub-field (ignore_above 256) unless they look like a
 // date, integers long, other numbers float, booleans boolean, objects
@@ -46,22 +52,31 @@
 // index creates it, as action.auto_create_index does by default.
 //
 // Query DSL: match_all, match_none, match (operator, minimum_should_match,
-// fuzziness), multi_match (best_fields and most_fields per field,
-// term-centric cross_fields; field boosts, wildcards, tie_breaker), term,
-// terms, range (numbers, dates with date math, keywords), bool (must,
-// filter, should, must_not, minimum_should_match), exists, ids, prefix,
-// wildcard, constant_score, and q= URI search for the
-// simple forms field:value, text and *. Search options: from, size, sort
-// (fields, _score, _doc; missing, unmapped_type, mode), _source filtering,
-// track_total_hits, track_scores, version, seq_no_primary_term,
-// rest_total_hits_as_int, typed_keys. Aggregations: terms, histogram,
-// date_histogram (calendar_interval, fixed_interval, time_zone, offset,
-// min_doc_count, extended_bounds) and the metrics sum, avg, min, max,
-// value_count, stats and cardinality, nested to any depth under bucket
-// aggregations. Unknown query or aggregation types are refused with
-// parsing_exception; real Elasticsearch features that are not implemented
-// (highlighting, scroll, scripts, phrase queries, ...) are refused with a
-// 400 whose reason starts with "[eventpipe]".
+// fuzziness, prefix_length, analyzer, lenient), multi_match (best_fields
+// and most_fields per field, term-centric cross_fields; field boosts,
+// wildcards, tie_breaker, analyzer, lenient), term, terms (within
+// index.max_terms_count), range (numbers, dates with date math,
+// keywords), bool (must, filter, should, must_not, minimum_should_match),
+// exists, ids, prefix, wildcard, constant_score, and query_string for a
+// subset of Lucene's syntax (terms, field:value, AND/OR/NOT/+/-, groups,
+// wildcards, ranges, _exists_, term~, ^boost; default_field,
+// default_operator, analyzer, lenient, analyze_wildcard), which q= URI
+// search uses with df, default_operator, analyzer, lenient and
+// analyze_wildcard. term, terms, match, ids and q= work on _id (and
+// _index); queries given a _name are reported in matched_queries.
+// Search options: from, size, sort (fields, _score, _doc; missing,
+// unmapped_type, mode min/max, format), search_after, min_score,
+// terminate_after, post_filter, _source filtering, track_total_hits, track_scores,
+// version, seq_no_primary_term, rest_total_hits_as_int, typed_keys;
+// unknown URL parameters are refused as Elasticsearch refuses them.
+// Aggregations: terms, histogram, date_histogram (calendar_interval,
+// fixed_interval, time_zone, offset, min_doc_count, extended_bounds) and
+// the metrics sum, avg, min, max, value_count, stats and cardinality,
+// nested to any depth under bucket aggregations. Unknown query or
+// aggregation types are refused with parsing_exception; real
+// Elasticsearch features that are not implemented (highlighting, scroll,
+// scripts, phrase queries, ...) are refused with a 400 whose reason
+// starts with "[eventpipe]".
 //
 // # Semantics
 //
@@ -82,7 +97,7 @@
 // refused when turned on.
 //
 // Search is near-real-time as in Elasticsearch: GET by id and _mget are
-// always real time, a search sees every write acknowledged before the last refresh,
+// real time (unless realtime=false), a search sees every write acknowledged before the last refresh,
 // and an index refreshes on its own every refresh_interval (Config
 // RefreshInterval by default, "-1" disables it). refresh=true refreshes
 // before answering; refresh=wait_for waits for the next refresh.
@@ -115,24 +130,31 @@
 //     analyzer too; its keyword fields share the keyword analyzer). Each
 //     term is looked for with a dis_max over the group's fields, without
 //     Elasticsearch's blending of term statistics across fields, so scores
-//     differ while the matching documents are the same. multi_match is
-//     always lenient (fields whose type cannot hold the query value are
-//     skipped), and the analyzer parameter of match and multi_match is
-//     accepted but ignored: each field's own analyzer is used.
+//     differ while the matching documents are the same. Fuzzy matching
+//     expands a term to every indexed term within the edit distance
+//     (max_expansions is not applied).
 //   - Numbers are indexed as float64, so long values beyond 2^53 lose
 //     precision in queries, sorts and aggregations (the stored _source keeps
-//     them exactly). Dates have millisecond precision (date_nanos too).
+//     them exactly). Dates have millisecond precision in queries, sorting
+//     and aggregations (date_nanos too; its sort values are reported in
+//     nanoseconds, read from _source).
 //   - Delete tombstones are kept for index.gc_deletes (60s by default) like
 //     Elasticsearch; a tombstone restored after a restart keeps its original
 //     deletion time.
-//   - _mget ignores realtime=false (reads are always real time) and
-//     refuses stored_fields and per-document version checks.
+//   - GET, HEAD, _source and _mget read in real time by default; with
+//     realtime=false they read the state of the last refresh, as
+//     Elasticsearch does. stored_fields is refused.
+//   - Custom routing (the routing parameter, alias routing, a required
+//     _routing) is refused: one shard per index, no routing recorded.
 //   - _update re-serialises the merged source, so its key order may change;
 //     scripts are not supported.
 //   - Sorting on _doc uses document id order; missing sort values are
 //     reported as null in hit "sort" arrays.
-//   - Unknown URL parameters are ignored instead of rejected, requests
-//     without a Content-Type are accepted, alias filters and routing are
-//     not supported, and terms aggregation counts are exact
-//     (doc_count_error_upper_bound is always 0).
+//   - Unknown URL parameters are refused as Elasticsearch refuses them
+//     ("request [...] contains unrecognized parameter: [x]"); real ones
+//     that are not implemented are refused with an "[eventpipe]" reason.
+//     filter_path applies to every response. Requests without a
+//     Content-Type are accepted, alias filters are refused, and terms
+//     aggregation counts are exact (doc_count_error_upper_bound is always
+//     0).
 package esserver

@@ -1,6 +1,7 @@
 package esserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -9,8 +10,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	bindex "github.com/blevesearch/bleve_index_api"
 )
 
 var idCounter atomic.Uint64
@@ -30,7 +34,7 @@ func opFromQuery(q url.Values, op *writeOp) *esError {
 	if v := q.Get("version"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return illegalArgument("failed to parse version [%s]", v)
+			return illegalArgument("Failed to parse long parameter [version] with value [%s]", v)
 		}
 		op.version, op.hasVersion = n, true
 	}
@@ -71,7 +75,11 @@ func (s *Server) writeTarget(name string, autoCreate, requireAlias bool) (*index
 		_, isAlias := s.aliases[name]
 		s.mu.RUnlock()
 		if !isAlias {
-			return nil, indexNotFound(name).with("reason_detail", "require_alias")
+			// IndexNotFoundException with the require_alias message
+			// (TransportBulkAction / TransportUpdateAction).
+			e := indexNotFound(name)
+			e.reason += " and [require_alias] request flag is [true] and [" + name + "] is not an alias"
+			return nil, e
 		}
 	}
 	if ix != nil {
@@ -134,7 +142,7 @@ func (s *Server) indexDoc(rc *reqCtx, indexName, id, opType string) (int, any) {
 		return errResp(docParsingErr("failed to parse: %s", derr.Error()).withCause(
 			newErr(http.StatusBadRequest, "json_parse_exception", "%s", derr.Error())))
 	}
-	ix, err := s.writeTarget(indexName, true, rc.q.Get("require_alias") == "true")
+	ix, err := s.writeTarget(indexName, true, boolParam(rc, "require_alias"))
 	if err != nil {
 		return errResp(err)
 	}
@@ -173,6 +181,9 @@ func (s *Server) answerWrite(rc *reqCtx, ix *index, op *writeOp, refresh string)
 	if refresh == "true" && res.result != "noop" {
 		body["forced_refresh"] = true
 	}
+	if g := updateGet(op.fetchSource, res); g != nil {
+		body["get"] = g
+	}
 	return res.status, body
 }
 
@@ -195,6 +206,9 @@ func (s *Server) handleIndexDoc(rc *reqCtx, p []string) (int, any) {
 }
 
 func (s *Server) handleCreateDoc(rc *reqCtx, p []string) (int, any) {
+	if v := rc.q.Get("op_type"); rc.q.Has("op_type") && v != "create" {
+		return errResp(illegalArgument("opType must be 'create', found: [%s]", v))
+	}
 	return s.indexDoc(rc, p[0], p[1], "create")
 }
 
@@ -202,14 +216,114 @@ func (s *Server) handleIndexAutoID(rc *reqCtx, p []string) (int, any) {
 	return s.indexDoc(rc, p[0], autoID(), "create")
 }
 
-// getDoc reads one document in real time, as GET /{index}/_doc/{id}
-// renders it (found or not); the error is for an unresolvable index name.
-func (s *Server) getDoc(name, id string, sf sourceFilter) (map[string]any, *esError) {
+// readOpts are the read parameters of get, exists, get_source and mget
+// (rest-api-spec/api/get.json): realtime (default true: the latest
+// acknowledged state; false: the state as of the last refresh, as a
+// search sees it), refresh (refresh the index first), and version with
+// version_type (any difference from the document's version is a 409, as
+// VersionType.isVersionConflictForReads says for every version type).
+type readOpts struct {
+	realtime   bool
+	refresh    bool
+	hasVersion bool
+	version    int64
+}
+
+func parseReadOpts(q url.Values) (readOpts, *esError) {
+	o := readOpts{realtime: true}
+	if q.Has("realtime") {
+		o.realtime = q.Get("realtime") != "false"
+	}
+	if q.Has("refresh") {
+		switch v := q.Get("refresh"); v {
+		case "", "true":
+			o.refresh = true
+		case "false":
+		default:
+			return o, illegalArgument("Failed to parse value [%s] as only [true] or [false] are allowed.", v)
+		}
+	}
+	if v := q.Get("version"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return o, illegalArgument("Failed to parse long parameter [version] with value [%s]", v)
+		}
+		o.version, o.hasVersion = n, true
+	}
+	switch vt := q.Get("version_type"); vt {
+	case "", "internal", "external", "external_gte":
+	case "force":
+		return o, illegalArgument("version type [force] may no longer be used")
+	default:
+		return o, illegalArgument("No version type match [%s]", vt)
+	}
+	return o, nil
+}
+
+// refreshed returns the state of a document as of the last refresh (what
+// a non-realtime get sees), read from the search index.
+func (ix *index) refreshedDoc(id string) (*docVersion, *esError) {
+	ix.engMu.RLock()
+	defer ix.engMu.RUnlock()
+	if ix.bleve == nil {
+		return nil, nil
+	}
+	d, err := ix.bleve.Document(id)
+	if err != nil {
+		return nil, internalError(err)
+	}
+	if d == nil {
+		return nil, nil
+	}
+	v := &docVersion{}
+	d.VisitFields(func(f bindex.Field) {
+		switch f.Name() {
+		case fieldSource:
+			v.source = bytes.Clone(f.Value())
+		case fieldMeta:
+			ver, seq, _ := strings.Cut(string(f.Value()), ":")
+			v.version, _ = strconv.ParseInt(ver, 10, 64)
+			v.seqNo, _ = strconv.ParseInt(seq, 10, 64)
+		}
+	})
+	if v.source == nil {
+		return nil, nil
+	}
+	return v, nil
+}
+
+// readDoc resolves name and reads one document as the read options say;
+// a nil version means not found.
+func (s *Server) readDoc(name, id string, o readOpts) (*index, *docVersion, *esError) {
 	ix, err := s.resolveSingle(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.refresh {
+		if rerr := s.refresh(ix); rerr != nil {
+			return nil, nil, internalError(rerr)
+		}
+	}
+	var v *docVersion
+	if o.realtime {
+		v = ix.get(id)
+	} else if v, err = ix.refreshedDoc(id); err != nil {
+		return nil, nil, err
+	}
+	if v != nil && o.hasVersion && v.version != o.version {
+		return ix, nil, ix.conflict(id, "version conflict, current version ["+itoa(v.version)+"] is different than the one provided ["+itoa(o.version)+"]")
+	}
+	return ix, v, nil
+}
+
+// getDoc reads one document as GET /{index}/_doc/{id} renders it (found
+// or not); the error is for an unresolvable index name or a version
+// conflict.
+func (s *Server) getDoc(name, id string, sf sourceFilter, o readOpts) (map[string]any, *esError) {
+	ix, v, err := s.readDoc(name, id, o)
 	if err != nil {
 		return nil, err
 	}
-	v := ix.get(id)
 	if v == nil {
 		return map[string]any{"_index": ix.name, "_id": id, "found": false}, nil
 	}
@@ -224,7 +338,11 @@ func (s *Server) getDoc(name, id string, sf sourceFilter) (map[string]any, *esEr
 }
 
 func (s *Server) handleGetDoc(rc *reqCtx, p []string) (int, any) {
-	body, err := s.getDoc(p[0], p[1], parseSourceParams(rc.q, sourceFilter{}))
+	o, oerr := parseReadOpts(rc.q)
+	if oerr != nil {
+		return errResp(oerr)
+	}
+	body, err := s.getDoc(p[0], p[1], parseSourceParams(rc.q, sourceFilter{}), o)
 	if err != nil {
 		if rc.r.Method == http.MethodHead {
 			return err.status, nil
@@ -238,11 +356,14 @@ func (s *Server) handleGetDoc(rc *reqCtx, p []string) (int, any) {
 }
 
 func (s *Server) handleGetSource(rc *reqCtx, p []string) (int, any) {
-	ix, err := s.resolveSingle(p[0])
+	o, oerr := parseReadOpts(rc.q)
+	if oerr != nil {
+		return errResp(oerr)
+	}
+	ix, v, err := s.readDoc(p[0], p[1], o)
 	if err != nil {
 		return errResp(err)
 	}
-	v := ix.get(p[1])
 	if v == nil {
 		return errResp(newErr(http.StatusNotFound, "resource_not_found_exception", "Document not found [%s]/[%s]", ix.name, p[1]))
 	}
@@ -303,8 +424,14 @@ func parseUpdateBody(body []byte, op *writeOp) *esError {
 		case "script":
 			return illegalArgument("[eventpipe] scripted updates are not supported by this server")
 		case "_source":
+			sf, err := parseSourceBody(v)
+			if err != nil {
+				return err
+			}
+			op.fetchSource = &sf
 		default:
-			return newErr(http.StatusBadRequest, "x_content_parse_exception", "[UpdateRequest] unknown field [%s]", k)
+			return newErr(http.StatusBadRequest, "x_content_parse_exception", "[UpdateRequest] unknown field [%s]%s", k,
+				didYouMean(k, []string{"script", "scripted_upsert", "upsert", "doc", "doc_as_upsert", "detect_noop", "_source"}))
 		}
 	}
 	if op.doc == nil && op.upsert == nil {
@@ -328,9 +455,35 @@ func (s *Server) handleUpdateDoc(rc *reqCtx, p []string) (int, any) {
 	if err := parseUpdateBody(rc.body, op); err != nil {
 		return errResp(err)
 	}
-	ix, err := s.writeTarget(p[0], true, rc.q.Get("require_alias") == "true")
+	if op.hasIfSeqNo && (op.upsert != nil || op.docAsUpsert) {
+		return errResp(validationError("upsert requests don't support `if_seq_no` and `if_primary_term`"))
+	}
+	// _source, _source_includes, _source_excludes ask for the updated
+	// document in the response's "get" (rest-api-spec/api/update.json).
+	if rc.q.Has("_source") || rc.q.Has("_source_includes") || rc.q.Has("_source_excludes") {
+		base := sourceFilter{}
+		if op.fetchSource != nil {
+			base = *op.fetchSource
+		}
+		sf := parseSourceParams(rc.q, base)
+		op.fetchSource = &sf
+	}
+	ix, err := s.writeTarget(p[0], true, boolParam(rc, "require_alias"))
 	if err != nil {
 		return errResp(err)
 	}
 	return s.answerWrite(rc, ix, op, refresh)
+}
+
+// updateGet renders the "get" member of an update response: the document
+// as written, filtered (Elasticsearch's UpdateHelper.extractGetResult).
+func updateGet(sf *sourceFilter, r *writeResult) map[string]any {
+	if sf == nil || sf.disabled || r.source == nil {
+		return nil
+	}
+	g := map[string]any{"_seq_no": r.seqNo, "_primary_term": 1, "found": true}
+	if src := sf.apply(r.source); src != nil {
+		g["_source"] = json.RawMessage(src)
+	}
+	return g
 }

@@ -48,6 +48,7 @@ func bleveMapping() *mapping.IndexMappingImpl {
 // openEngine opens the bleve index of ix, creating it when missing or
 // unreadable. fresh reports that it starts empty.
 func (s *Server) openEngine(ix *index) (fresh bool, err error) {
+	ix.cols.reset()
 	ix.dir = filepath.Join(s.cfg.DataDir, "indices", ix.uuid)
 	if _, statErr := os.Stat(filepath.Join(ix.dir, "index_meta.json")); statErr == nil {
 		b, err := bleve.OpenUsing(ix.dir, bleveConfig)
@@ -319,5 +320,6 @@ func (ix *index) closeEngine() error {
 	}
 	err := ix.bleve.Close()
 	ix.bleve = nil
+	ix.cols.reset()
 	return err
 }

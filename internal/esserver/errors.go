@@ -1,9 +1,42 @@
 package esserver
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 )
+
+// jsonKV is one member of an ordered JSON object.
+type jsonKV struct {
+	k string
+	v any
+}
+
+// ordered is a JSON object that keeps its members in insertion order, so
+// that error bodies list their keys in Elasticsearch's order (root_cause,
+// type, reason, then the metadata in the order Elasticsearch adds it).
+type ordered []jsonKV
+
+func (o ordered) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, kv := range o {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(kv.k)
+		b.Write(k)
+		b.WriteByte(':')
+		v, err := json.Marshal(kv.v)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
 
 // esError is an error rendered in Elasticsearch's error body shape:
 //
@@ -15,7 +48,7 @@ type esError struct {
 	status   int
 	typ      string
 	reason   string
-	extra    map[string]any
+	extra    ordered // metadata keys, in Elasticsearch's order
 	causedBy *esError
 	// rootCause overrides the default root cause (the deepest caused_by).
 	rootCause *esError
@@ -29,22 +62,25 @@ func newErr(status int, typ, format string, args ...any) *esError {
 	return &esError{status: status, typ: typ, reason: fmt.Sprintf(format, args...)}
 }
 
+// with adds (or replaces) a metadata key; keys render in the order added.
 func (e *esError) with(k string, v any) *esError {
-	if e.extra == nil {
-		e.extra = map[string]any{}
+	for i := range e.extra {
+		if e.extra[i].k == k {
+			e.extra[i].v = v
+			return e
+		}
 	}
-	e.extra[k] = v
+	e.extra = append(e.extra, jsonKV{k, v})
 	return e
 }
 
-// object renders the error object without root_cause.
-func (e *esError) object() map[string]any {
-	m := map[string]any{"type": e.typ, "reason": e.reason}
-	for k, v := range e.extra {
-		m[k] = v
-	}
+// object renders the error object without root_cause: type, reason, the
+// metadata keys, caused_by (Elasticsearch's ElasticsearchException order).
+func (e *esError) object() ordered {
+	m := ordered{{"type", e.typ}, {"reason", e.reason}}
+	m = append(m, e.extra...)
 	if e.causedBy != nil {
-		m["caused_by"] = e.causedBy.object()
+		m = append(m, jsonKV{"caused_by", e.causedBy.object()})
 	}
 	return m
 }
@@ -60,23 +96,25 @@ func (e *esError) root() *esError {
 	return r
 }
 
-// body renders the full response body.
-func (e *esError) body() map[string]any {
-	if e.plain {
-		return map[string]any{"error": e.reason, "status": e.status}
-	}
-	obj := e.object()
+// errorObject renders the "error" member of the body: root_cause first,
+// then type, reason and the rest, as Elasticsearch does.
+func (e *esError) errorObject() ordered {
 	rc := e.root()
-	rcObj := map[string]any{"type": rc.typ, "reason": rc.reason}
-	for k, v := range rc.extra {
-		rcObj[k] = v
+	rcObj := ordered{{"type", rc.typ}, {"reason", rc.reason}}
+	rcObj = append(rcObj, rc.extra...)
+	return append(ordered{{"root_cause", []any{rcObj}}}, e.object()...)
+}
+
+// body renders the full response body.
+func (e *esError) body() ordered {
+	if e.plain {
+		return ordered{{"error", e.reason}, {"status", e.status}}
 	}
-	obj["root_cause"] = []any{rcObj}
-	return map[string]any{"error": obj, "status": e.status}
+	return ordered{{"error", e.errorObject()}, {"status", e.status}}
 }
 
 // itemError renders the error object used inside bulk items.
-func (e *esError) itemError() map[string]any { return e.object() }
+func (e *esError) itemError() ordered { return e.object() }
 
 func indexNotFound(name string) *esError {
 	return newErr(http.StatusNotFound, "index_not_found_exception", "no such index [%s]", name).

@@ -53,6 +53,7 @@ type index struct {
 	engMu sync.RWMutex // guards bleve against closing while in use
 	bleve bleve.Index
 	dir   string
+	cols  columnCache // doc-value columns of bleve's segments (columns.go)
 }
 
 func newIndex(name, uuid string, created int64, st *indexSettings, m *mappings) *index {
@@ -80,6 +81,9 @@ type writeOp struct {
 	ifSeqNo     int64
 	ifTerm      int64
 	hasIfSeqNo  bool
+	// fetchSource asks an update for the written document in the
+	// response ("get"); nil: not asked.
+	fetchSource *sourceFilter
 }
 
 // writeResult is the outcome of a write.
@@ -92,6 +96,7 @@ type writeResult struct {
 	status  int
 	pos     int64 // WAL position to wait for (0 for noop)
 	err     *esError
+	source  []byte // the document as written (or as it is, for a noop)
 }
 
 func (r *writeResult) body() map[string]any {
@@ -145,6 +150,9 @@ func validateVersioning(op *writeOp) *esError {
 	}
 	if op.hasIfSeqNo && external {
 		return validationError("compare and write operations can not use versioning")
+	}
+	if op.hasIfSeqNo && op.action == "create" {
+		return validationError("create operations do not support compare and set. use index instead")
 	}
 	if op.hasIfSeqNo && op.ifSeqNo < 0 {
 		return validationError("ifSeqNo must be non negative")
@@ -213,7 +221,10 @@ func (s *Server) apply(ix *index, op *writeOp) *writeResult {
 	}
 	cur := ix.docs[op.id]
 	live := cur != nil && !cur.deleted
-	if err := ix.checkIfSeqNo(op, cur); err != nil {
+	// An update of a missing document is document_missing_exception (404)
+	// whatever if_seq_no says (UpdateHelper looks the document up first).
+	missingUpdate := op.action == "update" && !live && op.upsert == nil && !op.docAsUpsert
+	if err := ix.checkIfSeqNo(op, cur); err != nil && !missingUpdate {
 		res.err = err
 		return res
 	}
@@ -275,7 +286,7 @@ func (s *Server) writeSource(ix *index, id string, source []byte, doc map[string
 		return res
 	}
 	ix.applyDoc(id, nv)
-	res.version, res.seqNo, res.pos = nv.version, nv.seqNo, pos
+	res.version, res.seqNo, res.pos, res.source = nv.version, nv.seqNo, pos, source
 	res.result, res.status = "updated", http.StatusOK
 	if !live {
 		res.result, res.status = "created", http.StatusCreated
@@ -308,7 +319,7 @@ func (s *Server) applyUpdate(ix *index, op *writeOp, cur *docVersion, res *write
 	}
 	merged, changed := mergeDoc(old, op.doc)
 	if !changed && op.detectNoop {
-		res.version, res.seqNo, res.result, res.status = cur.version, cur.seqNo, "noop", http.StatusOK
+		res.version, res.seqNo, res.result, res.status, res.source = cur.version, cur.seqNo, "noop", http.StatusOK, cur.source
 		return res
 	}
 	b, _ := json.Marshal(merged)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 )
 
 // mgetItem is one document requested by _mget.
@@ -12,6 +13,10 @@ type mgetItem struct {
 	id     string
 	hasID  bool
 	source sourceFilter
+	// version and version_type of the item: a document whose version
+	// differs is answered with a version conflict error.
+	hasVersion bool
+	version    int64
 }
 
 // xcontentToken names the JSON token raw starts with the way Elasticsearch's
@@ -134,7 +139,11 @@ func parseMgetDoc(raw json.RawMessage, defIndex string, defSource sourceFilter) 
 	}
 	for k, v := range obj {
 		switch k {
-		case "_index", "_id", "routing", "_routing":
+		case "routing", "_routing":
+			if xcontentToken(v) != "VALUE_NULL" {
+				return it, illegalArgument("%s", refusedParams["routing"])
+			}
+		case "_index", "_id":
 			s, present, ok := mgetValue(v)
 			if !ok {
 				return it, newErr(http.StatusBadRequest, "parse_exception", "failed to parse multi get request. [%s] must be a value", k)
@@ -145,7 +154,6 @@ func parseMgetDoc(raw json.RawMessage, defIndex string, defSource sourceFilter) 
 			case "_id":
 				it.id, it.hasID = s, present
 			}
-			// Routing does not matter with one shard per index.
 		case "_source":
 			if tok := xcontentToken(v); tok == "VALUE_NUMBER" || tok == "VALUE_NULL" {
 				return it, newErr(http.StatusBadRequest, "parse_exception", "illegal type for _source: [%s]", tok)
@@ -157,8 +165,24 @@ func parseMgetDoc(raw json.RawMessage, defIndex string, defSource sourceFilter) 
 			it.source = sf
 		case "fields":
 			return it, parsingError("Unsupported field [fields] used, expected [stored_fields] instead")
-		case "stored_fields", "version", "version_type":
-			return it, illegalArgument("[eventpipe] [%s] in multi get requests is not supported by this server", k)
+		case "version":
+			s, present, ok := mgetValue(v)
+			n, err := strconv.ParseInt(s, 10, 64)
+			if !ok || (present && err != nil) {
+				return it, newErr(http.StatusBadRequest, "parse_exception", "failed to parse multi get request. [version] must be a number")
+			}
+			it.version, it.hasVersion = n, present
+		case "version_type":
+			s, _, _ := mgetValue(v)
+			switch s {
+			case "", "internal", "external", "external_gte":
+			case "force":
+				return it, illegalArgument("version type [force] may no longer be used")
+			default:
+				return it, illegalArgument("No version type match [%s]", s)
+			}
+		case "stored_fields":
+			return it, illegalArgument("%s", refusedParams["stored_fields"])
 		default:
 			return it, newErr(http.StatusBadRequest, "parse_exception", "failed to parse multi get request. unknown field [%s]", k)
 		}
@@ -172,22 +196,12 @@ func parseMgetDoc(raw json.RawMessage, defIndex string, defSource sourceFilter) 
 // cannot be read (a missing index, an alias over several indices) carries
 // an error object instead, and the request as a whole succeeds.
 func (s *Server) handleMget(rc *reqCtx, p []string) (int, any) {
-	if rc.q.Has("fields") {
-		return errResp(illegalArgument("The parameter [fields] is no longer supported, please use [stored_fields] to retrieve stored fields or _source filtering if the field is not stored"))
+	o, oerr := parseReadOpts(rc.q)
+	if oerr != nil {
+		return errResp(oerr)
 	}
-	if rc.q.Has("stored_fields") {
-		return errResp(illegalArgument("[eventpipe] [stored_fields] in multi get requests is not supported by this server"))
-	}
-	refresh := false
-	if rc.q.Has("refresh") {
-		switch v := rc.q.Get("refresh"); v {
-		case "", "true":
-			refresh = true
-		case "false":
-		default:
-			return errResp(illegalArgument("Failed to parse value [%s] as only [true] or [false] are allowed.", v))
-		}
-	}
+	refresh := o.refresh
+	o.refresh = false
 	if !jsonBody(rc.body) {
 		return errResp(newErr(http.StatusBadRequest, "parse_exception", "request body or source parameter is required"))
 	}
@@ -210,9 +224,11 @@ func (s *Server) handleMget(rc *reqCtx, p []string) (int, any) {
 	}
 	docs := make([]any, len(items))
 	for i, it := range items {
-		body, gerr := s.getDoc(it.index, it.id, it.source)
+		io := o
+		io.hasVersion, io.version = it.hasVersion, it.version
+		body, gerr := s.getDoc(it.index, it.id, it.source, io)
 		if gerr != nil {
-			body = map[string]any{"_index": it.index, "_id": it.id, "error": gerr.body()["error"]}
+			body = map[string]any{"_index": it.index, "_id": it.id, "error": gerr.errorObject()}
 		}
 		docs[i] = body
 	}

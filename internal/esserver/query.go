@@ -20,12 +20,57 @@ import (
 type qctx struct {
 	m   *mappings
 	now time.Time
+	// index is the name of the index searched (for _index and shard
+	// failures); maxTerms is its index.max_terms_count (0: the default).
+	index    string
+	maxTerms int
+	// maxResultWindow is index.max_result_window (0: unchecked), which
+	// also bounds the number of ids of an ids query.
+	maxResultWindow int
+	// defaultFields is index.query.default_field (nil: "*").
+	defaultFields []string
+	// named are the queries given a _name, in the order compiled; hits
+	// report those they match as matched_queries.
+	named []namedQuery
+}
+
+// defaultMaxTermsCount is index.max_terms_count's default (Elasticsearch
+// IndexSettings.MAX_TERMS_COUNT_SETTING).
+const defaultMaxTermsCount = 65536
+
+// metaFieldQuery answers exact-value queries on the metadata fields _id
+// and _index, which are not in the mapping: Elasticsearch's IdFieldMapper
+// supports term, terms, match and ids queries on _id (values compared as
+// strings, so numbers match their string form), and _index matches every
+// document of the index named. ok is false for other fields.
+func (c *qctx) metaFieldQuery(field string, vals []any) (q query.Query, ok bool) {
+	switch field {
+	case "_id":
+		ids := make([]string, 0, len(vals))
+		for _, v := range vals {
+			if s, isScalar := scalarString(v); isScalar {
+				ids = append(ids, s)
+			}
+		}
+		if len(ids) == 0 {
+			return query.NewMatchNoneQuery(), true
+		}
+		return query.NewDocIDQuery(ids), true
+	case "_index":
+		for _, v := range vals {
+			if s, _ := scalarString(v); s != "" && (s == c.index || wildMatch(s, c.index)) {
+				return query.NewMatchAllQuery(), true
+			}
+		}
+		return query.NewMatchNoneQuery(), true
+	}
+	return nil, false
 }
 
 // unsupportedQueries are real query types this server does not implement.
 var unsupportedQueries = map[string]bool{
 	"match_phrase": true, "match_phrase_prefix": true, "match_bool_prefix": true,
-	"query_string": true, "simple_query_string": true, "nested": true, "has_child": true,
+	"simple_query_string": true, "nested": true, "has_child": true,
 	"has_parent": true, "fuzzy": true, "regexp": true, "dis_max": true, "function_score": true,
 	"script": true, "script_score": true, "geo_distance": true, "geo_bounding_box": true,
 	"geo_shape": true, "geo_polygon": true, "more_like_this": true, "knn": true, "boosting": true,
@@ -77,7 +122,11 @@ func (c *qctx) compile(raw json.RawMessage) (query.Query, *esError) {
 		if err := decodeJSON(body, &params); err != nil {
 			return nil, queryMalformed(name)
 		}
-		return fn(c, name, params)
+		q, err := fn(c, name, params)
+		if err == nil {
+			c.noteNamed(params, q)
+		}
+		return q, err
 	}
 	return nil, nil
 }
@@ -101,6 +150,7 @@ func init() {
 		"prefix":         compilePrefix,
 		"wildcard":       compileWildcard,
 		"constant_score": compileConstantScore,
+		"query_string":   compileQueryString,
 	}
 }
 
@@ -113,6 +163,10 @@ func boostOf(name string, p map[string]json.RawMessage) (float64, *esError) {
 	var b float64
 	if err := json.Unmarshal(raw, &b); err != nil {
 		return 0, parsingError("[%s] failed to parse field [boost]", name)
+	}
+	if b < 0 {
+		// AbstractQueryBuilder.checkNegativeBoost
+		return 0, illegalArgument("negative [boost] are not allowed.")
 	}
 	return b, nil
 }
@@ -161,6 +215,9 @@ func compileMatchAll(c *qctx, name string, p map[string]json.RawMessage) (query.
 }
 
 func compileMatchNone(c *qctx, name string, p map[string]json.RawMessage) (query.Query, *esError) {
+	if err := checkKnown(name, p, "boost", "_name"); err != nil {
+		return nil, err
+	}
 	return query.NewMatchNoneQuery(), nil
 }
 
@@ -247,6 +304,9 @@ func queryShardErr(format string, args ...any) *esError {
 
 // termQuery builds the exact-value query for one field and value.
 func (c *qctx) termQuery(field string, fm *fieldMapping, v any) (query.Query, *esError) {
+	if q, ok := c.metaFieldQuery(field, []any{v}); ok {
+		return q, nil
+	}
 	if fm == nil || fm.Kind == kindObject {
 		return query.NewMatchNoneQuery(), nil
 	}
@@ -304,6 +364,15 @@ func compileTerm(c *qctx, name string, p map[string]json.RawMessage) (query.Quer
 	if !ok {
 		return nil, parsingError("[%s] query does not support [value] of that type", name)
 	}
+	if ci, has := fp["case_insensitive"]; has {
+		var on bool
+		if json.Unmarshal(ci, &on) != nil {
+			return nil, parsingError("[%s] failed to parse field [case_insensitive]", name)
+		}
+		if on {
+			return nil, parsingError("[eventpipe] [%s] query option [case_insensitive] is not supported by this server", name)
+		}
+	}
 	b, err := boostOf(name, fp)
 	if err != nil {
 		return nil, err
@@ -320,6 +389,9 @@ func compileTerms(c *qctx, name string, p map[string]json.RawMessage) (query.Que
 	if err != nil {
 		return nil, err
 	}
+	if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '{' {
+		return nil, parsingError("[eventpipe] terms lookup (a document's values as terms) is not supported by this server")
+	}
 	var vals []any
 	if err := decodeJSON(raw, &vals); err != nil {
 		return nil, parsingError("[terms] query does not support [%s]", field)
@@ -327,6 +399,18 @@ func compileTerms(c *qctx, name string, p map[string]json.RawMessage) (query.Que
 	b, err := boostOf(name, p)
 	if err != nil {
 		return nil, err
+	}
+	// TermsQueryBuilder.doToQuery refuses more values than the index's
+	// index.max_terms_count, on the shard.
+	maxTerms := c.maxTerms
+	if maxTerms <= 0 {
+		maxTerms = defaultMaxTermsCount
+	}
+	if len(vals) > maxTerms {
+		return nil, shardFailure(c.index, illegalArgument("The number of terms [%d] used in the Terms Query request has exceeded the allowed maximum of [%d]. This maximum can be set by changing the [index.max_terms_count] index level setting.", len(vals), maxTerms))
+	}
+	if q, ok := c.metaFieldQuery(field, vals); ok {
+		return withBoost(q, b), nil
 	}
 	fm := c.m.lookup(field)
 	if len(vals) == 0 {
@@ -350,10 +434,20 @@ func compileIDs(c *qctx, name string, p map[string]json.RawMessage) (query.Query
 	if err := checkKnown(name, p, "values", "boost", "_name"); err != nil {
 		return nil, err
 	}
+	// Elasticsearch reads each value as text, so numbers match the ids
+	// that are their string form.
 	var ids []string
 	if raw, ok := p["values"]; ok {
-		if err := json.Unmarshal(raw, &ids); err != nil {
+		var vals []any
+		if err := decodeJSON(raw, &vals); err != nil {
 			return nil, parsingError("[ids] failed to parse field [values]")
+		}
+		for _, v := range vals {
+			s, ok := scalarString(v)
+			if !ok {
+				return nil, parsingError("[ids] failed to parse field [values]")
+			}
+			ids = append(ids, s)
 		}
 	}
 	b, err := boostOf(name, p)
@@ -362,6 +456,10 @@ func compileIDs(c *qctx, name string, p map[string]json.RawMessage) (query.Query
 	}
 	if len(ids) == 0 {
 		return query.NewMatchNoneQuery(), nil
+	}
+	if c.maxResultWindow > 0 && len(ids) > c.maxResultWindow {
+		// IdsQueryBuilder.doToQuery
+		return nil, queryShardErr("failed to create query: Too many ids specified, allowed max result window is [%d]", c.maxResultWindow)
 	}
 	return withBoost(query.NewDocIDQuery(ids), b), nil
 }
@@ -383,6 +481,9 @@ func compileExists(c *qctx, name string, p map[string]json.RawMessage) (query.Qu
 		}
 	} else if c.m.lookup(field) != nil {
 		paths = []string{field}
+	} else if field == "_id" || field == "_index" || field == "_source" || field == "_seq_no" || field == "_version" || field == "_primary_term" {
+		// Every document has these metadata fields.
+		return anyOf(name, p, []query.Query{query.NewMatchAllQuery()})
 	}
 	if len(paths) == 0 {
 		return query.NewMatchNoneQuery(), nil
@@ -467,6 +568,9 @@ func compileRange(c *qctx, name string, p map[string]json.RawMessage) (query.Que
 	fm := c.m.lookup(field)
 	if fm == nil || fm.Kind == kindObject {
 		return query.NewMatchNoneQuery(), nil
+	}
+	if tz != "" && fm.Kind != kindDate {
+		return nil, queryShardErr("[range] time_zone can not be applied to non date field [%s]", field)
 	}
 	switch fm.Kind {
 	case kindNumber:
@@ -601,7 +705,10 @@ func minimumShouldMatch(raw json.RawMessage, n int) (int, *esError) {
 }
 
 // matchQuery builds a full-text match on one field.
-func (c *qctx) matchQuery(field string, fm *fieldMapping, text any, operator string, msm json.RawMessage, fuzziness string, zeroAll bool) (query.Query, *esError) {
+func (c *qctx) matchQuery(field string, fm *fieldMapping, text any, operator string, msm json.RawMessage, fuzziness string, prefixLen int, zeroAll bool) (query.Query, *esError) {
+	if q, ok := c.metaFieldQuery(field, []any{text}); ok {
+		return q, nil
+	}
 	if fm == nil || fm.Kind == kindObject {
 		return query.NewMatchNoneQuery(), nil
 	}
@@ -622,6 +729,7 @@ func (c *qctx) matchQuery(field string, fm *fieldMapping, text any, operator str
 			fq := query.NewFuzzyQuery(t)
 			fq.SetField(field)
 			fq.SetFuzziness(f)
+			fq.SetPrefix(prefixLen) // the leading characters that must match exactly
 			qs = append(qs, fq)
 			continue
 		}
@@ -697,7 +805,8 @@ func compileMatch(c *qctx, name string, p map[string]json.RawMessage) (query.Que
 	var op, fuzz, zero string
 	_ = json.Unmarshal(mp["operator"], &op)
 	if op != "" && !strings.EqualFold(op, "or") && !strings.EqualFold(op, "and") {
-		return nil, parsingError("[match] query does not support operator [%s]", op)
+		_, oerr := parseOperator(op) // Operator.fromString
+		return nil, oerr
 	}
 	if f, ok := mp["fuzziness"]; ok {
 		var fv any
@@ -709,8 +818,27 @@ func compileMatch(c *qctx, name string, p map[string]json.RawMessage) (query.Que
 	if err != nil {
 		return nil, err
 	}
-	q, err := c.matchQuery(field, c.m.lookup(field), v, op, mp["minimum_should_match"], fuzz, strings.EqualFold(zero, "all"))
+	lenient, err := boolOption(name, "lenient", mp)
 	if err != nil {
+		return nil, err
+	}
+	if err := refuseNoTranspositions(name, mp); err != nil {
+		return nil, err
+	}
+	fm, err := withAnalyzer(name, c.m.lookup(field), mp["analyzer"])
+	if err != nil {
+		return nil, err
+	}
+	prefixLen, err := intOption(name, "prefix_length", mp)
+	if err != nil {
+		return nil, err
+	}
+	q, err := c.matchQuery(field, fm, v, op, mp["minimum_should_match"], fuzz, prefixLen, strings.EqualFold(zero, "all"))
+	if err != nil {
+		if lenient && err.typ == "query_shard_exception" {
+			// lenient: a value the field's type cannot hold matches nothing.
+			return query.NewMatchNoneQuery(), nil
+		}
 		return nil, err
 	}
 	return withBoost(q, b), nil
@@ -768,7 +896,8 @@ func compileMultiMatch(c *qctx, name string, p map[string]json.RawMessage) (quer
 	}
 	_ = json.Unmarshal(p["operator"], &op)
 	if op != "" && !strings.EqualFold(op, "or") && !strings.EqualFold(op, "and") {
-		return nil, parsingError("[multi_match] query does not support operator [%s]", op)
+		_, oerr := parseOperator(op) // Operator.fromString
+		return nil, oerr
 	}
 	if f, ok := p["fuzziness"]; ok {
 		var fv any
@@ -792,6 +921,16 @@ func compileMultiMatch(c *qctx, name string, p map[string]json.RawMessage) (quer
 	}
 	if len(fields) == 0 {
 		fields = []string{"*"}
+	}
+	lenient, lerr := boolOption(name, "lenient", p)
+	if lerr != nil {
+		return nil, lerr
+	}
+	if err := refuseNoTranspositions(name, p); err != nil {
+		return nil, err
+	}
+	if len(fields) == 1 && (fields[0] == "*" || fields[0] == "*.*") {
+		lenient = true // an all-fields query is always lenient
 	}
 	var targets []multiMatchTarget
 	for _, f := range fields {
@@ -817,9 +956,13 @@ func compileMultiMatch(c *qctx, name string, p map[string]json.RawMessage) (quer
 			continue // unmapped fields are ignored
 		}
 		if fm.Kind != kindText && fm.Kind != kindKeyword {
-			// lenient: skip values that cannot apply to non-text fields
+			// A value the field's type cannot hold is an error unless
+			// lenient (MultiMatchQueryBuilder, as match).
 			if _, err := c.termQuery(f, fm, v); err != nil {
-				continue
+				if lenient {
+					continue
+				}
+				return nil, err
 			}
 		}
 		targets = append(targets, multiMatchTarget{f, fm, boost})
@@ -827,12 +970,23 @@ func compileMultiMatch(c *qctx, name string, p map[string]json.RawMessage) (quer
 	if len(targets) == 0 {
 		return query.NewMatchNoneQuery(), nil
 	}
+	for i := range targets {
+		fm, err := withAnalyzer(name, targets[i].fm, p["analyzer"])
+		if err != nil {
+			return nil, err
+		}
+		targets[i].fm = fm
+	}
 	var qs []query.Query
 	var err *esError
 	if typ == "cross_fields" {
 		qs, err = c.crossFieldsGroups(targets, v, op, p["minimum_should_match"], tie)
 	} else {
-		qs, err = c.perFieldMatches(targets, v, op, p["minimum_should_match"], fuzz)
+		var prefixLen int
+		if prefixLen, err = intOption(name, "prefix_length", p); err != nil {
+			return nil, err
+		}
+		qs, err = c.perFieldMatches(targets, v, op, p["minimum_should_match"], fuzz, prefixLen)
 	}
 	if err != nil {
 		return nil, err
@@ -853,10 +1007,10 @@ func compileMultiMatch(c *qctx, name string, p map[string]json.RawMessage) (quer
 
 // perFieldMatches builds one match query per field (best_fields and
 // most_fields), leaving out fields where the text analyses to no terms.
-func (c *qctx) perFieldMatches(targets []multiMatchTarget, v any, op string, msm json.RawMessage, fuzz string) ([]query.Query, *esError) {
+func (c *qctx) perFieldMatches(targets []multiMatchTarget, v any, op string, msm json.RawMessage, fuzz string, prefixLen int) ([]query.Query, *esError) {
 	var qs []query.Query
 	for _, t := range targets {
-		q, err := c.matchQuery(t.field, t.fm, v, op, msm, fuzz, true)
+		q, err := c.matchQuery(t.field, t.fm, v, op, msm, fuzz, prefixLen, true)
 		if err != nil {
 			return nil, err
 		}
@@ -959,6 +1113,17 @@ func compileWildcard(c *qctx, name string, p map[string]json.RawMessage) (query.
 // patternQuery finishes a prefix or wildcard query: a string pattern that
 // only matches keyword and text fields.
 func (c *qctx) patternQuery(name, field string, fp map[string]json.RawMessage, build func(string) query.FieldableQuery) (query.Query, *esError) {
+	if err := checkKnown(name, fp, "value", "wildcard", "boost", "rewrite", "case_insensitive", "_name"); err != nil {
+		return nil, err
+	}
+	if on, err := boolOption(name, "case_insensitive", fp); err != nil {
+		return nil, err
+	} else if on {
+		return nil, parsingError("[eventpipe] [%s] query option [case_insensitive] is not supported by this server", name)
+	}
+	if field == "_id" || field == "_index" {
+		return nil, parsingError("[eventpipe] [%s] queries on [%s] are not supported by this server", name, field)
+	}
 	var v string
 	if err := json.Unmarshal(fp["value"], &v); err != nil {
 		return nil, parsingError("[%s] value must be a string", name)
@@ -1048,21 +1213,31 @@ func compileBool(c *qctx, name string, p map[string]json.RawMessage) (query.Quer
 			return nil, err
 		}
 	}
-	if len(must)+len(filter)+len(should)+len(mustNot) == 0 {
-		return withBoost(query.NewMatchAllQuery(), b), nil
-	}
-	minShould := 0
+	minShould := -1
 	if msmRaw != nil {
 		n, err := minimumShouldMatch(msmRaw, len(should))
 		if err != nil {
 			return nil, err
 		}
 		minShould = n
-	} else if len(must)+len(filter) == 0 && len(should) > 0 {
-		minShould = 1
+	}
+	return boolQuery(must, filter, should, mustNot, minShould, b), nil
+}
+
+// boolQuery combines clauses as Elasticsearch's bool query does;
+// minShould < 0 means the default (1 when there is no must or filter).
+func boolQuery(must, filter, should, mustNot []query.Query, minShould int, b float64) query.Query {
+	if len(must)+len(filter)+len(should)+len(mustNot) == 0 {
+		return withBoost(query.NewMatchAllQuery(), b)
+	}
+	if minShould < 0 {
+		minShould = 0
+		if len(must)+len(filter) == 0 && len(should) > 0 {
+			minShould = 1
+		}
 	}
 	if minShould > len(should) {
-		return query.NewMatchNoneQuery(), nil
+		return query.NewMatchNoneQuery()
 	}
 	bq := query.NewBooleanQuery(nil, nil, nil)
 	switch {
@@ -1090,5 +1265,82 @@ func compileBool(c *qctx, name string, p map[string]json.RawMessage) (query.Quer
 			bq.AddFilter(query.NewConjunctionQuery(filter))
 		}
 	}
-	return withBoost(bq, b), nil
+	return withBoost(bq, b)
+}
+
+// boolOption reads an optional boolean parameter of query name.
+func boolOption(name, key string, p map[string]json.RawMessage) (bool, *esError) {
+	raw, ok := p[key]
+	if !ok {
+		return false, nil
+	}
+	var v any
+	if err := decodeJSON(raw, &v); err != nil {
+		return false, parsingError("[%s] failed to parse field [%s]", name, key)
+	}
+	switch x := v.(type) {
+	case bool:
+		return x, nil
+	case string:
+		switch x {
+		case "true":
+			return true, nil
+		case "false":
+			return false, nil
+		}
+	}
+	return false, parsingError("[%s] failed to parse field [%s]", name, key)
+}
+
+// withAnalyzer applies the analyzer parameter of a full-text query: the
+// named analyzer replaces the text field's own for analysing the query
+// text (MatchQueryBuilder refuses an unknown one on the shard with
+// "[match] analyzer [x] not found").
+func withAnalyzer(name string, fm *fieldMapping, raw json.RawMessage) (*fieldMapping, *esError) {
+	if raw == nil {
+		return fm, nil
+	}
+	var a string
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, parsingError("[%s] failed to parse field [analyzer]", name)
+	}
+	if analyzerFor(a) == nil {
+		return nil, queryShardErr("[%s] analyzer [%s] not found", name, a)
+	}
+	if fm == nil || fm.Kind != kindText {
+		return fm, nil
+	}
+	cp := *fm
+	cp.Analyzer = a
+	return &cp, nil
+}
+
+// intOption reads an optional non-negative integer parameter of query name.
+func intOption(name, key string, p map[string]json.RawMessage) (int, *esError) {
+	raw, ok := p[key]
+	if !ok {
+		return 0, nil
+	}
+	n, err := intParam(raw)
+	if err != nil || n < 0 {
+		return 0, parsingError("[%s] failed to parse field [%s]", name, key)
+	}
+	return n, nil
+}
+
+// refuseNoTranspositions refuses fuzzy_transpositions=false: fuzzy
+// matching here always counts a transposition as one edit, as
+// Elasticsearch does by default.
+func refuseNoTranspositions(name string, p map[string]json.RawMessage) *esError {
+	if _, has := p["fuzzy_transpositions"]; !has {
+		return nil
+	}
+	on, err := boolOption(name, "fuzzy_transpositions", p)
+	if err != nil {
+		return err
+	}
+	if !on {
+		return parsingError("[eventpipe] [%s] option [fuzzy_transpositions] false is not supported by this server", name)
+	}
+	return nil
 }

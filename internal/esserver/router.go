@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -52,10 +53,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			body = e.body()
 		}
 		var err error
-		if r.URL.Query().Has("pretty") {
-			out, err = json.MarshalIndent(body, "", "  ")
-		} else {
-			out, err = json.Marshal(body)
+		out, err = json.Marshal(body)
+		if fp := r.URL.Query().Get("filter_path"); err == nil && fp != "" {
+			out, err = applyFilterPath(out, fp)
+		}
+		if err == nil && r.URL.Query().Has("pretty") {
+			var buf bytes.Buffer
+			if json.Indent(&buf, out, "", "  ") == nil {
+				out = buf.Bytes()
+			}
 		}
 		if err != nil {
 			status = http.StatusInternalServerError
@@ -156,78 +162,89 @@ func (s *Server) match(segs []string) (map[string]handlerFn, []string) {
 	if strings.HasPrefix(first, "_") {
 		switch {
 		case n == 1 && first == "_bulk":
-			return map[string]handlerFn{"POST": s.handleBulk, "PUT": s.handleBulk}, []string{""}
+			return map[string]handlerFn{"POST": pBulk.with(s.handleBulk), "PUT": pBulk.with(s.handleBulk)}, []string{""}
 		case n == 1 && first == "_search":
 			return map[string]handlerFn{"GET": s.searchH, "POST": s.searchH}, []string{""}
 		case n == 1 && first == "_mget":
-			return map[string]handlerFn{"GET": s.handleMget, "POST": s.handleMget}, []string{""}
+			return map[string]handlerFn{"GET": pMget.with(s.handleMget), "POST": pMget.with(s.handleMget)}, []string{""}
 		case n == 1 && first == "_count":
 			return map[string]handlerFn{"GET": s.countH, "POST": s.countH}, []string{""}
 		case n == 1 && first == "_refresh":
-			return map[string]handlerFn{"GET": s.handleRefresh, "POST": s.handleRefresh}, []string{""}
+			return map[string]handlerFn{"GET": pRefresh.with(s.handleRefresh), "POST": pRefresh.with(s.handleRefresh)}, []string{""}
 		case n == 1 && first == "_aliases":
-			return map[string]handlerFn{"POST": s.handleUpdateAliases, "GET": s.handleGetAliases}, []string{"", ""}
+			return map[string]handlerFn{"POST": pAliases.with(s.handleUpdateAliases), "GET": pGetAlias.with(s.handleGetAliases)}, []string{"", ""}
 		case n == 1 && first == "_alias":
-			return map[string]handlerFn{"GET": s.handleGetAliases}, []string{"", ""}
+			return map[string]handlerFn{"GET": pGetAlias.with(s.handleGetAliases)}, []string{"", ""}
 		case n == 2 && (first == "_alias" || first == "_aliases"):
-			return map[string]handlerFn{"GET": s.handleGetAliases, "HEAD": s.handleGetAliases}, []string{"", segs[1]}
+			return map[string]handlerFn{"GET": pGetAlias.with(s.handleGetAliases), "HEAD": pGetAlias.with(s.handleGetAliases)}, []string{"", segs[1]}
 		case n == 1 && first == "_mapping":
-			return map[string]handlerFn{"GET": s.handleGetMapping}, []string{""}
+			return map[string]handlerFn{"GET": pGetMap.with(s.handleGetMapping)}, []string{""}
 		case n == 1 && first == "_settings":
-			return map[string]handlerFn{"GET": s.handleGetSettings}, []string{""}
+			return map[string]handlerFn{"GET": pGetSet.with(s.handleGetSettings), "PUT": pPutSet.with(s.handlePutSettings)}, []string{"", ""}
+		case n == 2 && first == "_settings":
+			return map[string]handlerFn{"GET": pGetSet.with(s.handleGetSettings)}, []string{"", segs[1]}
 		case n == 2 && first == "_security" && segs[1] == "_authenticate":
 			return map[string]handlerFn{"GET": s.handleAuthenticate}, nil
 		case n >= 2 && first == "_cluster" && segs[1] == "health":
-			return map[string]handlerFn{"GET": s.handleHealth}, segs[2:]
+			return map[string]handlerFn{"GET": pHealth.with(s.handleHealth)}, segs[2:]
 		case n == 1 && (first == "_all" || first == "*"):
-			return map[string]handlerFn{"GET": s.handleGetIndex}, segs
+			return map[string]handlerFn{"GET": pGetIx.with(s.handleGetIndex)}, segs
 		}
 		if n == 1 {
 			// Elasticsearch routes /{index} here and rejects the name.
-			return map[string]handlerFn{"PUT": s.handleCreateIndex, "GET": s.handleGetIndex, "HEAD": s.handleIndexExists, "DELETE": s.handleDeleteIndex}, segs
+			return s.indexRoutes(), segs
 		}
 		if first != "_all" && first != "*" {
 			return nil, nil
 		}
 	}
 	if n == 1 {
-		return map[string]handlerFn{"PUT": s.handleCreateIndex, "GET": s.handleGetIndex, "HEAD": s.handleIndexExists, "DELETE": s.handleDeleteIndex}, segs
+		return s.indexRoutes(), segs
 	}
 	idx, op := segs[0], segs[1]
 	switch {
 	case n == 2 && op == "_doc":
-		return map[string]handlerFn{"POST": s.handleIndexAutoID}, []string{idx}
+		return map[string]handlerFn{"POST": pIndexDoc.with(s.handleIndexAutoID)}, []string{idx}
 	case n == 3 && op == "_doc":
-		return map[string]handlerFn{"PUT": s.handleIndexDoc, "POST": s.handleIndexDoc, "GET": s.handleGetDoc, "HEAD": s.handleGetDoc, "DELETE": s.handleDeleteDoc}, []string{idx, segs[2]}
+		return map[string]handlerFn{"PUT": pIndexDoc.with(s.handleIndexDoc), "POST": pIndexDoc.with(s.handleIndexDoc),
+			"GET": pGetDoc.with(s.handleGetDoc), "HEAD": pGetDoc.with(s.handleGetDoc), "DELETE": pDeleteDoc.with(s.handleDeleteDoc)}, []string{idx, segs[2]}
 	case n == 3 && op == "_create":
-		return map[string]handlerFn{"PUT": s.handleCreateDoc, "POST": s.handleCreateDoc}, []string{idx, segs[2]}
+		return map[string]handlerFn{"PUT": pCreateDoc.with(s.handleCreateDoc), "POST": pCreateDoc.with(s.handleCreateDoc)}, []string{idx, segs[2]}
 	case n == 3 && op == "_update":
-		return map[string]handlerFn{"POST": s.handleUpdateDoc}, []string{idx, segs[2]}
+		return map[string]handlerFn{"POST": pUpdate.with(s.handleUpdateDoc)}, []string{idx, segs[2]}
 	case n == 3 && op == "_source":
-		return map[string]handlerFn{"GET": s.handleGetSource, "HEAD": s.handleGetSource}, []string{idx, segs[2]}
+		return map[string]handlerFn{"GET": pGetSource.with(s.handleGetSource), "HEAD": pGetSource.with(s.handleGetSource)}, []string{idx, segs[2]}
 	case n == 2 && op == "_bulk":
-		return map[string]handlerFn{"POST": s.handleBulk, "PUT": s.handleBulk}, []string{idx}
+		return map[string]handlerFn{"POST": pBulk.with(s.handleBulk), "PUT": pBulk.with(s.handleBulk)}, []string{idx}
 	case n == 2 && op == "_search":
 		return map[string]handlerFn{"GET": s.searchH, "POST": s.searchH}, []string{idx}
 	case n == 2 && op == "_mget":
-		return map[string]handlerFn{"GET": s.handleMget, "POST": s.handleMget}, []string{idx}
+		return map[string]handlerFn{"GET": pMget.with(s.handleMget), "POST": pMget.with(s.handleMget)}, []string{idx}
 	case n == 3 && op == "_block":
-		return map[string]handlerFn{"PUT": s.handleAddBlock}, []string{idx, segs[2]}
+		return map[string]handlerFn{"PUT": pBlock.with(s.handleAddBlock)}, []string{idx, segs[2]}
 	case n == 2 && op == "_count":
 		return map[string]handlerFn{"GET": s.countH, "POST": s.countH}, []string{idx}
 	case n == 2 && op == "_refresh":
-		return map[string]handlerFn{"GET": s.handleRefresh, "POST": s.handleRefresh}, []string{idx}
+		return map[string]handlerFn{"GET": pRefresh.with(s.handleRefresh), "POST": pRefresh.with(s.handleRefresh)}, []string{idx}
 	case n == 2 && op == "_mapping":
-		return map[string]handlerFn{"GET": s.handleGetMapping, "PUT": s.handlePutMapping, "POST": s.handlePutMapping}, []string{idx}
+		return map[string]handlerFn{"GET": pGetMap.with(s.handleGetMapping), "PUT": pPutMap.with(s.handlePutMapping), "POST": pPutMap.with(s.handlePutMapping)}, []string{idx}
 	case n == 2 && op == "_settings":
-		return map[string]handlerFn{"GET": s.handleGetSettings, "PUT": s.handlePutSettings}, []string{idx}
+		return map[string]handlerFn{"GET": pGetSet.with(s.handleGetSettings), "PUT": pPutSet.with(s.handlePutSettings)}, []string{idx, ""}
+	case n == 3 && op == "_settings":
+		return map[string]handlerFn{"GET": pGetSet.with(s.handleGetSettings)}, []string{idx, segs[2]}
 	case n == 2 && (op == "_alias" || op == "_aliases"):
-		return map[string]handlerFn{"GET": s.handleGetAliases}, []string{idx, ""}
+		return map[string]handlerFn{"GET": pGetAlias.with(s.handleGetAliases)}, []string{idx, ""}
 	case n == 3 && (op == "_alias" || op == "_aliases"):
-		return map[string]handlerFn{"GET": s.handleGetAliases, "HEAD": s.handleGetAliases,
-			"PUT": s.handlePutAlias, "POST": s.handlePutAlias, "DELETE": s.handleDeleteAlias}, []string{idx, segs[2]}
+		return map[string]handlerFn{"GET": pGetAlias.with(s.handleGetAliases), "HEAD": pGetAlias.with(s.handleGetAliases),
+			"PUT": pAliases.with(s.handlePutAlias), "POST": pAliases.with(s.handlePutAlias), "DELETE": pAliases.with(s.handleDeleteAlias)}, []string{idx, segs[2]}
 	}
 	return nil, nil
+}
+
+// indexRoutes are the handlers of /{index}.
+func (s *Server) indexRoutes() map[string]handlerFn {
+	return map[string]handlerFn{"PUT": pCreateIx.with(s.handleCreateIndex), "GET": pGetIx.with(s.handleGetIndex),
+		"HEAD": pExistsIx.with(s.handleIndexExists), "DELETE": pDeleteIx.with(s.handleDeleteIndex)}
 }
 
 func (s *Server) searchH(rc *reqCtx, p []string) (int, any) { return s.handleSearch(rc, p[0]) }
@@ -253,24 +270,188 @@ func (s *Server) handleRoot(rc *reqCtx, _ []string) (int, any) {
 	}
 }
 
-func (s *Server) handleHealth(rc *reqCtx, _ []string) (int, any) {
-	s.mu.RLock()
-	n := len(s.indices)
-	status := "green"
-	for _, ix := range s.indices {
-		if ix.currentSettings().Replicas > 0 {
-			status = "yellow"
+// health is the single-node cluster health of a set of indices: the
+// primary of each is active, replicas are never assigned.
+type health struct {
+	status                string
+	primaries, unassigned int
+	perIndex              map[string]any
+	missingIndex          bool
+}
+
+var healthRank = map[string]int{"green": 0, "yellow": 1, "red": 2}
+
+func (s *Server) computeHealth(rc *reqCtx, expr string, level string) health {
+	var list []*index
+	h := health{status: "green", perIndex: map[string]any{}}
+	if expr == "" {
+		s.mu.RLock()
+		for _, ix := range s.indices {
+			list = append(list, ix)
+		}
+		s.mu.RUnlock()
+	} else {
+		var err *esError
+		if list, err = s.resolveSearch(expr, rc.q); err != nil {
+			h.missingIndex = true
+			h.status = "red"
 		}
 	}
-	s.mu.RUnlock()
-	return http.StatusOK, map[string]any{
-		"cluster_name": "eventpipe", "status": status, "timed_out": false,
-		"number_of_nodes": 1, "number_of_data_nodes": 1,
-		"active_primary_shards": n, "active_shards": n, "relocating_shards": 0,
-		"initializing_shards": 0, "unassigned_shards": 0, "delayed_unassigned_shards": 0,
-		"number_of_pending_tasks": 0, "number_of_in_flight_fetch": 0,
-		"task_max_waiting_in_queue_millis": 0, "active_shards_percent_as_number": 100.0,
+	for _, ix := range list {
+		rep := ix.currentSettings().Replicas
+		st := "green"
+		if rep > 0 {
+			st = "yellow"
+		}
+		if healthRank[st] > healthRank[h.status] {
+			h.status = st
+		}
+		h.primaries++
+		h.unassigned += rep
+		if level == "indices" || level == "shards" {
+			e := map[string]any{
+				"status": st, "number_of_shards": 1, "number_of_replicas": rep,
+				"active_primary_shards": 1, "active_shards": 1, "relocating_shards": 0,
+				"initializing_shards": 0, "unassigned_shards": rep, "unassigned_primary_shards": 0,
+			}
+			if level == "shards" {
+				e["shards"] = map[string]any{"0": map[string]any{
+					"status": st, "primary_active": true, "active_shards": 1, "relocating_shards": 0,
+					"initializing_shards": 0, "unassigned_shards": rep, "unassigned_primary_shards": 0,
+				}}
+			}
+			h.perIndex[ix.name] = e
+		}
 	}
+	return h
+}
+
+// handleHealth serves GET /_cluster/health[/{index}]
+// (rest-api-spec/api/cluster.health.json). wait_for_status,
+// wait_for_active_shards and wait_for_nodes wait, up to timeout (30s by
+// default), for a state this single node may never reach (replicas are
+// never assigned); then the answer has "timed_out": true, as in
+// Elasticsearch. level is cluster, indices or shards.
+func (s *Server) handleHealth(rc *reqCtx, p []string) (int, any) {
+	if len(p) > 1 {
+		return http.StatusBadRequest, &esError{plain: true, status: http.StatusBadRequest,
+			reason: "no handler found for uri [" + rc.r.URL.RequestURI() + "] and method [" + rc.r.Method + "]"}
+	}
+	expr := ""
+	if len(p) == 1 {
+		expr = p[0]
+	}
+	level := rc.q.Get("level")
+	switch level {
+	case "", "cluster", "indices", "shards":
+	default:
+		return errResp(illegalArgument("[level] must be one of [cluster, indices, shards]"))
+	}
+	want := rc.q.Get("wait_for_status")
+	if want != "" {
+		if _, ok := healthRank[want]; !ok {
+			return errResp(illegalArgument("unknown cluster health status [%s]", want))
+		}
+	}
+	timeout := 30 * time.Second
+	if v := rc.q.Get("timeout"); v != "" {
+		d, err := parseTimeValue(v)
+		if err != nil {
+			return errResp(illegalArgument("failed to parse setting [timeout] with value [%s] as a time value: unit is missing or unrecognized", v))
+		}
+		timeout = d
+	}
+	wantShards := rc.q.Get("wait_for_active_shards")
+	nodesOK, nerr := waitForNodesSatisfied(rc.q.Get("wait_for_nodes"))
+	if nerr != nil {
+		return errResp(nerr)
+	}
+	deadline := time.Now().Add(timeout)
+	var h health
+	timedOut := false
+	for {
+		h = s.computeHealth(rc, expr, level)
+		ok := nodesOK && !h.missingIndex
+		if want != "" && healthRank[h.status] > healthRank[want] {
+			ok = false
+		}
+		switch wantShards {
+		case "", "0", "1":
+		case "all":
+			ok = ok && h.unassigned == 0
+		default:
+			n, err := strconv.Atoi(wantShards)
+			if err != nil || n < 0 {
+				return errResp(illegalArgument("failed to parse active shard count [%s]", wantShards))
+			}
+			ok = ok && n <= h.primaries
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			timedOut = true
+			break
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-rc.r.Context().Done():
+			return errResp(internalError(rc.r.Context().Err()))
+		}
+	}
+	total := h.primaries + h.unassigned
+	pct := 100.0
+	if total > 0 {
+		pct = float64(h.primaries) * 100 / float64(total)
+	}
+	body := map[string]any{
+		"cluster_name": "eventpipe", "status": h.status, "timed_out": timedOut,
+		"number_of_nodes": 1, "number_of_data_nodes": 1,
+		"active_primary_shards": h.primaries, "active_shards": h.primaries, "relocating_shards": 0,
+		"initializing_shards": 0, "unassigned_shards": h.unassigned, "unassigned_primary_shards": 0,
+		"delayed_unassigned_shards": 0, "number_of_pending_tasks": 0, "number_of_in_flight_fetch": 0,
+		"task_max_waiting_in_queue_millis": 0, "active_shards_percent_as_number": pct,
+	}
+	if level == "indices" || level == "shards" {
+		body["indices"] = h.perIndex
+	}
+	// Elasticsearch 8 answers a timed-out health request with 200 (and
+	// "timed_out": true); return_200_for_cluster_health_timeout=false
+	// asked for 7.x's 408.
+	if timedOut && rc.q.Get("return_200_for_cluster_health_timeout") == "false" {
+		return http.StatusRequestTimeout, body
+	}
+	return http.StatusOK, body
+}
+
+// waitForNodesSatisfied says whether one node satisfies wait_for_nodes
+// ("N", ">=N", "<=N", ">N", "<N", "ge(N)", "le(N)", "gt(N)", "lt(N)").
+func waitForNodesSatisfied(v string) (bool, *esError) {
+	if v == "" {
+		return true, nil
+	}
+	op, num := "==", v
+	for _, p := range []struct{ pre, op string }{{">=", ">="}, {"<=", "<="}, {">", ">"}, {"<", "<"}, {"ge(", ">="}, {"le(", "<="}, {"gt(", ">"}, {"lt(", "<"}} {
+		if strings.HasPrefix(v, p.pre) {
+			op, num = p.op, strings.TrimSuffix(strings.TrimPrefix(v, p.pre), ")")
+			break
+		}
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return false, illegalArgument("failed to parse [wait_for_nodes] value [%s]", v)
+	}
+	switch op {
+	case ">=":
+		return 1 >= n, nil
+	case "<=":
+		return 1 <= n, nil
+	case ">":
+		return 1 > n, nil
+	case "<":
+		return 1 < n, nil
+	}
+	return n == 1, nil
 }
 
 // refreshParam parses ?refresh.

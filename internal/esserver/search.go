@@ -26,6 +26,7 @@ type sortSpec struct {
 	missingFirst bool
 	unmappedType string
 	mode         string
+	format       string // date sorts: render sort values in this format
 }
 
 type sourceFilter struct {
@@ -35,29 +36,120 @@ type sourceFilter struct {
 
 // searchRequest is a parsed _search (or _count) request.
 type searchRequest struct {
-	queryRaw       json.RawMessage
-	from, size     int
-	sorts          []sortSpec
-	source         sourceFilter
-	aggs           []*aggSpec
-	trackTotal     int // -1: exact, 0: not tracked, N: count up to N
+	queryRaw json.RawMessage
+	from     int
+	size     int
+	sorts    []sortSpec
+	source   sourceFilter
+	aggs     []*aggSpec
+	// trackTotal counts hits up to that number: trackAccurate counts them
+	// all, trackDisabled not at all (SearchContext's constants).
+	trackTotal     int
 	trackScores    bool
 	version        bool
 	seqNo          bool
 	restTotalAsInt bool
 	typedKeys      bool
+	// minScore drops hits scoring below it (nil: none); terminateAfter
+	// stops collecting after that many hits per index (0: never).
+	minScore       *float64
+	terminateAfter int
+	// searchAfter holds the sort values to continue after (nil: none).
+	searchAfter []any
+	// postFilter filters the hits (not the aggregations) (nil: none).
+	postFilter json.RawMessage
 }
+
+const (
+	trackAccurate  = math.MaxInt32 // SearchContext.TRACK_TOTAL_HITS_ACCURATE
+	trackDisabled  = -1            // SearchContext.TRACK_TOTAL_HITS_DISABLED
+	defaultTrackTo = 10000         // SearchContext.DEFAULT_TRACK_TOTAL_HITS_UP_TO
+)
 
 var unsupportedSearchKeys = map[string]bool{
-	"highlight": true, "suggest": true, "collapse": true, "rescore": true, "post_filter": true,
-	"search_after": true, "pit": true, "knn": true, "runtime_mappings": true, "script_fields": true,
-	"docvalue_fields": true, "fields": true, "terminate_after": true, "indices_boost": true,
-	"min_score": true, "slice": true, "rank": true, "retriever": true, "sub_searches": true,
-	"point_in_time": true, "stored_fields": true,
+	"highlight": true, "suggest": true, "collapse": true, "rescore": true,
+	"pit": true, "knn": true, "runtime_mappings": true, "script_fields": true,
+	"docvalue_fields": true, "fields": true, "indices_boost": true,
+	"slice": true, "rank": true, "retriever": true, "sub_searches": true,
+	"point_in_time": true, "stored_fields": true, "ext": true,
 }
 
-func parseSearchRequest(body []byte, q url.Values, countOnly bool) (*searchRequest, *esError) {
-	req := &searchRequest{size: 10, trackTotal: 10000}
+// URL parameters of the search and count APIs (rest-api-spec/api/
+// search.json and count.json, 8.15). Those this server does not implement
+// are refused in parseSearchRequest with a reason naming them; the rest
+// are honoured, or have no effect on a single node with one shard per
+// index (preference, request_cache, batched_reduce_size,
+// max_concurrent_shard_requests, pre_filter_shard_size,
+// ccs_minimize_roundtrips, allow_partial_search_results, ignore_throttled,
+// search_type, timeout, stats).
+var (
+	pSearch = params("allow_no_indices allow_partial_search_results analyzer analyze_wildcard batched_reduce_size "+
+		"ccs_minimize_roundtrips default_operator df expand_wildcards ignore_throttled ignore_unavailable lenient "+
+		"max_concurrent_shard_requests pre_filter_shard_size preference q request_cache rest_total_hits_as_int "+
+		"search_type seq_no_primary_term size sort _source _source_excludes _source_includes stats terminate_after "+
+		"timeout track_scores track_total_hits typed_keys version from explain docvalue_fields scroll suggest_field "+
+		"suggest_mode suggest_size suggest_text include_named_queries_score enable_fields_emulation "+
+		"min_compatible_shard_node",
+		"routing stored_fields force_synthetic_source")
+	pCount = params("ignore_unavailable ignore_throttled allow_no_indices expand_wildcards min_score preference q "+
+		"analyzer analyze_wildcard default_operator df lenient terminate_after", "routing")
+)
+
+// searchBoolParams are the boolean URL parameters of search and count,
+// parsed as RestRequest.paramAsBoolean does.
+var searchBoolParams = []string{"rest_total_hits_as_int", "typed_keys", "version", "seq_no_primary_term",
+	"track_scores", "explain", "request_cache", "analyze_wildcard", "lenient", "ccs_minimize_roundtrips",
+	"allow_partial_search_results", "ignore_throttled", "include_named_queries_score", "enable_fields_emulation"}
+
+func paramBool(q url.Values, k string) (bool, *esError) {
+	switch v := q.Get(k); v {
+	case "", "true":
+		return q.Has(k), nil
+	case "false":
+		return false, nil
+	default:
+		return false, illegalArgument("Failed to parse value [%s] as only [true] or [false] are allowed.", v)
+	}
+}
+
+func paramInt(q url.Values, k string) (int, bool, *esError) {
+	if !q.Has(k) {
+		return 0, false, nil
+	}
+	v := q.Get(k)
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, false, illegalArgument("Failed to parse int parameter [%s] with value [%s]", k, v)
+	}
+	return n, true, nil
+}
+
+// scalarFloat reads a JSON number (or a numeric string, which
+// Elasticsearch's parser coerces).
+func scalarFloat(raw json.RawMessage) (float64, bool) {
+	var x any
+	if decodeJSON(raw, &x) != nil {
+		return 0, false
+	}
+	s, ok := scalarString(x)
+	if !ok {
+		return 0, false
+	}
+	if _, isBool := x.(bool); isBool {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	return f, err == nil
+}
+
+func parseSearchRequest(body []byte, q url.Values, path string, countOnly bool) (*searchRequest, *esError) {
+	req := &searchRequest{size: 10, trackTotal: defaultTrackTo}
+	trackSet := false
+	for _, k := range searchBoolParams {
+		if _, err := paramBool(q, k); err != nil {
+			return nil, err
+		}
+	}
 	if len(bytes.TrimSpace(body)) > 0 {
 		var obj map[string]json.RawMessage
 		if err := decodeJSON(body, &obj); err != nil {
@@ -74,16 +166,37 @@ func parseSearchRequest(body []byte, q url.Values, countOnly bool) (*searchReque
 			switch k {
 			case "query":
 				req.queryRaw = v
-			case "from", "size":
+			case "post_filter":
+				req.postFilter = v
+			case "from", "size", "terminate_after":
 				n, perr := intParam(v)
 				if perr != nil {
 					return nil, parsingError("[%s] failed to parse field [%s]", k, k)
 				}
-				if k == "from" {
+				switch k {
+				case "from":
 					req.from = n
-				} else {
+				case "size":
 					req.size = n
+				default:
+					if n < 0 {
+						// SearchSourceBuilder.terminateAfter
+						return nil, illegalArgument("terminateAfter must be > 0")
+					}
+					req.terminateAfter = n
 				}
+			case "min_score":
+				f, ok := scalarFloat(v)
+				if !ok {
+					return nil, parsingError("[min_score] failed to parse field [min_score]")
+				}
+				req.minScore = &f
+			case "search_after":
+				var vals []any
+				if err := decodeJSON(v, &vals); err != nil || vals == nil {
+					return nil, parsingError("[search_after] failed to parse field [search_after]")
+				}
+				req.searchAfter = vals
 			case "sort":
 				req.sorts, err = parseSort(v)
 			case "_source":
@@ -92,6 +205,7 @@ func parseSearchRequest(body []byte, q url.Values, countOnly bool) (*searchReque
 				req.aggs, err = parseAggs(v)
 			case "track_total_hits":
 				req.trackTotal, err = parseTrackTotal(v)
+				trackSet = true
 			case "track_scores", "version", "seq_no_primary_term", "explain", "profile":
 				var b bool
 				if json.Unmarshal(v, &b) != nil {
@@ -104,8 +218,12 @@ func parseSearchRequest(body []byte, q url.Values, countOnly bool) (*searchReque
 					req.version = b
 				case "seq_no_primary_term":
 					req.seqNo = b
+				default:
+					if b {
+						return nil, illegalArgument("[eventpipe] search option [%s] is not supported by this server", k)
+					}
 				}
-			case "timeout", "stats", "_name":
+			case "timeout", "stats":
 			default:
 				if unsupportedSearchKeys[k] {
 					return nil, illegalArgument("[eventpipe] search option [%s] is not supported by this server", k)
@@ -117,66 +235,111 @@ func parseSearchRequest(body []byte, q url.Values, countOnly bool) (*searchReque
 			}
 		}
 	}
-	// URL parameters override the body.
+	// URL parameters override the body (RestSearchAction.parseSearchSource).
 	for _, k := range []string{"from", "size"} {
-		if v := q.Get(k); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return nil, illegalArgument("Failed to parse int parameter [%s] with value [%s]", k, v)
-			}
-			if k == "from" {
-				req.from = n
-			} else {
-				req.size = n
-			}
+		n, has, err := paramInt(q, k)
+		if err != nil {
+			return nil, err
 		}
+		if !has {
+			continue
+		}
+		if k == "from" {
+			req.from = n
+		} else {
+			req.size = n
+		}
+	}
+	if n, has, err := paramInt(q, "terminate_after"); err != nil {
+		return nil, err
+	} else if has {
+		if n < 0 {
+			return nil, illegalArgument("terminateAfter must be > 0")
+		}
+		req.terminateAfter = n
+	}
+	if q.Has("min_score") {
+		f, err := strconv.ParseFloat(q.Get("min_score"), 32)
+		if err != nil {
+			return nil, illegalArgument("Failed to parse float parameter [min_score] with value [%s]", q.Get("min_score"))
+		}
+		req.minScore = &f
 	}
 	if v := q.Get("sort"); v != "" {
 		req.sorts = nil
 		for _, part := range strings.Split(v, ",") {
-			f, dir, _ := strings.Cut(part, ":")
-			ss := sortSpec{field: f, desc: f == "_score"}
-			if dir != "" {
-				ss.desc = strings.EqualFold(dir, "desc")
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			ss := sortSpec{field: part, desc: part == "_score"}
+			if i := strings.LastIndexByte(part, ':'); i >= 0 {
+				switch part[i+1:] {
+				case "asc":
+					ss = sortSpec{field: part[:i]}
+				case "desc":
+					ss = sortSpec{field: part[:i], desc: true}
+				default:
+					// Elasticsearch ignores other suffixes and keeps the
+					// field's default order.
+					ss = sortSpec{field: part[:i], desc: part[:i] == "_score"}
+				}
 			}
 			req.sorts = append(req.sorts, ss)
 		}
 	}
-	if v := q.Get("track_total_hits"); v != "" {
-		n, err := parseTrackTotal(json.RawMessage(v))
-		if err != nil {
-			return nil, err
-		}
-		req.trackTotal = n
-	}
-	if q.Get("rest_total_hits_as_int") == "true" {
-		req.restTotalAsInt = true
-		req.trackTotal = -1
-	}
-	req.typedKeys = q.Get("typed_keys") == "true"
-	for _, k := range []string{"version", "seq_no_primary_term", "track_scores"} {
-		if q.Get(k) == "true" {
-			switch k {
-			case "version":
-				req.version = true
-			case "seq_no_primary_term":
-				req.seqNo = true
-			default:
-				req.trackScores = true
+	if q.Has("track_total_hits") {
+		switch v := q.Get("track_total_hits"); v {
+		case "", "true":
+			req.trackTotal = trackAccurate
+		case "false":
+			req.trackTotal = trackDisabled
+		default:
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, illegalArgument("Failed to parse int parameter [track_total_hits] with value [%s]", v)
 			}
+			if n < trackDisabled {
+				return nil, illegalArgument("[track_total_hits] parameter must be positive or equals to -1, got %d", n)
+			}
+			req.trackTotal = n
 		}
+		trackSet = true
+	}
+	// RestSearchAction.checkRestTotalHits: rest_total_hits_as_int needs an
+	// accurate count (or none, rendered as -1).
+	if as, _ := paramBool(q, "rest_total_hits_as_int"); as {
+		req.restTotalAsInt = true
+		switch {
+		case !trackSet:
+			req.trackTotal = trackAccurate
+		case req.trackTotal != trackAccurate && req.trackTotal != trackDisabled:
+			return nil, illegalArgument("[rest_total_hits_as_int] cannot be used if the tracking of total hits is not accurate, got %d", req.trackTotal)
+		}
+	}
+	req.typedKeys, _ = paramBool(q, "typed_keys")
+	if q.Has("version") {
+		req.version, _ = paramBool(q, "version")
+	}
+	if q.Has("seq_no_primary_term") {
+		req.seqNo, _ = paramBool(q, "seq_no_primary_term")
+	}
+	if q.Has("track_scores") {
+		req.trackScores, _ = paramBool(q, "track_scores")
 	}
 	if q.Has("_source") || q.Has("_source_includes") || q.Has("_source_excludes") {
 		req.source = parseSourceParams(q, req.source)
 	}
-	if v := q.Get("q"); v != "" {
-		if req.queryRaw != nil {
-			return nil, illegalArgument("request [_search] contains both a [q] parameter and a query in the body")
-		}
-		req.queryRaw = uriQuery(v, q.Get("default_operator"), q.Get("df"))
+	if err := refuseUnimplementedParams(q); err != nil {
+		return nil, err
 	}
-	if q.Has("scroll") {
-		return nil, illegalArgument("[eventpipe] scroll is not supported by this server")
+	qr, err := uriQuery(q, path)
+	if err != nil {
+		return nil, err
+	}
+	if qr != nil {
+		// The q parameter replaces the body's query.
+		req.queryRaw = qr
 	}
 	if req.size < 0 {
 		return nil, illegalArgument("[size] parameter cannot be negative, found [%d]", req.size)
@@ -187,15 +350,33 @@ func parseSearchRequest(body []byte, q url.Values, countOnly bool) (*searchReque
 	return req, nil
 }
 
+// refuseUnimplementedParams refuses the real search parameters this server
+// does not implement, naming them.
+func refuseUnimplementedParams(q url.Values) *esError {
+	if q.Has("scroll") {
+		return illegalArgument("[eventpipe] scroll is not supported by this server")
+	}
+	for _, k := range []string{"explain", "include_named_queries_score"} {
+		if on, _ := paramBool(q, k); on {
+			return illegalArgument("[eventpipe] search parameter [%s] is not supported by this server", k)
+		}
+	}
+	for _, k := range []string{"docvalue_fields", "suggest_field", "suggest_mode", "suggest_size", "suggest_text", "min_compatible_shard_node"} {
+		if q.Has(k) {
+			return illegalArgument("[eventpipe] search parameter [%s] is not supported by this server", k)
+		}
+	}
+	if v := q.Get("search_type"); v != "" && v != "query_then_fetch" && v != "dfs_query_then_fetch" {
+		return illegalArgument("No search type for [%s]", v)
+	}
+	return nil
+}
+
 func tokenKind(v json.RawMessage) string {
-	t := bytes.TrimSpace(v)
-	if len(t) > 0 && t[0] == '{' {
-		return "START_OBJECT"
+	if len(bytes.TrimSpace(v)) == 0 {
+		return "VALUE"
 	}
-	if len(t) > 0 && t[0] == '[' {
-		return "START_ARRAY"
-	}
-	return "VALUE"
+	return xcontentToken(v)
 }
 
 func intParam(v json.RawMessage) (int, error) {
@@ -207,46 +388,63 @@ func intParam(v json.RawMessage) (int, error) {
 	return strconv.Atoi(s)
 }
 
+// parseTrackTotal reads the body's track_total_hits: a boolean, or the
+// number of hits to count up to (SearchSourceBuilder.trackTotalHitsUpTo).
 func parseTrackTotal(v json.RawMessage) (int, *esError) {
 	s := strings.Trim(strings.TrimSpace(string(v)), `"`)
 	switch s {
 	case "true":
-		return -1, nil
+		return trackAccurate, nil
 	case "false":
-		return 0, nil
+		return trackDisabled, nil
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, illegalArgument("Failed to parse [track_total_hits] with value [%s]", s)
+		return 0, parsingError("[track_total_hits] failed to parse field [track_total_hits]")
 	}
-	if n < 0 {
+	if n < trackDisabled {
 		return 0, illegalArgument("[track_total_hits] parameter must be positive or equals to -1, got %d", n)
-	}
-	if n == 0 {
-		return 0, nil
 	}
 	return n, nil
 }
 
-// uriQuery turns a simple q= URI search into query DSL: "field:value",
-// plain text over all fields, or "*".
-func uriQuery(q, op, df string) json.RawMessage {
-	if q == "*" || q == "*:*" {
-		return json.RawMessage(`{"match_all":{}}`)
+// uriQuery turns the q= URI search and its parameters into a query_string
+// query, as RestActions.urlParamsToQueryBuilder does; nil without q.
+func uriQuery(q url.Values, path string) (json.RawMessage, *esError) {
+	if !q.Has("q") {
+		var given []string
+		for _, k := range []string{"df", "analyzer", "analyze_wildcard", "lenient", "default_operator"} {
+			if q.Has(k) {
+				given = append(given, k)
+			}
+		}
+		if len(given) > 0 {
+			return nil, illegalArgument("request [%s] contains parameters [%s] but missing query string parameter 'q'.", path, strings.Join(given, ", "))
+		}
+		return nil, nil
 	}
-	if op == "" {
-		op = "or"
+	qs := map[string]any{"query": q.Get("q")}
+	if q.Has("df") {
+		qs["default_field"] = q.Get("df")
 	}
-	if f, v, ok := strings.Cut(q, ":"); ok && f != "" && !strings.ContainsAny(f, " ") {
-		b, _ := json.Marshal(map[string]any{"match": map[string]any{f: map[string]any{"query": v, "operator": op}}})
-		return b
+	if q.Has("analyzer") {
+		qs["analyzer"] = q.Get("analyzer")
 	}
-	fields := []string{"*"}
-	if df != "" {
-		fields = []string{df}
+	if b, _ := paramBool(q, "analyze_wildcard"); b {
+		qs["analyze_wildcard"] = true
 	}
-	b, _ := json.Marshal(map[string]any{"multi_match": map[string]any{"query": q, "fields": fields, "operator": op}})
-	return b
+	if q.Has("lenient") {
+		qs["lenient"], _ = paramBool(q, "lenient")
+	}
+	if q.Has("default_operator") {
+		op := q.Get("default_operator")
+		if _, err := parseOperator(op); err != nil {
+			return nil, err
+		}
+		qs["default_operator"] = op
+	}
+	b, _ := json.Marshal(map[string]any{"query_string": qs})
+	return b, nil
 }
 
 func parseSort(raw json.RawMessage) ([]sortSpec, *esError) {
@@ -271,6 +469,9 @@ func parseSort(raw json.RawMessage) ([]sortSpec, *esError) {
 			return nil, parsingError("[sort] malformed sort element")
 		}
 		for f, v := range obj {
+			if f == "_script" || f == "_geo_distance" {
+				return nil, illegalArgument("[eventpipe] [%s] sorts are not supported by this server", f)
+			}
 			ss := sortSpec{field: f, desc: f == "_score"}
 			var dir string
 			if json.Unmarshal(v, &dir) == nil {
@@ -309,11 +510,26 @@ func parseSort(raw json.RawMessage) ([]sortSpec, *esError) {
 					default:
 						return nil, illegalArgument("[eventpipe] sort missing value [%s] is not supported; use _first or _last", sv)
 					}
+				case "nested", "nested_path", "nested_filter":
+					return nil, illegalArgument("[eventpipe] nested sorts ([%s]) are not supported by this server", ok)
 				case "unmapped_type":
 					ss.unmappedType = sv
 				case "mode":
-					ss.mode = sv
-				case "format", "numeric_type":
+					switch sv {
+					case "min", "max":
+						ss.mode = sv
+					case "sum", "avg", "median":
+						return nil, illegalArgument("[eventpipe] sort mode [%s] is not supported by this server (min and max are)", sv)
+					default:
+						return nil, illegalArgument("Unknown SortMode [%s]", sv)
+					}
+				case "format":
+					if _, err := compileDateFormat(sv); err != nil {
+						return nil, illegalArgument("Invalid format: [%s]: %s", sv, err.Error())
+					}
+					ss.format = sv
+				case "numeric_type":
+					return nil, illegalArgument("[eventpipe] sort option [numeric_type] is not supported by this server")
 				default:
 					return nil, parsingError("[field_sort] unknown field [%s]", ok)
 				}
@@ -468,22 +684,25 @@ type sortKey struct {
 }
 
 type hitRec struct {
-	ix     *index
-	id     string
-	score  float64
-	keys   []sortKey
-	source []byte
-	meta   string
+	matched []string // names of the named queries the hit matches
+	ix      *index
+	id      string
+	score   float64
+	keys    []sortKey
+	source  []byte
+	meta    string
 }
 
 // searchResult is the collected outcome of a search over indices.
 type searchResult struct {
-	hits     []hitRec
-	total    uint64
-	maxScore float64
-	shards   int
-	aggs     *aggCollector
-	sorted   bool // by something other than score alone
+	// terminatedEarly: terminate_after stopped the collection of an index.
+	terminatedEarly bool
+	hits            []hitRec
+	total           uint64
+	maxScore        float64
+	shards          int
+	aggs            *aggCollector
+	sorted          bool // by something other than score alone
 }
 
 var bleveIndexMapping = bleveMapping()
@@ -522,6 +741,9 @@ func buildSort(specs []sortSpec, m *mappings, indexName string) (search.SortOrde
 		}
 		if fm.Kind == kindText {
 			return nil, nil, shardFailure(indexName, illegalArgument("Fielddata is disabled on [%s] in [%s]. Text fields are not optimised for operations that require per-document field data like aggregations and sorting, so these operations are disabled by default. Please use a keyword field instead.", s.field, indexName))
+		}
+		if s.format != "" && fm.Kind != kindDate {
+			return nil, nil, illegalArgument("[eventpipe] sort [format] is supported on date fields only, not on [%s]", s.field)
 		}
 		sf := &search.SortField{Field: s.field, Desc: s.desc, Missing: search.SortFieldMissingLast}
 		if s.missingFirst {
@@ -574,6 +796,7 @@ func (s *Server) runSearch(ctx context.Context, indices []*index, req *searchReq
 	now := time.Now()
 	sctx := scoringContext(ctx)
 	single := len(indices) == 1
+	var named map[*index][]namedQuery
 	for _, ix := range indices {
 		m := ix.currentMapping()
 		st := ix.currentSettings()
@@ -581,33 +804,75 @@ func (s *Server) runSearch(ctx context.Context, indices []*index, req *searchReq
 			return nil, shardFailure(ix.name, illegalArgument("Result window is too large, from + size must be less than or equal to: [%d] but was [%d]. See the scroll api for a more efficient way to request large data sets. This limit can be set by changing the [index.max_result_window] index level setting.", st.MaxResultWindow, req.from+req.size))
 		}
 		var q query.Query = query.NewMatchAllQuery()
-		if req.queryRaw != nil {
-			qc := &qctx{m: m, now: now}
-			cq, err := qc.compile(req.queryRaw)
+		var pf query.Query
+		qc := &qctx{m: m, now: now, index: ix.name, maxTerms: settingInt(st, "index.max_terms_count"),
+			maxResultWindow: st.MaxResultWindow,
+			defaultFields:   settingList(st, "index.query.default_field")}
+		for _, part := range []struct {
+			raw json.RawMessage
+			dst *query.Query
+		}{{req.queryRaw, &q}, {req.postFilter, &pf}} {
+			if part.raw == nil {
+				continue
+			}
+			cq, err := qc.compile(part.raw)
 			if err != nil {
 				if err.typ == "query_shard_exception" {
 					return nil, shardFailure(ix.name, err)
 				}
 				return nil, err
 			}
-			q = cq
+			*part.dst = cq
+		}
+		if len(qc.named) > 0 {
+			if named == nil {
+				named = map[*index][]namedQuery{}
+			}
+			named[ix] = qc.named
 		}
 		order, fms, err := buildSort(req.sorts, m, ix.name)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.searchOne(sctx, ix, m, q, order, fms, req, single, res); err != nil {
+		after, err := searchAfterKeys(req, order, fms, ix.name)
+		if err != nil {
+			return nil, err
+		}
+		if pf != nil && res.aggs != nil {
+			// post_filter: the aggregations see every hit of the query
+			// (a first pass without hits), the hits only the filtered ones.
+			aggReq := *req
+			aggReq.from, aggReq.size = 0, 0
+			aggRes := &searchResult{aggs: res.aggs}
+			if err := s.searchOne(sctx, ix, m, q, order, fms, &aggReq, true, aggRes, nil, nil); err != nil {
+				return nil, err
+			}
+			aggs := res.aggs
+			res.aggs = nil
+			err := s.searchOne(sctx, ix, m, q, order, fms, req, single, res, after, pf)
+			res.aggs = aggs
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := s.searchOne(sctx, ix, m, q, order, fms, req, single, res, after, pf); err != nil {
 			return nil, err
 		}
 	}
 	if !single {
 		mergeHits(res, req)
 	}
+	if named != nil {
+		if err := markMatchedQueries(sctx, res.hits, named); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }
 
 func (s *Server) searchOne(ctx context.Context, ix *index, m *mappings, q query.Query, order search.SortOrder,
-	fms []*fieldMapping, req *searchRequest, single bool, res *searchResult) *esError {
+	fms []*fieldMapping, req *searchRequest, single bool, res *searchResult, after []string, postFilter query.Query) *esError {
 	ix.engMu.RLock()
 	defer ix.engMu.RUnlock()
 	if ix.bleve == nil {
@@ -627,22 +892,27 @@ func (s *Server) searchOne(ctx context.Context, ix *index, m *mappings, q query.
 		return shardFailure(ix.name, queryShardErr("failed to create query: %s", err.Error()))
 	}
 	defer searcher.Close()
+	lim := limitHits(searcher, req)
+	if postFilter != nil {
+		if lim.allow, err = matchingDocs(ctx, r, postFilter); err != nil {
+			return shardFailure(ix.name, queryShardErr("failed to create query: %s", err.Error()))
+		}
+	}
+	searcher = lim
 	size, skip := req.from+req.size, 0
 	if single {
 		size, skip = req.size, req.from
 	}
 	coll := collector.NewTopNCollector(size, skip, order)
-	if res.aggs != nil {
-		fb := search.NewFacetsBuilder(r)
-		if aerr := res.aggs.bind(m, fb, ix.name); aerr != nil {
-			return aerr
-		}
-		coll.SetFacetsBuilder(fb)
+	if after != nil {
+		coll = collector.NewTopNCollectorAfter(size, order, after)
 	}
-	if err := coll.Collect(ctx, searcher, r); err != nil {
-		return internalError(err)
+	// Aggregations and field sorts read doc-value columns (columns.go).
+	if cerr := ix.collect(ctx, coll, searcher, r, m, order, res.aggs); cerr != nil {
+		return cerr
 	}
 	res.total += coll.Total()
+	res.terminatedEarly = res.terminatedEarly || lim.terminated
 	for _, h := range coll.Results() {
 		if math.IsNaN(h.Score) || math.IsInf(h.Score, 0) {
 			// Purely non-scoring queries (filters, must_not) have zero
@@ -735,6 +1005,7 @@ type hitJSON struct {
 	Score       *float64        `json:"_score"`
 	Source      json.RawMessage `json:"_source,omitempty"`
 	Sort        []any           `json:"sort,omitempty"`
+	Matched     []string        `json:"matched_queries,omitempty"`
 }
 
 // render builds the _search response body.
@@ -742,7 +1013,7 @@ func (res *searchResult) render(req *searchRequest, took time.Duration) map[stri
 	hits := make([]hitJSON, 0, len(res.hits))
 	showScore := !res.sorted || req.trackScores
 	for _, h := range res.hits {
-		hj := hitJSON{Index: h.ix.name, ID: h.id}
+		hj := hitJSON{Index: h.ix.name, ID: h.id, Matched: h.matched}
 		if showScore {
 			sc := h.score
 			hj.Score = &sc
@@ -762,7 +1033,7 @@ func (res *searchResult) render(req *searchRequest, took time.Duration) map[stri
 		}
 		if len(req.sorts) > 0 {
 			for i, k := range h.keys {
-				hj.Sort = append(hj.Sort, sortOutput(k, req.sorts, i, h.ix))
+				hj.Sort = append(hj.Sort, sortOutput(k, req.sorts, i, h))
 			}
 		}
 		hits = append(hits, hj)
@@ -774,10 +1045,12 @@ func (res *searchResult) render(req *searchRequest, took time.Duration) map[stri
 		hitsObj["max_score"] = nil
 	}
 	switch {
+	case req.restTotalAsInt && req.trackTotal == trackDisabled:
+		hitsObj["total"] = -1 // SearchHits.toXContent without total hits
 	case req.restTotalAsInt:
 		hitsObj["total"] = res.total
-	case req.trackTotal == 0:
-	case req.trackTotal > 0 && res.total > uint64(req.trackTotal):
+	case req.trackTotal == trackDisabled:
+	case res.total > uint64(req.trackTotal):
 		hitsObj["total"] = map[string]any{"value": req.trackTotal, "relation": "gte"}
 	default:
 		hitsObj["total"] = map[string]any{"value": res.total, "relation": "eq"}
@@ -788,18 +1061,21 @@ func (res *searchResult) render(req *searchRequest, took time.Duration) map[stri
 		"_shards":   map[string]any{"total": res.shards, "successful": res.shards, "skipped": 0, "failed": 0},
 		"hits":      hitsObj,
 	}
+	if req.terminateAfter > 0 {
+		out["terminated_early"] = res.terminatedEarly
+	}
 	if res.aggs != nil {
 		out["aggregations"] = res.aggs.render(req.typedKeys)
 	}
 	return out
 }
 
-func sortOutput(k sortKey, specs []sortSpec, i int, ix *index) any {
+func sortOutput(k sortKey, specs []sortSpec, i int, h hitRec) any {
 	if k.missing {
 		return nil
 	}
 	if i < len(specs) && specs[i].field != "_score" && specs[i].field != "_doc" {
-		fm := ix.currentMapping().lookup(specs[i].field)
+		fm := h.ix.currentMapping().lookup(specs[i].field)
 		if fm != nil {
 			switch {
 			case fm.Kind == kindBool:
@@ -807,6 +1083,20 @@ func sortOutput(k sortKey, specs []sortSpec, i int, ix *index) any {
 					return 1
 				}
 				return 0
+			case fm.Kind == kindDate && specs[i].format != "":
+				// The sort's format renders the value (as a string).
+				if df := sortFormat(specs[i]); df != nil {
+					return df.format(int64(k.f), nil)
+				}
+				return int64(k.f)
+			case fm.Kind == kindDate && fm.Type == "date_nanos":
+				// Nanoseconds since the epoch, as Elasticsearch reports
+				// date_nanos sort values.
+				ms := int64(k.f)
+				if n, ok := nanosSortValue(h.source, specs[i].field, fm, specs[i]); ok && floorDiv(n, 1e6) == ms {
+					return n
+				}
+				return ms * 1e6
 			case fm.Kind == kindDate, fm.Kind == kindNumber && isIntegerType(fm.Type):
 				return int64(k.f)
 			}
@@ -819,7 +1109,10 @@ func sortOutput(k sortKey, specs []sortSpec, i int, ix *index) any {
 }
 
 func (s *Server) handleSearch(rc *reqCtx, target string) (int, any) {
-	req, err := parseSearchRequest(rc.body, rc.q, false)
+	if err := pSearch.check(rc); err != nil {
+		return errResp(err)
+	}
+	req, err := parseSearchRequest(rc.body, rc.q, rc.r.URL.Path, false)
 	if err != nil {
 		return errResp(err)
 	}
@@ -836,7 +1129,10 @@ func (s *Server) handleSearch(rc *reqCtx, target string) (int, any) {
 }
 
 func (s *Server) handleCount(rc *reqCtx, target string) (int, any) {
-	req, err := parseSearchRequest(rc.body, url.Values{"q": rc.q["q"]}, true)
+	if err := pCount.check(rc); err != nil {
+		return errResp(err)
+	}
+	req, err := parseSearchRequest(rc.body, rc.q, rc.r.URL.Path, true)
 	if err != nil {
 		return errResp(err)
 	}
@@ -850,8 +1146,12 @@ func (s *Server) handleCount(rc *reqCtx, target string) (int, any) {
 		return errResp(err)
 	}
 	n := len(indices)
-	return http.StatusOK, map[string]any{
+	out := map[string]any{
 		"count":   res.total,
 		"_shards": map[string]any{"total": n, "successful": n, "skipped": 0, "failed": 0},
 	}
+	if req.terminateAfter > 0 {
+		out["terminated_early"] = res.terminatedEarly
+	}
+	return http.StatusOK, out
 }

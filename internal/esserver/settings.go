@@ -49,13 +49,30 @@ var unmodelledBlocks = map[string]bool{
 
 // refuseUnmodelledBlocks rejects a request that would turn on a block this
 // server does not enforce, rather than accept it and silently ignore it.
+//
+// It also refuses the index.mapping.* settings whose effect is observable
+// and not modelled: limits on the mapping (total fields, depth, field name
+// length, dimension fields), index-wide ignore_malformed and coerce, and
+// the synthetic _source mode. The nested limits (nested_fields.limit,
+// nested_objects.limit) are accepted: the nested type is refused, so they
+// can never be reached, as in Elasticsearch without nested fields. Like the
+// blocks, these are checked on requests only, not on recovered state.
 func refuseUnmodelledBlocks(flat map[string]string) *esError {
 	for k, v := range flat {
 		if unmodelledBlocks[k] && v == "true" {
 			return illegalArgument("[eventpipe] setting [%s] is not supported by this server (only index.blocks.write is)", k)
 		}
+		if strings.HasPrefix(k, "index.mapping.") && v != "" && !acceptedMappingSettings[k] {
+			return illegalArgument("[eventpipe] setting [%s] is not supported by this server", k)
+		}
 	}
 	return nil
+}
+
+// acceptedMappingSettings are the index.mapping.* settings accepted (see
+// refuseUnmodelledBlocks).
+var acceptedMappingSettings = map[string]bool{
+	"index.mapping.nested_fields.limit": true, "index.mapping.nested_objects.limit": true,
 }
 
 // parseBoolSetting parses a boolean setting strictly, as Elasticsearch does.
@@ -123,6 +140,7 @@ func flattenSettings(raw json.RawMessage) (map[string]string, *esError) {
 // validateSettings checks flat settings and returns the parsed form.
 func parseSettings(flat map[string]string, defaultReplicas int) (*indexSettings, *esError) {
 	st := &indexSettings{raw: map[string]string{}, Replicas: defaultReplicas, MaxResultWindow: 10000, GCDeletes: 60 * time.Second}
+	autoExpand := -1
 	keys := slices.Sorted(maps.Keys(flat))
 	for _, k := range keys {
 		v := flat[k]
@@ -159,6 +177,24 @@ func parseSettings(flat map[string]string, defaultReplicas int) (*indexSettings,
 				d = time.Millisecond // "0s" would mean: refresh constantly
 			}
 			st.RefreshInterval = d
+		case "index.auto_expand_replicas":
+			// "min-max" (max may be "all") or false: on one node the
+			// expanded count is the minimum, as Elasticsearch computes it
+			// (AutoExpandReplicas: clamp(data nodes - 1, min, max)).
+			if v == "false" || v == "" {
+				break
+			}
+			lo, hi, ok := strings.Cut(v, "-")
+			n, err := strconv.Atoi(lo)
+			if !ok || err != nil || n < 0 {
+				return nil, illegalArgument("failed to parse [index.auto_expand_replicas] from value: [%s] at index -1", v)
+			}
+			if hi != "all" {
+				if m, err := strconv.Atoi(hi); err != nil || m < n {
+					return nil, illegalArgument("failed to parse [index.auto_expand_replicas] from value: [%s] at index %d", v, len(lo))
+				}
+			}
+			autoExpand = n
 		case "index.max_result_window":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
@@ -181,6 +217,9 @@ func parseSettings(flat map[string]string, defaultReplicas int) (*indexSettings,
 			}
 		}
 		st.raw[k] = v
+	}
+	if autoExpand >= 0 {
+		st.Replicas = autoExpand
 	}
 	return st, nil
 }
@@ -210,11 +249,57 @@ func parseTimeValue(v string) (time.Duration, error) {
 	return 0, fmt.Errorf("unit missing in [%s]", v)
 }
 
-// render returns GET /{index}/_settings's nested "index" object.
-func (st *indexSettings) render(ix *index) map[string]any {
+// flat returns every setting of ix as GET /{index}/_settings?flat_settings
+// lists it.
+func (st *indexSettings) flat(ix *index) map[string]string {
+	out := map[string]string{"index.number_of_shards": "1"}
+	for k, v := range st.raw {
+		out[k] = v
+	}
+	// The effective count (auto_expand_replicas sets it, as in
+	// Elasticsearch).
+	out["index.number_of_replicas"] = strconv.Itoa(st.Replicas)
+	out["index.uuid"] = ix.uuid
+	out["index.provided_name"] = ix.name
+	out["index.creation_date"] = strconv.FormatInt(ix.created, 10)
+	out["index.version.created"] = versionCreated
+	return out
+}
+
+// defaultSettings are the defaults GET _settings?include_defaults=true
+// reports for the settings this server models, when not set explicitly.
+func (s *Server) defaultSettings() map[string]string {
+	ri := "1s"
+	if d := s.cfg.RefreshInterval; d > 0 {
+		ri = d.String()
+		if d%time.Second == 0 {
+			ri = strconv.FormatInt(int64(d/time.Second), 10) + "s"
+		} else if d%time.Millisecond == 0 {
+			ri = strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
+		}
+	}
+	return map[string]string{
+		"index.refresh_interval": ri, "index.max_result_window": "10000", "index.gc_deletes": "60s",
+		"index.blocks.write": "false", "index.blocks.read_only": "false", "index.blocks.read": "false",
+		"index.blocks.metadata": "false", "index.blocks.read_only_allow_delete": "false",
+		"index.hidden": "false", "index.auto_expand_replicas": "false",
+	}
+}
+
+// settingsView renders flat settings for GET _settings / GET {index}: the
+// names filter (comma-separated patterns on the flat keys, "" or _all for
+// all) and flat_settings (keys as "index.x.y" rather than nested objects).
+func settingsView(flat map[string]string, names []string, flatKeys bool) map[string]any {
 	out := map[string]any{}
-	put := func(k, v string) {
-		parts := strings.Split(strings.TrimPrefix(k, "index."), ".")
+	for k, v := range flat {
+		if len(names) > 0 && !matchNames(names, k) {
+			continue
+		}
+		if flatKeys {
+			out[k] = v
+			continue
+		}
+		parts := strings.Split(k, ".")
 		m := out
 		for _, p := range parts[:len(parts)-1] {
 			sub, ok := m[p].(map[string]any)
@@ -226,14 +311,5 @@ func (st *indexSettings) render(ix *index) map[string]any {
 		}
 		m[parts[len(parts)-1]] = v
 	}
-	put("index.number_of_shards", "1")
-	put("index.number_of_replicas", strconv.Itoa(st.Replicas))
-	for k, v := range st.raw {
-		put(k, v)
-	}
-	put("index.uuid", ix.uuid)
-	put("index.provided_name", ix.name)
-	put("index.creation_date", strconv.FormatInt(ix.created, 10))
-	put("index.version.created", versionCreated)
-	return map[string]any{"index": out}
+	return out
 }
