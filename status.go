@@ -2,6 +2,7 @@ package eventpipe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -135,8 +136,20 @@ func (r StatusReport) Relay(name string) (RelayStreamReport, bool) {
 // outcome), timeouts and effects not run yet. A part that cannot be read (a missing table, an
 // unreachable broker or database) is reported in Errors, a relay stream's
 // also in its report and the parked events' in ParkedErr; the rest is
-// still returned.
+// still returned. Kafka is read with one client, in one pass over every
+// group and topic (kafka.OffsetReader): a few broker round trips, however
+// many groups there are.
 func Status(ctx context.Context, cfg StatusConfig) StatusReport {
+	r, _, _ := readStatus(ctx, cfg, nil)
+	return r
+}
+
+// readStatus is Status, and also the newest offsets of the topics
+// newestOf summed over their partitions (0 for a topic that does not
+// exist), read in the same pass with the same Kafka client; the error
+// says why those could not be read (it is among the report's Errors too
+// when the whole Kafka reading failed).
+func readStatus(ctx context.Context, cfg StatusConfig, newestOf []string) (StatusReport, map[string]int64, error) {
 	logger := slog.New(slog.DiscardHandler)
 	envErr := processDefaults(&cfg.Catalog, &cfg.Endpoints, &logger)
 	if cfg.CommandGroup == "" {
@@ -148,6 +161,15 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 	var r StatusReport
 	if envErr != nil {
 		r.Errors = append(r.Errors, fmt.Errorf("settings: %w", envErr))
+	}
+	// One Kafka client for the whole reading: every group's committed
+	// offsets, every topic's offsets and the topics found by prefix.
+	offsets, kafkaErr := kafka.NewOffsetReader(kafka.Cluster{Brokers: ep.KafkaBrokers, Security: ep.Kafka})
+	if kafkaErr != nil {
+		kafkaErr = fmt.Errorf("kafka offsets: %w", kafkaErr)
+		r.Errors = append(r.Errors, kafkaErr)
+	} else {
+		defer offsets.Close()
 	}
 	for _, name := range RelayStreams() {
 		rel := RelayStreamReport{Name: name, PoisonTopic: topics.Poison(relay.PoisonGroupFor(name))}
@@ -178,7 +200,12 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 			// Every topic with the prefix, found as the consumer finds
 			// them (the analytics aggregator: one topic per source).
 			var err error
-			if g.Topics, err = topicsWithPrefix(ctx, kafka.Cluster{Brokers: ep.KafkaBrokers, Security: ep.Kafka}, info.TopicPrefix); err != nil {
+			if offsets == nil {
+				err = kafkaErr
+			} else {
+				g.Topics, err = offsets.TopicsWithPrefix(ctx, info.TopicPrefix)
+			}
+			if err != nil {
 				r.Errors = append(r.Errors, fmt.Errorf("%s topics: %w", name, err))
 			}
 		}
@@ -223,31 +250,53 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 		}
 	}
 
-	var poisonTopics []string
+	// Every group's position and every poison topic's records, in one
+	// pass (kafka.OffsetReader).
+	q := kafka.OffsetsRequest{Newest: newestOf}
 	for _, rel := range r.Relays {
-		poisonTopics = append(poisonTopics, rel.PoisonTopic)
+		q.Count = append(q.Count, rel.PoisonTopic)
 	}
 	for _, g := range groups {
-		poisonTopics = append(poisonTopics, g.PoisonTopic)
+		q.Count = append(q.Count, g.PoisonTopic)
+		if len(g.Topics) > 0 { // no analytics topic yet: nothing to measure
+			q.Groups = append(q.Groups, kafka.GroupTopics{Group: g.Group, Topics: g.Topics})
+		}
 	}
-	counts, err := kafka.TopicMessages(ctx, kafka.Cluster{Brokers: ep.KafkaBrokers, Security: ep.Kafka}, poisonTopics)
-	if err != nil {
-		r.Errors = append(r.Errors, fmt.Errorf("poison topics: %w", err))
+	var read kafka.Offsets
+	if offsets != nil {
+		var err error
+		if read, err = offsets.Read(ctx, q); err != nil {
+			kafkaErr = fmt.Errorf("kafka offsets: %w", err)
+			r.Errors = append(r.Errors, kafkaErr)
+		}
+	}
+	if kafkaErr == nil {
+		var poisonErrs []error
+		for _, t := range q.Count {
+			if err := read.TopicErrs[t]; err != nil && !slices.ContainsFunc(poisonErrs, func(e error) bool { return e == err }) {
+				poisonErrs = append(poisonErrs, err)
+			}
+		}
+		if len(poisonErrs) > 0 {
+			r.Errors = append(r.Errors, fmt.Errorf("poison topics: %w", errors.Join(poisonErrs...)))
+		}
 	}
 	for i := range r.Relays {
-		r.Relays[i].Poisoned = counts[r.Relays[i].PoisonTopic]
+		r.Relays[i].Poisoned = read.Messages[r.Relays[i].PoisonTopic]
 	}
+	measured := read.Groups
 	for _, g := range groups {
-		g.Poisoned = counts[g.PoisonTopic]
-		if len(g.Topics) == 0 {
-			r.Groups = append(r.Groups, g) // no analytics topic yet: nothing to measure
+		g.Poisoned = read.Messages[g.PoisonTopic]
+		if len(g.Topics) == 0 || kafkaErr != nil {
+			r.Groups = append(r.Groups, g)
 			continue
 		}
-		rows, err := kafka.ConsumerLag(ctx, kafka.Cluster{Brokers: ep.KafkaBrokers, Security: ep.Kafka}, g.Group, g.Topics)
-		if err != nil {
-			r.Errors = append(r.Errors, fmt.Errorf("group %s: %w", g.Group, err))
+		gl := measured[0]
+		measured = measured[1:]
+		if gl.Err != nil {
+			r.Errors = append(r.Errors, fmt.Errorf("group %s: %w", g.Group, gl.Err))
 		}
-		for _, row := range rows {
+		for _, row := range gl.Rows {
 			g.Newest += row.Newest
 			g.Lag += row.Lag
 			g.Committed += max(row.Committed, 0)
@@ -255,7 +304,16 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 		r.Groups = append(r.Groups, g)
 	}
 	r.Took = time.Since(start)
-	return r
+	if kafkaErr != nil && len(newestOf) > 0 {
+		return r, nil, kafkaErr
+	}
+	var newestErrs []error
+	for _, t := range newestOf {
+		if err := read.TopicErrs[t]; err != nil {
+			newestErrs = append(newestErrs, err)
+		}
+	}
+	return r, read.Newest, errors.Join(newestErrs...)
 }
 
 // parkedTimeout bounds the parked events' count (and the sagas'), so that

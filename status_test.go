@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/oklog/ulid/v2"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/analytics"
@@ -23,6 +26,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 	"github.com/eventpipe/eventpipe/parking"
@@ -218,5 +222,170 @@ func TestStatusReportsAMissingParkedEventsTableInPlace(t *testing.T) {
 	}
 	if want := len(eventpipe.Builtin().ModelNames()); projectionGroups != want {
 		t.Fatalf("%d projection groups, want %d", projectionGroups, want)
+	}
+}
+
+// statusFixture is a namespace with handler consumers whose groups have
+// committed offsets of their own on the namespace's topics.
+type statusFixture struct {
+	ep      endpoints.Endpoints
+	topics  bus.Topics
+	catalog *eventpipe.Catalog
+	adm     *kadm.Client
+}
+
+func newStatusFixture(tb testing.TB) *statusFixture {
+	tb.Helper()
+	ep := testEndpoints(tb)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(ep.KafkaBrokers...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(cl.Close)
+	return &statusFixture{ep: ep, topics: bus.Topics{Prefix: ep.TopicPrefix}, catalog: eventpipe.NewCatalog(), adm: kadm.NewClient(cl)}
+}
+
+// publish puts n messages on topic (in the namespace), spread over the
+// partitions.
+func (f *statusFixture) publish(tb testing.TB, topic string, n int) {
+	tb.Helper()
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: f.ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer pub.Close()
+	msgs := make([]*message.Message, n)
+	for i := range msgs {
+		msgs[i] = message.NewMessage(watermill.NewULID(), []byte("{}"))
+		msgs[i].Metadata.Set(bus.MetadataPartitionKey, fmt.Sprintf("key-%d", i%7))
+	}
+	if err := pub.Publish(topic, msgs...); err != nil {
+		tb.Fatalf("publish on %s: %v", topic, err)
+	}
+}
+
+// addHandler registers the handler name on topics (named without the
+// namespace's prefix) and commits, for its group, at(end offset) on every
+// partition of those topics where at returns 0 or more.
+func (f *statusFixture) addHandler(tb testing.TB, name string, topics []string, at func(end int64) int64) {
+	tb.Helper()
+	cons, err := eventpipe.Handler(eventpipe.HandlerConfig{Name: name, Topics: topics,
+		Handler: func(*message.Message) error { return nil }})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.catalog.AddConsumer(cons); err != nil {
+		tb.Fatal(err)
+	}
+	var full []string
+	for _, t := range topics {
+		full = append(full, f.topics.Prefix+t)
+	}
+	ctx := context.Background()
+	ends, err := f.adm.ListEndOffsets(ctx, full...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	offs := kadm.Offsets{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Partition >= 0 {
+			if n := at(o.Offset); n >= 0 {
+				offs.AddOffset(o.Topic, o.Partition, n, -1)
+			}
+		}
+	})
+	if len(offs) == 0 {
+		return
+	}
+	resp, err := f.adm.CommitOffsets(ctx, eventpipe.HandlerGroup(f.topics, name), offs)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		tb.Fatalf("commit offsets of %s: %v", name, err)
+	}
+}
+
+// TestStatusReadsEveryGroupInOnePassAsBefore reads Status on handlers
+// whose groups stand in different places, on two topics and one that does
+// not exist, some with poisoned messages: every group's committed and
+// newest offsets, lag and poisoned messages are what one client per group
+// (kafka.ConsumerLag) and the poison topics' count (kafka.TopicMessages)
+// say, as Status read them before it read them all in one pass.
+func TestStatusReadsEveryGroupInOnePassAsBefore(t *testing.T) {
+	f := newStatusFixture(t)
+	a, b := f.topics.Prefix+"a", f.topics.Prefix+"b"
+	f.publish(t, a, 40)
+	f.publish(t, b, 9)
+	f.addHandler(t, "all", []string{"a"}, func(end int64) int64 { return end })
+	f.addHandler(t, "half", []string{"a"}, func(end int64) int64 { return end / 2 })
+	f.addHandler(t, "none", []string{"a", "b"}, func(int64) int64 { return -1 })
+	f.addHandler(t, "two", []string{"b", "a", "missing"}, func(end int64) int64 { return end - 1 })
+	f.addHandler(t, "missing", []string{"missing"}, func(int64) int64 { return -1 })
+	f.publish(t, f.topics.Poison("handler.two"), 2)
+	f.publish(t, f.topics.Poison("handler.all"), 1)
+
+	r := eventpipe.Status(context.Background(), eventpipe.StatusConfig{Catalog: f.catalog, Endpoints: f.ep})
+	if len(r.Groups) != 5 {
+		t.Fatalf("groups %+v, want the 5 handlers'", r.Groups)
+	}
+	cluster := kafka.Cluster{Brokers: f.ep.KafkaBrokers}
+	for _, g := range r.Groups {
+		// As Status read them before: a client per group, and one for the
+		// poison topics.
+		rows, err := kafka.ConsumerLag(context.Background(), cluster, g.Group, g.Topics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want eventpipe.GroupStatus
+		for _, row := range rows {
+			want.Newest += row.Newest
+			want.Lag += row.Lag
+			want.Committed += max(row.Committed, 0)
+		}
+		counts, err := kafka.TopicMessages(context.Background(), cluster, []string{g.PoisonTopic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Poisoned = counts[g.PoisonTopic]
+		if g.Committed != want.Committed || g.Newest != want.Newest || g.Lag != want.Lag || g.Poisoned != want.Poisoned {
+			t.Errorf("group %s: committed %d, newest %d, lag %d, poisoned %d; one client per group reads %d, %d, %d, %d",
+				g.Group, g.Committed, g.Newest, g.Lag, g.Poisoned, want.Committed, want.Newest, want.Lag, want.Poisoned)
+		}
+	}
+	// And the figures themselves.
+	parts := func(topic string) int64 {
+		ends, err := f.adm.ListEndOffsets(context.Background(), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Offset > 0 {
+				n++
+			}
+		})
+		return n
+	}
+	nonEmpty := parts(a) + parts(b)
+	want := map[string][4]int64{ // committed, newest, lag, poisoned
+		"all":     {40, 40, 0, 1},
+		"none":    {0, 49, 49, 0},
+		"two":     {49 - nonEmpty, 49, nonEmpty, 2},
+		"missing": {0, 0, 0, 0},
+	}
+	for _, g := range r.Groups {
+		w, ok := want[g.Consumer]
+		if got := [4]int64{g.Committed, g.Newest, g.Lag, g.Poisoned}; ok && got != w {
+			t.Errorf("group %s: committed, newest, lag, poisoned %v, want %v", g.Group, got, w)
+		}
+		if g.Consumer == "half" && (g.Newest != 40 || g.Lag <= 0 || g.Lag >= 40 || g.Committed+g.Lag != 40) {
+			t.Errorf("group %s: %+v, want part of 40 committed", g.Group, g)
+		}
+	}
+	for _, err := range r.Errors {
+		if strings.Contains(err.Error(), "group ") || strings.Contains(err.Error(), "kafka") || strings.Contains(err.Error(), "poison") {
+			t.Errorf("error reading Kafka: %v", err)
+		}
 	}
 }

@@ -4,24 +4,25 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 
 	"github.com/eventpipe/eventpipe/bus"
-	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/statuspage"
 )
 
 // StatusPageReader returns the status page's reader (package statuspage)
 // on cfg: each reading is Status(cfg) and, for the rates, the newest
-// offset of every aggregate type's events topic (one more Kafka client,
-// in the never-committing group <prefix>eventpipe-status-page). It is
-// safe for concurrent use.
+// offset of every aggregate type's events topic, read in the same pass
+// with the same Kafka client. It is safe for concurrent use.
 func StatusPageReader(cfg StatusConfig) statuspage.ReaderFunc {
 	logger := slog.New(slog.DiscardHandler)
 	_ = processDefaults(&cfg.Catalog, &cfg.Endpoints, &logger) // Status reports Endpoints.Err
 	topics := bus.Topics{Prefix: cfg.Endpoints.TopicPrefix}
+	var names []string
+	for _, t := range cfg.Catalog.AggregateTypes() {
+		names = append(names, topics.Events(t))
+	}
 	return func(ctx context.Context) statuspage.Snapshot {
-		r := Status(ctx, cfg)
+		r, newest, eventsErr := readStatus(ctx, cfg, names)
 		snap := statuspage.Snapshot{Took: r.Took}
 		for _, rel := range r.Relays {
 			sr := statuspage.Relay{Name: rel.Name, Stream: rel.Stream, PoisonTopic: rel.PoisonTopic, Poisoned: rel.Poisoned}
@@ -67,21 +68,12 @@ func StatusPageReader(cfg StatusConfig) statuspage.ReaderFunc {
 			snap.Errors = append(snap.Errors, err.Error())
 		}
 		snap.Events = []statuspage.EventsTopic{}
-		var names []string
+		if eventsErr != nil {
+			snap.Events, snap.Errors = nil, append(snap.Errors, fmt.Sprintf("events topics' offsets: %v", eventsErr))
+			return snap
+		}
 		for _, t := range cfg.Catalog.AggregateTypes() {
-			snap.Events = append(snap.Events, statuspage.EventsTopic{AggregateType: t, Topic: topics.Events(t)})
-			names = append(names, topics.Events(t))
-		}
-		if len(names) == 0 {
-			return snap
-		}
-		rows, err := kafka.ConsumerLag(ctx, kafka.Cluster{Brokers: cfg.Endpoints.KafkaBrokers, Security: cfg.Endpoints.Kafka}, topics.Prefix+"eventpipe-status-page", names)
-		if err != nil {
-			snap.Events, snap.Errors = nil, append(snap.Errors, fmt.Sprintf("events topics' offsets: %v", err))
-			return snap
-		}
-		for _, row := range rows {
-			snap.Events[slices.Index(names, row.Topic)].Newest += row.Newest
+			snap.Events = append(snap.Events, statuspage.EventsTopic{AggregateType: t, Topic: topics.Events(t), Newest: newest[topics.Events(t)]})
 		}
 		return snap
 	}

@@ -91,7 +91,7 @@ func (c secureCluster) security(mechanism string) kafka.Security {
 
 // TestSecureClusterEveryClient runs every client bus/kafka builds against
 // a TLS + SCRAM-SHA-512 broker: topic creation, the group start, the
-// publisher, the lag and topic counts, the lag monitor, the subscriber,
+// publisher, the lag and topic counts, the offset reader, the lag monitor, the subscriber,
 // the keyed subscriber and the Sender.
 func TestSecureClusterEveryClient(t *testing.T) {
 	c := startSecureCluster(t)
@@ -135,6 +135,15 @@ func TestSecureClusterEveryClient(t *testing.T) {
 	counts, err := kafka.TopicMessages(ctx, cluster, []string{topic})
 	if err != nil || counts[topic] != 1 {
 		t.Fatalf("TopicMessages = %v, %v; want %s: 1", counts, err, topic)
+	}
+	reader, err := kafka.NewOffsetReader(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := reader.Read(ctx, kafka.OffsetsRequest{Groups: []kafka.GroupTopics{{Group: group, Topics: []string{topic}}}, Count: []string{topic}})
+	reader.Close()
+	if err != nil || len(read.Groups) != 1 || totalLag(read.Groups[0].Rows) != 1 || read.Messages[topic] != 1 {
+		t.Fatalf("OffsetReader.Read = %+v, %v; want a lag of 1 and 1 record", read, err)
 	}
 
 	mon, err := kafka.NewLagMonitor(kafka.LagConfig{Brokers: c.brokers, Security: sec, ConsumerGroup: group, Topics: []string{topic}, Interval: 50 * time.Millisecond})
@@ -305,6 +314,15 @@ func TestSecureClusterRefusesWrongSettings(t *testing.T) {
 					_, err := kafka.TopicMessages(ctx, kafka.Cluster{Brokers: c.brokers, Security: tc.sec}, []string{topic})
 					return err
 				}},
+				{"offset reader", func(ctx context.Context) error {
+					r, err := kafka.NewOffsetReader(kafka.Cluster{Brokers: c.brokers, Security: tc.sec})
+					if err != nil {
+						return err
+					}
+					defer r.Close()
+					_, err = r.Read(ctx, kafka.OffsetsRequest{Groups: []kafka.GroupTopics{{Group: group, Topics: []string{topic}}}})
+					return err
+				}},
 				{"group start", func(ctx context.Context) error {
 					_, err := kafka.StartGroup(ctx, kafka.GroupStartConfig{Brokers: c.brokers, Security: tc.sec, Group: group, Topics: []string{topic}, Start: bus.StartEarliest})
 					return err
@@ -404,6 +422,9 @@ func TestSecurityValidateRejectsBadSettings(t *testing.T) {
 			}
 			if _, err := kafka.TopicMessages(context.Background(), kafka.Cluster{Brokers: brokers, Security: sec}, []string{"t"}); !errors.As(err, &ve) {
 				t.Errorf("TopicMessages = %v, want a *eventstore.ValidationError", err)
+			}
+			if _, err := kafka.NewOffsetReader(kafka.Cluster{Brokers: brokers, Security: sec}); !errors.As(err, &ve) {
+				t.Errorf("NewOffsetReader = %v, want a *eventstore.ValidationError", err)
 			}
 		})
 	}
