@@ -68,8 +68,9 @@ type facetHandler[S any] struct {
 
 // NewFacetHandler returns a Handler that loads the aggregate's STATE,
 // decides, and appends with the command id through the facet (with
-// Facet.AppendWithHistory when the facet has history rules, so that they
-// see the aggregate's past). On a
+// Facet.AppendWithHistory when the facet has history or fold rules, so
+// that they see the aggregate's past: the whole log, or for fold rules
+// the latest snapshot and the events after it). On a
 // concurrent append it reloads and decides again (bounded, jittered)
 // unless the command carried an expected version: then the stale version
 // is a StatusConflict result. A command id already applied returns the
@@ -120,7 +121,7 @@ func (h *facetHandler[S]) Handle(ctx context.Context, cmd Command) (Result, erro
 		}
 		appendTo := h.cfg.Facet.AppendTo
 		if h.cfg.Facet.NeedsHistory() {
-			appendTo = h.cfg.Facet.AppendWithHistory // the rules read the log
+			appendTo = h.cfg.Facet.AppendWithHistory // the rules read the past
 		}
 		out, err := appendTo(ctx, cur, eventstore.Change{
 			Events:    events,

@@ -28,7 +28,8 @@ type Domain struct {
 	// aggregate of this type (the snapshot consumer calls it every N
 	// events, off the write path). Optional: nil means the domain's
 	// aggregates are never snapshotted. FacetDomain sets it, unless the
-	// processor has history rules (their Load never reads a snapshot).
+	// processor has HistoryRules (their Load never reads a snapshot); the
+	// snapshot of a processor with FoldRules holds their folds too.
 	NewSnapshot func(store eventstore.Store, upcasters *eventstore.Upcasters) (SnapshotFunc, error)
 	// NewRecalculate builds, on store, the function that rebuilds one
 	// aggregate's STATE item from its log through the domain's rules
@@ -93,8 +94,9 @@ func FacetDomain[S any](aggregateType string, p eventstore.Processor[S], decide 
 		return FacetRecalculate(store, aggregateType, p, opts), nil
 	}
 	if len(p.HistoryRules) > 0 {
-		// Load replays such a facet's whole log and never reads a
-		// snapshot: taking one would only cost reads.
+		// Load and AppendWithHistory read such a facet's whole log and
+		// never a snapshot: taking one would only cost reads. (Fold
+		// rules are read from snapshots: those domains keep them.)
 		d.NewSnapshot = nil
 	}
 	return d

@@ -8,10 +8,14 @@
 //
 // Rules see the state and one event. A HistoryRule (Processor.HistoryRules)
 // also sees the aggregate's events (History): the stored ones before the
-// event (Past), the others of its append (New, Index). Reading the past
-// costs reads, so only Facet.Recalculate and Facet.Load do it; Facet.Append
-// reads only STATE, and tells a history rule so (PastLoaded false), which
-// refuses with ErrPastNotLoaded when it needs the past.
+// event (Past), the others of its append (New, Index). A FoldRule
+// (Processor.FoldRules) sees the past as a Fold's accumulator instead,
+// which a facet keeps in its snapshots, so that a command reads the
+// latest snapshot and the events after it rather than the whole log.
+// Reading the past costs reads, so only Facet.Recalculate,
+// Facet.AppendWithHistory and Facet.Load do it; Facet.Append reads only
+// STATE, and tells a history rule so (PastLoaded false), which refuses
+// with ErrPastNotLoaded when it needs the past (a fold rule always does).
 //
 // The package imports no AWS code; eventstore/dynamodb is the adapter.
 // eventstore/memstore keeps the same contract in memory, for tests and

@@ -17,19 +17,31 @@ type FacetConfig[S any] struct {
 	// "bankaccount". Required.
 	AggregateType string
 	// Processor gives the initial state and one rule per event type.
-	// Required: Initial and at least one rule (in Rules or HistoryRules,
-	// never both for one event type).
+	// Required: Initial and at least one rule (in Rules, HistoryRules or
+	// FoldRules, only one of them for one event type).
 	Processor Processor[S]
 	// Upcasters decide the schema version of new events (the current one)
 	// and must be the store's own, so that rules see current payloads.
 	Upcasters *Upcasters
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// FoldCache is how many aggregates' folds (of FoldRules) the facet
+	// keeps in memory between AppendWithHistory calls, the least recently
+	// used dropped first: an aggregate held costs no snapshot read, only
+	// the events appended since. Default DefaultFoldCache; negative:
+	// none, every call reads the snapshot.
+	FoldCache int
 }
+
+// DefaultFoldCache is FacetConfig.FoldCache's default.
+const DefaultFoldCache = 256
 
 func (c *FacetConfig[S]) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.FoldCache == 0 {
+		c.FoldCache = DefaultFoldCache
 	}
 }
 
@@ -44,8 +56,8 @@ func (c FacetConfig[S]) Validate() error {
 	if c.Processor.Initial == nil {
 		return errors.New("eventstore: FacetConfig.Processor.Initial is nil")
 	}
-	if len(c.Processor.Rules) == 0 && len(c.Processor.HistoryRules) == 0 {
-		return errors.New("eventstore: FacetConfig.Processor.Rules and HistoryRules are empty")
+	if len(c.Processor.Rules) == 0 && len(c.Processor.HistoryRules) == 0 && len(c.Processor.FoldRules) == 0 {
+		return errors.New("eventstore: FacetConfig.Processor.Rules and HistoryRules are empty, and so is FoldRules")
 	}
 	for t, r := range c.Processor.Rules {
 		if err := ValidateName("event_type", t); err != nil {
@@ -66,6 +78,26 @@ func (c FacetConfig[S]) Validate() error {
 			return fmt.Errorf("eventstore: FacetConfig.Processor.HistoryRules[%q] is nil", t)
 		}
 	}
+	keys := make(map[string]string, len(c.Processor.FoldRules))
+	for t, r := range c.Processor.FoldRules {
+		if err := ValidateName("event_type", t); err != nil {
+			return fmt.Errorf("eventstore: FacetConfig.Processor.FoldRules: %w", err)
+		}
+		if r == nil {
+			return fmt.Errorf("eventstore: FacetConfig.Processor.FoldRules[%q] is nil", t)
+		}
+		if err := r.validate(); err != nil {
+			return fmt.Errorf("eventstore: FacetConfig.Processor.FoldRules[%q]: %w", t, err)
+		}
+		_, inRules := c.Processor.Rules[t]
+		if _, inHistory := c.Processor.HistoryRules[t]; inRules || inHistory {
+			return fmt.Errorf("eventstore: FacetConfig.Processor: %q has a rule in FoldRules and in Rules or HistoryRules", t)
+		}
+		if other, ok := keys[r.foldKey()]; ok {
+			return fmt.Errorf("eventstore: FacetConfig.Processor.FoldRules: %q and %q both use fold key %q", other, t, r.foldKey())
+		}
+		keys[r.foldKey()] = t
+	}
 	return nil
 }
 
@@ -75,8 +107,11 @@ func (c FacetConfig[S]) Validate() error {
 // events, the new STATE and any OUTBOUND events in one conditional
 // transaction, so STATE always equals a replay of the log. S must survive
 // a JSON round trip: the state is stored as JSON. Rules that need the
-// aggregate's earlier events (HistoryRule) get them from Recalculate and
-// Load, which read the whole log; Append and AppendTo read only STATE.
+// aggregate's earlier events (HistoryRule) get them from Recalculate,
+// AppendWithHistory and Load, which read the whole log; rules that fold
+// the past (FoldRule) get it there too, from the latest snapshot plus the
+// later events when the facet has no HistoryRule. Append and AppendTo
+// read only STATE.
 //
 // A Facet is safe for concurrent use; concurrent appends to one aggregate
 // are serialised by the store's optimistic concurrency (losers get
@@ -84,6 +119,7 @@ func (c FacetConfig[S]) Validate() error {
 type Facet[S any] struct {
 	cfg    FacetConfig[S]
 	schema Schema
+	folds  *foldCache
 }
 
 // NewFacet validates cfg and returns a Facet.
@@ -92,7 +128,7 @@ func NewFacet[S any](cfg FacetConfig[S]) (*Facet[S], error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Facet[S]{cfg: cfg, schema: Schema{Types: cfg.Processor.Types(), Upcasters: cfg.Upcasters}}, nil
+	return &Facet[S]{cfg: cfg, schema: Schema{Types: cfg.Processor.Types(), Upcasters: cfg.Upcasters}, folds: newFoldCache(cfg.FoldCache)}, nil
 }
 
 // State is an aggregate's state after the event with sequence Seq (0: no
@@ -188,17 +224,31 @@ func (f *Facet[S]) AppendTo(ctx context.Context, cur State[S], ch Change) (Resul
 	return f.appendTo(ctx, cur, ch)
 }
 
-// NeedsHistory reports whether the facet's processor has history rules,
-// whose appends must go through AppendWithHistory (or Recalculate).
-func (f *Facet[S]) NeedsHistory() bool { return len(f.cfg.Processor.HistoryRules) > 0 }
+// NeedsHistory reports whether the facet's processor has history or fold
+// rules, whose appends must go through AppendWithHistory (or
+// Recalculate).
+func (f *Facet[S]) NeedsHistory() bool {
+	return len(f.cfg.Processor.HistoryRules) > 0 || len(f.cfg.Processor.FoldRules) > 0
+}
+
+// readsSnapshots reports whether Load and AppendWithHistory may start
+// from a snapshot: no rule needs the past as events.
+func (f *Facet[S]) readsSnapshots() bool { return len(f.cfg.Processor.HistoryRules) == 0 }
 
 // AppendWithHistory is AppendTo for a facet whose history rules need the
-// past: it reads the aggregate's events, which must end at cur.Seq (a
+// past. It reads the aggregate's events, which must end at cur.Seq (a
 // longer log means someone appended since: *ConcurrencyError), applies
-// ch's events to cur.Item with that past (Processor.ApplyWithHistory) and
-// writes conditional on cur.Seq. It reads the whole log, as Recalculate
-// does, but trusts cur instead of replaying it; command handlers of such
-// a facet append this way.
+// ch's events to cur.Item with that past and writes conditional on
+// cur.Seq; it trusts cur instead of replaying the log. Command handlers
+// of such a facet append this way.
+//
+// With HistoryRules it reads the whole log, as Recalculate does
+// (Processor.ApplyWithHistory). With only FoldRules it starts from the
+// folds it kept from its previous append to the aggregate (FoldCache),
+// else from the latest snapshot holding them (Snapshot), else from
+// nothing; reads the events after that, folds them, and applies ch's
+// events with the result: the same answer as from the whole log, which
+// it reads only when nothing else is there.
 func (f *Facet[S]) AppendWithHistory(ctx context.Context, cur State[S], ch Change) (Result[S], error) {
 	ref := cur.Ref
 	if err := f.own(ref); err != nil {
@@ -206,6 +256,9 @@ func (f *Facet[S]) AppendWithHistory(ctx context.Context, cur State[S], ch Chang
 	}
 	if len(ch.Events) == 0 {
 		return Result[S]{}, fmt.Errorf("append %s: %w", ref, &ValidationError{Field: "events", Reason: "is empty"})
+	}
+	if f.readsSnapshots() {
+		return f.appendFolded(ctx, cur, ch)
 	}
 	past, err := f.cfg.Store.Load(ctx, ref, 0)
 	if err != nil && !errors.Is(err, ErrAggregateNotFound) {
@@ -218,10 +271,49 @@ func (f *Facet[S]) AppendWithHistory(ctx context.Context, cur State[S], ch Chang
 	if actual != cur.Seq {
 		return Result[S]{}, fmt.Errorf("append %s: %w", ref, &ConcurrencyError{Aggregate: ref, Expected: cur.Seq, Actual: actual})
 	}
-	if past == nil {
-		past = []Envelope{} // loaded, and empty: a new aggregate
+	return f.apply(ctx, cur, ch, func(state S, events []Envelope) (S, []Outbound, error) {
+		return f.cfg.Processor.ApplyWithHistory(state, past, events)
+	})
+}
+
+// appendFolded is AppendWithHistory for a facet whose history rules all
+// fold: the folds come from the cache or the latest snapshot that holds
+// them (else from nothing) plus the events after them, which must end at
+// cur.Seq. Folds that still match the log afterwards (its stored events
+// only) go back to the cache.
+func (f *Facet[S]) appendFolded(ctx context.Context, cur State[S], ch Change) (Result[S], error) {
+	ref := cur.Ref
+	fs := f.folds.take(ref)
+	if fs == nil {
+		var err error
+		if _, fs, err = f.snapshot(ctx, ref); err != nil {
+			return Result[S]{}, fmt.Errorf("append %s: %w", ref, err)
+		}
 	}
-	return f.apply(ctx, cur, ch, past)
+	events, err := f.cfg.Store.Load(ctx, ref, fs.seq)
+	if err != nil && !errors.Is(err, ErrAggregateNotFound) {
+		return Result[S]{}, fmt.Errorf("append %s: %w", ref, err)
+	}
+	actual := fs.seq
+	if len(events) > 0 {
+		actual = events[len(events)-1].Sequence
+	}
+	if actual != cur.Seq {
+		f.folds.put(ref, fs)
+		return Result[S]{}, fmt.Errorf("append %s: %w", ref, &ConcurrencyError{Aggregate: ref, Expected: cur.Seq, Actual: actual})
+	}
+	if err := f.cfg.Processor.foldLog(fs, events); err != nil {
+		return Result[S]{}, fmt.Errorf("append %s: %w", ref, err)
+	}
+	res, err := f.apply(ctx, cur, ch, func(state S, events []Envelope) (S, []Outbound, error) {
+		return f.cfg.Processor.applyFolded(state, fs, events)
+	})
+	// fs matches the log when it folded nothing new (a refusal before any
+	// event was folded), or exactly the events this call wrote.
+	if fs.seq == cur.Seq || err == nil && !res.Duplicate && fs.seq == res.State.Seq {
+		f.folds.put(ref, fs)
+	}
+	return res, err
 }
 
 // own checks that ref is a valid aggregate of this facet.
@@ -236,12 +328,12 @@ func (f *Facet[S]) own(ref Ref) error {
 }
 
 func (f *Facet[S]) appendTo(ctx context.Context, cur State[S], ch Change) (Result[S], error) {
-	return f.apply(ctx, cur, ch, nil)
+	return f.apply(ctx, cur, ch, f.cfg.Processor.Apply)
 }
 
-// apply prepares ch on cur, runs the rules (with past when it is not
-// nil) and writes.
-func (f *Facet[S]) apply(ctx context.Context, cur State[S], ch Change, past []Envelope) (Result[S], error) {
+// apply prepares ch on cur, runs the rules (run: the processor's Apply or
+// one with the past) and writes.
+func (f *Facet[S]) apply(ctx context.Context, cur State[S], ch Change, run func(state S, events []Envelope) (S, []Outbound, error)) (Result[S], error) {
 	ref := cur.Ref
 	if len(ch.Events) == 0 {
 		return Result[S]{}, fmt.Errorf("append %s: %w", ref, &ValidationError{Field: "events", Reason: "is empty"})
@@ -254,12 +346,7 @@ func (f *Facet[S]) apply(ctx context.Context, cur State[S], ch Change, past []En
 	if err != nil {
 		return Result[S]{}, fmt.Errorf("append %s: %w", ref, err)
 	}
-	var outbound []Outbound
-	if past != nil {
-		state, outbound, err = f.cfg.Processor.ApplyWithHistory(state, past, req.Events)
-	} else {
-		state, outbound, err = f.cfg.Processor.Apply(state, req.Events)
-	}
+	state, outbound, err := run(state, req.Events)
 	if err != nil {
 		var rej *RuleRejection
 		if errors.As(err, &rej) && ch.CommandID != "" {
@@ -366,67 +453,96 @@ func (f *Facet[S]) duplicate(ctx context.Context, ref Ref, commandID string) (Re
 //
 // A facet with history rules ignores the snapshot and replays the whole
 // log (Processor.Replay), so that those rules see the past: a snapshot
-// holds a state, not the events before it.
+// holds a state, not the events before it. A facet whose history rules
+// all fold (FoldRules) uses a snapshot that holds their folds beside the
+// state, as Snapshot writes them, and replays the whole log when the
+// snapshot holds none (an older snapshot, or a fold key it lacks).
 func (f *Facet[S]) Load(ctx context.Context, id string) (State[S], error) {
+	cur, _, err := f.load(ctx, id)
+	return cur, err
+}
+
+// load is Load, also returning the folds after the state.
+func (f *Facet[S]) load(ctx context.Context, id string) (State[S], *folds, error) {
 	ref := f.ref(id)
 	if err := ref.Validate(); err != nil {
-		return State[S]{}, fmt.Errorf("load %s: %w", ref, err)
+		return State[S]{}, nil, fmt.Errorf("load %s: %w", ref, err)
 	}
-	if len(f.cfg.Processor.HistoryRules) > 0 {
+	if !f.readsSnapshots() {
 		return f.loadAll(ctx, ref)
 	}
-	cur := State[S]{Ref: ref, Item: f.cfg.Processor.Initial()}
-	snap, err := f.cfg.Store.Snapshot(ctx, ref)
-	switch {
-	case errors.Is(err, ErrAggregateNotFound):
-	case err != nil:
-		return State[S]{}, fmt.Errorf("load %s: %w", ref, err)
-	default:
-		if cur.Item, err = f.decode(snap.Data); err != nil {
-			return State[S]{}, fmt.Errorf("load %s: snapshot at %d: %w", ref, snap.Seq, err)
-		}
-		cur.Seq = snap.Seq
+	cur, fs, err := f.snapshot(ctx, ref)
+	if err != nil {
+		return State[S]{}, nil, fmt.Errorf("load %s: %w", ref, err)
 	}
 	events, err := f.cfg.Store.Load(ctx, ref, cur.Seq)
 	if err != nil {
-		return State[S]{}, fmt.Errorf("load %s: %w", ref, err)
+		return State[S]{}, nil, fmt.Errorf("load %s: %w", ref, err)
 	}
-	if cur.Item, _, err = f.cfg.Processor.Apply(cur.Item, events); err != nil {
-		return State[S]{}, fmt.Errorf("load %s: replay: %w", ref, err)
+	if cur.Item, _, err = f.cfg.Processor.applyFolded(cur.Item, fs, events); err != nil {
+		return State[S]{}, nil, fmt.Errorf("load %s: replay: %w", ref, err)
 	}
 	if len(events) > 0 {
 		cur.Seq = events[len(events)-1].Sequence
 	}
-	return cur, nil
+	return cur, fs, nil
+}
+
+// snapshot returns where to rebuild aggregate ref from: its latest
+// snapshot, state and folds, or the initial state and folds at sequence
+// 0 when there is none, or none that holds the processor's folds.
+func (f *Facet[S]) snapshot(ctx context.Context, ref Ref) (State[S], *folds, error) {
+	start := State[S]{Ref: ref, Item: f.cfg.Processor.Initial()}
+	snap, err := f.cfg.Store.Snapshot(ctx, ref)
+	switch {
+	case errors.Is(err, ErrAggregateNotFound):
+		return start, f.cfg.Processor.startFolds(), nil
+	case err != nil:
+		return State[S]{}, nil, err
+	}
+	data, fs, err := f.cfg.Processor.decodeSnapshot(snap.Data, snap.Seq)
+	if err != nil {
+		return State[S]{}, nil, fmt.Errorf("snapshot at %d: %w", snap.Seq, err)
+	}
+	if fs == nil {
+		return start, f.cfg.Processor.startFolds(), nil
+	}
+	item, err := f.decode(data)
+	if err != nil {
+		return State[S]{}, nil, fmt.Errorf("snapshot at %d: %w", snap.Seq, err)
+	}
+	return State[S]{Ref: ref, Seq: snap.Seq, Item: item}, fs, nil
 }
 
 // loadAll is Load from the whole log, without the snapshot.
-func (f *Facet[S]) loadAll(ctx context.Context, ref Ref) (State[S], error) {
+func (f *Facet[S]) loadAll(ctx context.Context, ref Ref) (State[S], *folds, error) {
 	events, err := f.cfg.Store.Load(ctx, ref, 0)
 	if err == nil && len(events) == 0 {
 		err = ErrAggregateNotFound
 	}
 	if err != nil {
-		return State[S]{}, fmt.Errorf("load %s: %w", ref, err)
+		return State[S]{}, nil, fmt.Errorf("load %s: %w", ref, err)
 	}
-	item, err := f.cfg.Processor.Replay(events)
+	item, fs, err := f.cfg.Processor.replay(events)
 	if err != nil {
-		return State[S]{}, fmt.Errorf("load %s: replay: %w", ref, err)
+		return State[S]{}, nil, fmt.Errorf("load %s: replay: %w", ref, err)
 	}
-	return State[S]{Ref: ref, Seq: events[len(events)-1].Sequence, Item: item}, nil
+	return State[S]{Ref: ref, Seq: events[len(events)-1].Sequence, Item: item}, fs, nil
 }
 
 // Snapshot loads aggregate id (snapshot plus later events) and stores the
 // result as its new #SNAPSHOT, returning it. A snapshot is an
 // optimisation off the write path: a later trigger calls this every N
-// events. A concurrent snapshot at a later sequence wins. A facet with
-// history rules writes snapshots but its Load does not read them.
+// events. A concurrent snapshot at a later sequence wins. The snapshot of
+// a facet with FoldRules holds their folds' accumulators beside the state
+// (what AppendWithHistory and Load start from); a facet with history
+// rules writes snapshots but neither reads them.
 func (f *Facet[S]) Snapshot(ctx context.Context, id string) (State[S], error) {
-	cur, err := f.Load(ctx, id)
+	cur, fs, err := f.load(ctx, id)
 	if err != nil {
 		return State[S]{}, fmt.Errorf("snapshot: %w", err)
 	}
-	data, err := json.Marshal(cur.Item)
+	data, err := f.cfg.Processor.encodeSnapshot(cur.Item, fs)
 	if err != nil {
 		return State[S]{}, fmt.Errorf("snapshot %s: encode state: %w", cur.Ref, err)
 	}

@@ -1,6 +1,12 @@
 package eventstore
 
-import "fmt"
+import (
+	"bytes"
+	"container/list"
+	"encoding/json"
+	"fmt"
+	"sync"
+)
 
 // HistoryRule is a Rule that also sees the aggregate's events around ev:
 // the stored events before it and the other events of its append (h). It
@@ -118,4 +124,273 @@ func checkLog(field string, events []Envelope, from int64) error {
 		}
 	}
 	return nil
+}
+
+// Fold is how a fold rule sees an aggregate's past: not as events but as
+// an accumulator of type A that starts at Initial() and takes every
+// stored event of the aggregate, whatever its type, in sequence order
+// (Step). Step is pure, like a Rule; it may modify acc and return it. A
+// must survive a JSON round trip: a facet's #SNAPSHOT stores it under Key
+// beside the state, so that a command reads the latest snapshot and the
+// events after it instead of the whole log. Keep A small: the snapshot is
+// one DynamoDB item (at most 400 KB, dynamodb.MaxItemSize).
+type Fold[A any] struct {
+	// Key names the accumulator in snapshots (a name, see ValidateName),
+	// unique among a processor's folds. Change it when Step changes
+	// meaning: a snapshot without the key is not used, and the past is
+	// folded again from the log until the next snapshot.
+	Key string
+	// Initial is the accumulator of an aggregate without events.
+	Initial func() A
+	// Step returns the accumulator after ev. An error fails the call
+	// that applies or replays ev.
+	Step func(acc A, ev Envelope) (A, error)
+}
+
+// FoldRule is a history rule that declares a Fold: it sees the past only
+// as the fold's accumulator after the events before ev (the stored ones,
+// then those of the same append before ev), so a facet can give it the
+// past from the latest snapshot plus later events. Build one with Folding
+// or OnFold and put it in Processor.FoldRules. Everything said of Rule
+// holds. Without the past (Processor.Apply, Facet.Append, Facet.AppendTo)
+// it fails with ErrPastNotLoaded.
+type FoldRule[S any] interface {
+	foldKey() string
+	validate() error
+	initialAcc() any
+	step(acc any, ev Envelope) (any, error)
+	decodeAcc(data json.RawMessage) (any, error)
+	apply(state S, ev Envelope, acc any, out *Outbox) (S, error)
+}
+
+// Folding returns the FoldRule that applies ev with rule, given fold's
+// accumulator after the events before ev. rule must not modify acc.
+func Folding[S, A any](fold Fold[A], rule func(state S, ev Envelope, acc A, out *Outbox) (S, error)) FoldRule[S] {
+	return foldRule[S, A]{fold: fold, rule: rule}
+}
+
+// OnFold is Folding for a rule that wants the payload decoded as E. A
+// payload that does not decode into E is a *ValidationError on "payload".
+func OnFold[S, E, A any](fold Fold[A], rule func(state S, ev E, acc A, out *Outbox) (S, error)) FoldRule[S] {
+	return Folding(fold, func(state S, env Envelope, acc A, out *Outbox) (S, error) {
+		var ev E
+		if err := env.DecodePayload(&ev); err != nil {
+			return state, &ValidationError{Field: "payload", Reason: err.Error()}
+		}
+		return rule(state, ev, acc, out)
+	})
+}
+
+// foldRule is the FoldRule built by Folding, its accumulator boxed.
+type foldRule[S, A any] struct {
+	fold Fold[A]
+	rule func(state S, ev Envelope, acc A, out *Outbox) (S, error)
+}
+
+func (r foldRule[S, A]) foldKey() string { return r.fold.Key }
+
+func (r foldRule[S, A]) validate() error {
+	if err := ValidateName("fold key", r.fold.Key); err != nil {
+		return err
+	}
+	if r.fold.Initial == nil || r.fold.Step == nil || r.rule == nil {
+		return fmt.Errorf("fold %q: Initial, Step and the rule are required", r.fold.Key)
+	}
+	return nil
+}
+
+func (r foldRule[S, A]) initialAcc() any { return r.fold.Initial() }
+
+func (r foldRule[S, A]) step(acc any, ev Envelope) (any, error) {
+	return r.fold.Step(acc.(A), ev)
+}
+
+func (r foldRule[S, A]) decodeAcc(data json.RawMessage) (any, error) {
+	acc := r.fold.Initial()
+	if err := json.Unmarshal(data, &acc); err != nil {
+		return nil, fmt.Errorf("decode fold %s: %w", r.fold.Key, err)
+	}
+	return acc, nil
+}
+
+func (r foldRule[S, A]) apply(state S, ev Envelope, acc any, out *Outbox) (S, error) {
+	return r.rule(state, ev, acc.(A), out)
+}
+
+// folds holds the accumulators of a processor's fold rules, by key,
+// after the event with sequence seq. Stepping modifies it in place: a
+// call that fails leaves it half-stepped, and it is then discarded.
+type folds struct {
+	seq  int64
+	accs map[string]any
+}
+
+// startFolds returns the accumulators of an aggregate without events.
+func (p Processor[S]) startFolds() *folds {
+	fs := &folds{accs: make(map[string]any, len(p.FoldRules))}
+	for _, r := range p.FoldRules {
+		fs.accs[r.foldKey()] = r.initialAcc()
+	}
+	return fs
+}
+
+// stepFolds moves every accumulator past ev (which must be event
+// fs.seq+1, as checkLog ensures of the callers' logs). While it steps,
+// and after a failure, fs.seq is -1: fs matches no log.
+func (p Processor[S]) stepFolds(fs *folds, ev Envelope) error {
+	fs.seq = -1
+	for _, r := range p.FoldRules {
+		k := r.foldKey()
+		acc, err := r.step(fs.accs[k], ev)
+		if err != nil {
+			return fmt.Errorf("fold %s (sequence %d): %w", k, ev.Sequence, err)
+		}
+		fs.accs[k] = acc
+	}
+	fs.seq = ev.Sequence
+	return nil
+}
+
+// foldLog returns the accumulators after log, an aggregate's stored
+// events from sequence fs.seq+1 on (checked).
+func (p Processor[S]) foldLog(fs *folds, log []Envelope) error {
+	if err := checkLog("past", log, fs.seq); err != nil {
+		return err
+	}
+	for _, ev := range log {
+		if err := p.stepFolds(fs, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyFolded is Apply for events that follow the log summarised by fs
+// (sequences fs.seq+1, … else a *ValidationError on "events"): fold rules
+// see fs, which moves past the events applied. History rules see no past.
+func (p Processor[S]) applyFolded(state S, fs *folds, events []Envelope) (S, []Outbound, error) {
+	if err := checkLog("events", events, fs.seq); err != nil {
+		return state, nil, err
+	}
+	return p.apply(state, History{}, fs, events)
+}
+
+// snapshotDoc is the #SNAPSHOT of a facet with fold rules: the state and
+// each fold's accumulator (by key) after the snapshot's sequence. Format
+// tells it from a snapshot that holds only a state.
+type snapshotDoc struct {
+	Format int                        `json:"eventpipe_snapshot"`
+	State  json.RawMessage            `json:"state"`
+	Folds  map[string]json.RawMessage `json:"folds"`
+}
+
+// foldedSnapshot is snapshotDoc.Format.
+const foldedSnapshot = 1
+
+// encodeSnapshot returns the snapshot document of state and fs: the
+// state's JSON alone when the processor has no fold rules (or fs is nil).
+func (p Processor[S]) encodeSnapshot(state S, fs *folds) (json.RawMessage, error) {
+	data, err := json.Marshal(state)
+	if err != nil || len(p.FoldRules) == 0 || fs == nil {
+		return data, err
+	}
+	doc := snapshotDoc{Format: foldedSnapshot, State: data, Folds: make(map[string]json.RawMessage, len(fs.accs))}
+	for k, acc := range fs.accs {
+		if doc.Folds[k], err = json.Marshal(acc); err != nil {
+			return nil, fmt.Errorf("encode fold %s: %w", k, err)
+		}
+	}
+	return json.Marshal(doc)
+}
+
+// decodeSnapshot splits a snapshot document at seq into the state's JSON
+// and the accumulators of p's fold rules. fs is nil when the document
+// holds only a state or lacks a fold's key (then the past must be folded
+// from the log); a processor without fold rules gets an empty fs.
+func (p Processor[S]) decodeSnapshot(data json.RawMessage, seq int64) (json.RawMessage, *folds, error) {
+	var doc snapshotDoc
+	if !bytes.Contains(data, []byte(`"eventpipe_snapshot"`)) || json.Unmarshal(data, &doc) != nil || doc.Format != foldedSnapshot {
+		if len(p.FoldRules) > 0 {
+			return data, nil, nil
+		}
+		return data, &folds{seq: seq}, nil
+	}
+	fs := &folds{seq: seq, accs: make(map[string]any, len(p.FoldRules))}
+	for _, r := range p.FoldRules {
+		k := r.foldKey()
+		raw, ok := doc.Folds[k]
+		if !ok {
+			return doc.State, nil, nil
+		}
+		acc, err := r.decodeAcc(raw)
+		if err != nil {
+			return nil, nil, err
+		}
+		fs.accs[k] = acc
+	}
+	return doc.State, fs, nil
+}
+
+// foldCache keeps the folds of recently appended aggregates, at most max,
+// least recently used dropped first. An entry is taken out while a call
+// uses it, so no two calls share one. Folds at sequence n stay right for
+// as long as the log's events 1..n do, which the store never changes.
+type foldCache struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List // of *foldEntry, most recently used first
+	byRef map[Ref]*list.Element
+}
+
+type foldEntry struct {
+	ref Ref
+	fs  *folds
+}
+
+// newFoldCache returns a cache of max entries; nil (no cache) when max <
+// 1.
+func newFoldCache(max int) *foldCache {
+	if max < 1 {
+		return nil
+	}
+	return &foldCache{max: max, order: list.New(), byRef: make(map[Ref]*list.Element)}
+}
+
+// take removes and returns ref's folds, or nil.
+func (c *foldCache) take(ref Ref) *folds {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.byRef[ref]
+	if !ok {
+		return nil
+	}
+	delete(c.byRef, ref)
+	c.order.Remove(e)
+	return e.Value.(*foldEntry).fs
+}
+
+// put keeps fs as ref's folds, unless the cache holds later ones.
+func (c *foldCache) put(ref Ref, fs *folds) {
+	if c == nil || fs.seq < 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byRef[ref]; ok {
+		if e.Value.(*foldEntry).fs.seq >= fs.seq {
+			return
+		}
+		e.Value.(*foldEntry).fs = fs
+		c.order.MoveToFront(e)
+		return
+	}
+	c.byRef[ref] = c.order.PushFront(&foldEntry{ref: ref, fs: fs})
+	for c.order.Len() > c.max {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.byRef, last.Value.(*foldEntry).ref)
+	}
 }

@@ -8,18 +8,21 @@
 // later events through the rules, store the result as the new snapshot.
 // No command waits for it.
 //
-// What reads a snapshot today is eventstore.Facet.Load, the
-// event-sourcing way of rebuilding an aggregate, and so the consumer's
-// own next snapshot, which starts from the previous one (Facet.Snapshot):
-// with fresh snapshots they replay at most about N events instead of the
-// whole log. Nothing on the write path reads a snapshot, so snapshots do
-// not make commands faster: the command handlers
-// (commands.NewFacetHandler) start from the aggregate's STATE item, which
-// every append keeps current, whatever the length of the log; and a facet
-// with history rules appends with Facet.AppendWithHistory, which reads the
-// aggregate's whole log on every command (its Load, too, ignores the
-// snapshot; commands.FacetDomain gives such a domain no snapshot
-// function).
+// What reads a snapshot is eventstore.Facet.Load, the event-sourcing way
+// of rebuilding an aggregate, and so the consumer's own next snapshot,
+// which starts from the previous one (Facet.Snapshot): with fresh
+// snapshots they replay at most about N events instead of the whole log.
+// The command handlers (commands.NewFacetHandler) start from the
+// aggregate's STATE item, which every append keeps current, whatever the
+// length of the log. The one write path that reads snapshots is that of a
+// facet whose history rules all fold (eventstore.FoldRule):
+// Facet.AppendWithHistory starts from the folds the snapshot holds beside
+// the state (or from those it kept in memory from its previous append to
+// the aggregate) and reads only the events after them, so for those
+// domains the snapshots keep a command's cost from growing with the log.
+// A facet with plain history rules reads the aggregate's whole log on
+// every command and its Load ignores the snapshot; commands.FacetDomain
+// gives such a domain no snapshot function.
 //
 // A snapshot is taken at the aggregate's current version, which may be
 // past the event that triggered it when the consumer lags; the consumer

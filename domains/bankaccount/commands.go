@@ -23,9 +23,14 @@ type CloseAccountData struct {
 // Domain describes the ledger's write model: its events and its
 // commands, each deciding against the account's STATE.
 func Domain() commands.Domain {
-	return commands.FacetDomain(AggregateType, Processor(), map[string]commands.Decide[Account]{
+	return commands.FacetDomain(AggregateType, Processor(), decides())
+}
+
+// decides returns the ledger's decide function per command type.
+func decides() map[string]commands.Decide[Account] {
+	return map[string]commands.Decide[Account]{
 		OpenAccount: decideOpen, RenameOwner: decideRename, RecordTransaction: decideTransact, CloseAccount: decideClose,
-	})
+	}
 }
 
 // NewFacet returns the ledger facet on store (reads of an account's

@@ -15,13 +15,13 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 )
 
-// uniqueDescriptions is the ledger's processor with one more rule, which
-// only history can check: a transaction's description is an idempotency
-// key, so a transaction whose description an earlier transaction of the
-// account already had is refused. The Account state does not keep
-// descriptions; the rule looks at the events, then hands over to the
-// ledger's own TransactionAccepted rule.
-func uniqueDescriptions() eventstore.Processor[bankaccount.Account] {
+// uniqueDescriptionsWholeLog is bankaccount.UniqueDescriptions written as
+// a history rule that reads the whole log: a transaction whose
+// description an earlier transaction of the account already had is
+// refused. The Account state does not keep descriptions; the rule looks
+// at the events, then hands over to the ledger's own TransactionAccepted
+// rule. The fold rule must answer exactly as this one does.
+func uniqueDescriptionsWholeLog() eventstore.Processor[bankaccount.Account] {
 	p := bankaccount.Processor()
 	ledgerRule := p.Rules[bankaccount.TransactionAccepted]
 	rules := maps.Clone(p.Rules)
@@ -59,17 +59,18 @@ func rejected(t *testing.T, err error, seq int64, reason string) {
 }
 
 // TestLedgerWithUniqueDescriptionsAppendsThroughRecalculate runs the
-// history rule on a real facet: Append, which reads only STATE, says the
-// rule needs the past and writes nothing; Recalculate reads every event,
-// so it refuses a repeated description (in the log or in the same
-// append) and accepts new ones, outbound events included; its STATE
-// equals a replay of the whole log, Load replays the log rather than
-// trust a snapshot, and a repeat the plain ledger let through is caught
-// on the next recalculation.
+// unique-descriptions fold rule on a real facet: Append, which reads only
+// STATE, says the rule needs the past and writes nothing; Recalculate
+// reads every event, so it refuses a repeated description (in the log or
+// in the same append) and accepts new ones, outbound events included; its
+// STATE equals a replay of the whole log (by the fold rule and by the
+// whole-log rule), Load replays the log rather than trust a snapshot
+// that holds no descriptions, and a repeat the plain ledger let through
+// is caught on the next recalculation.
 func TestLedgerWithUniqueDescriptionsAppendsThroughRecalculate(t *testing.T) {
 	ctx := context.Background()
 	plain, s, client, table := newLedger(t)
-	ledger, err := eventstore.NewFacet(eventstore.FacetConfig[bankaccount.Account]{Store: s, AggregateType: bankaccount.AggregateType, Processor: uniqueDescriptions()})
+	ledger, err := eventstore.NewFacet(eventstore.FacetConfig[bankaccount.Account]{Store: s, AggregateType: bankaccount.AggregateType, Processor: bankaccount.UniqueDescriptions()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,13 +116,16 @@ func TestLedgerWithUniqueDescriptionsAppendsThroughRecalculate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	folded, err := uniqueDescriptions().Replay(events)
+	folded, err := bankaccount.UniqueDescriptions().Replay(events)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := bankaccount.Account{ID: id, Balance: -200, MinimumBalance: bankaccount.DefaultMinimumBalance}
 	if folded != want {
 		t.Fatalf("replay of the log %+v, want %+v", folded, want)
+	}
+	if whole, err := uniqueDescriptionsWholeLog().Replay(events); err != nil || whole != folded {
+		t.Fatalf("whole-log replay %+v, %v; want %+v", whole, err, folded)
 	}
 	verified, err := ledger.Recalculate(ctx, id, eventstore.Change{})
 	if err != nil || verified.State.Item != folded || verified.State.Seq != 4 || len(verified.Outbound) != 0 {
@@ -131,8 +135,9 @@ func TestLedgerWithUniqueDescriptionsAppendsThroughRecalculate(t *testing.T) {
 		t.Fatalf("STATE %+v, %v", got, err)
 	}
 
-	// A snapshot holds no events, so Load of the history facet replays
-	// the log instead (the plain ledger trusts the snapshot).
+	// A snapshot of a state alone holds no descriptions, so Load of the
+	// facet replays the log instead (the plain ledger trusts the
+	// snapshot).
 	bogus, _ := json.Marshal(bankaccount.Account{ID: id, Balance: 999999})
 	if err := s.PutSnapshot(ctx, ref, eventstore.Stored{Seq: 4, Data: bogus, UpdatedAt: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
@@ -163,7 +168,7 @@ func TestLedgerWithUniqueDescriptionsAppendsThroughRecalculate(t *testing.T) {
 func TestCommandHandlersOfAHistoryFacetSeeThePast(t *testing.T) {
 	ctx := context.Background()
 	_, s, _, _ := newLedger(t)
-	ledger, err := eventstore.NewFacet(eventstore.FacetConfig[bankaccount.Account]{Store: s, AggregateType: bankaccount.AggregateType, Processor: uniqueDescriptions()})
+	ledger, err := eventstore.NewFacet(eventstore.FacetConfig[bankaccount.Account]{Store: s, AggregateType: bankaccount.AggregateType, Processor: bankaccount.UniqueDescriptions()})
 	if err != nil {
 		t.Fatal(err)
 	}
