@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"os"
@@ -158,6 +159,10 @@ func parseCreateIndex(body []byte) (*createIndexReq, *esError) {
 				if err != nil {
 					return nil, err
 				}
+				name, err = resolveDateMathName(name, time.Now())
+				if err != nil {
+					return nil, err
+				}
 				req.aliases[name] = meta
 			}
 		default:
@@ -263,18 +268,27 @@ func (s *Server) handleDeleteIndex(rc *reqCtx, p []string) (int, any) {
 		}
 		ix := s.indices[part]
 		if ix == nil {
+			// ignore_unavailable skips a missing name, and an alias
+			// (DeleteIndexRequest ignores aliases), and deletes the rest
+			if rc.q.Get("ignore_unavailable") == "true" {
+				continue
+			}
 			_, isAlias := s.aliases[part]
 			s.mu.Unlock()
 			s.cpMu.RUnlock()
 			if isAlias {
 				return errResp(illegalArgument("The provided expression [%s] matches an alias, specify the corresponding concrete indices instead.", part))
 			}
-			if rc.q.Get("ignore_unavailable") == "true" {
-				return http.StatusOK, map[string]any{"acknowledged": true}
-			}
 			return errResp(indexNotFound(part))
 		}
-		targets = append(targets, ix)
+		if !slices.Contains(targets, ix) {
+			targets = append(targets, ix)
+		}
+	}
+	if len(targets) == 0 {
+		s.mu.Unlock()
+		s.cpMu.RUnlock()
+		return http.StatusOK, map[string]any{"acknowledged": true}
 	}
 	var pos int64
 	for _, ix := range targets {
@@ -397,6 +411,12 @@ func (s *Server) handleGetMapping(rc *reqCtx, p []string) (int, any) {
 }
 
 func (s *Server) handlePutMapping(rc *reqCtx, p []string) (int, any) {
+	// RestPutMappingAction (Elasticsearch 8): a body that is a single
+	// "_doc" object is a typed request, no longer accepted.
+	var top map[string]json.RawMessage
+	if json.Unmarshal(rc.body, &top) == nil && len(top) == 1 && top["_doc"] != nil {
+		return errResp(illegalArgument("Types cannot be provided in put mapping requests"))
+	}
 	upd, err := parseMappings(rc.body)
 	if err != nil {
 		return errResp(err)
@@ -464,6 +484,11 @@ func (s *Server) updateEach(indices []*index, change func(ix *index) ([]byte, fu
 func (s *Server) settingsEntry(rc *reqCtx, ix *index, names []string, entry map[string]any) {
 	flatKeys := boolParam(rc, "flat_settings")
 	flat := ix.currentSettings().flat(ix)
+	if boolParam(rc, "human") {
+		// IndexMetadata.addHumanReadableSettings
+		flat["index.creation_date_string"] = javaInstantString(ix.created)
+		flat["index.version.created_string"] = versionNumber
+	}
 	entry["settings"] = settingsView(flat, names, flatKeys)
 	if boolParam(rc, "include_defaults") {
 		defs := map[string]string{}
@@ -612,4 +637,19 @@ func (s *Server) handleRefresh(rc *reqCtx, p []string) (int, any) {
 		ok++
 	}
 	return http.StatusOK, map[string]any{"_shards": map[string]any{"total": total, "successful": ok, "failed": 0}}
+}
+
+// javaInstantString renders epoch millis as java.time's
+// ZonedDateTime.toString does in UTC: seconds and fraction only when not
+// zero ("2024-03-05T10:00Z", "2024-03-05T10:00:07.250Z").
+func javaInstantString(ms int64) string {
+	t := time.UnixMilli(ms).UTC()
+	out := t.Format("2006-01-02T15:04")
+	if t.Second() != 0 || t.Nanosecond() != 0 {
+		out += t.Format(":05")
+	}
+	if t.Nanosecond() != 0 {
+		out += fmt.Sprintf(".%03d", t.Nanosecond()/1e6)
+	}
+	return out + "Z"
 }

@@ -39,6 +39,25 @@ type aggSpec struct {
 	boundsMin *float64
 	boundsMax *float64
 
+	// missing: the value a document without the field is aggregated
+	// with (every values-source aggregation of Elasticsearch takes it);
+	// missingVal is it converted for the index being collected.
+	missing    any
+	hasMissing bool
+	missingVal []dval
+
+	decFmt *decimalFormat // format on a numeric field
+
+	// valueType: the type an unmapped field is taken as (value_type)
+	valueType string
+	// include / exclude (terms): exact values; incl and excl are them
+	// converted for the field, as bucket keys, over the indices bound
+	include, exclude []any
+	incl, excl       map[dval]bool
+	// mixedFloat: the field is a floating-point type in some index, so
+	// integer keys are rendered as doubles (the reduced DoubleTerms)
+	mixedFloat bool
+
 	slot int           // doc-value slot in the collector
 	fm   *fieldMapping // bound from the first index where the field is mapped
 }
@@ -56,6 +75,31 @@ var unsupportedAggs = map[string]bool{
 	"avg_bucket": true, "sum_bucket": true, "max_bucket": true, "min_bucket": true, "cumulative_sum": true,
 	"derivative": true, "moving_fn": true, "top_metrics": true, "string_stats": true, "boxplot": true,
 	"adjacency_matrix": true, "ip_range": true, "diversified_sampler": true, "children": true, "parent": true,
+}
+
+// aggParams are the parameters each aggregation type's parser declares in
+// Elasticsearch (ValuesSourceAggregationBuilder.declareFields and the
+// builders' own fields); "*" lists those of every values-source type.
+var aggParams = map[string]map[string]bool{
+	"*": {"field": true, "missing": true, "value_type": true},
+	"terms": {"format": true, "size": true, "shard_size": true, "min_doc_count": true, "shard_min_doc_count": true,
+		"show_term_doc_count_error": true, "execution_hint": true, "collect_mode": true, "order": true,
+		"include": true, "exclude": true},
+	"histogram": {"format": true, "interval": true, "offset": true, "order": true, "keyed": true,
+		"min_doc_count": true, "extended_bounds": true, "hard_bounds": true},
+	"date_histogram": {"format": true, "time_zone": true, "calendar_interval": true, "fixed_interval": true,
+		"interval": true, "offset": true, "order": true, "keyed": true, "min_doc_count": true, "extended_bounds": true,
+		"hard_bounds": true},
+	"sum": {"format": true}, "avg": {"format": true}, "min": {"format": true}, "max": {"format": true},
+	"stats": {"format": true}, "value_count": {"format": true},
+	"cardinality": {"precision_threshold": true, "execution_hint": true},
+}
+
+// metadataFields are Elasticsearch's metadata fields.
+var metadataFields = map[string]bool{
+	"_index": true, "_id": true, "_routing": true, "_seq_no": true, "_primary_term": true, "_version": true,
+	"_source": true, "_ignored": true, "_tier": true, "_doc_count": true, "_field_names": true,
+	"_data_stream_timestamp": true, "_ignored_source": true, "_nested_path": true,
 }
 
 var calendarUnits = map[string]byte{
@@ -133,19 +177,86 @@ func (a *aggSpec) parseBody(raw json.RawMessage) *esError {
 	if !ok || json.Unmarshal(f, &a.field) != nil || a.field == "" {
 		return illegalArgument("Required one of fields [field, script], but none were specified. ")
 	}
+	if metadataFields[a.field] {
+		// metadata fields (_index, _id, _routing, ...) have no doc values here
+		return aggParseErr("[eventpipe] aggregations on metadata field [%s] are not supported by this server", a.field)
+	}
 	a.size = 10
 	a.minDocCount = 1
 	if a.typ == "date_histogram" || a.typ == "histogram" {
 		a.minDocCount = 0
 		a.orderKey, a.orderAsc = true, true
 	}
+	var shardMin int64
+	defer func() {
+		if shardMin > a.minDocCount {
+			a.minDocCount = shardMin
+		}
+	}()
 	for k, v := range p {
 		var x any
 		_ = decodeJSON(v, &x)
+		if !aggParams[a.typ][k] && !aggParams["*"][k] {
+			return aggParseErr("[%s] unknown field [%s]", a.typ, k)
+		}
 		switch k {
-		case "field", "missing_bucket", "shard_size", "show_term_doc_count_error", "execution_hint", "collect_mode", "keyed":
+		case "hard_bounds":
+			return aggParseErr("[eventpipe] [hard_bounds] on [%s] is not supported by this server", a.typ)
+		case "shard_min_doc_count":
+			// one shard: its buckets below shard_min_doc_count never
+			// reach the result
+			n, err := strconv.ParseInt(toStr(x), 10, 64)
+			if err != nil || n < 0 {
+				return illegalArgument("[shard_min_doc_count] must be greater than or equal to 0. Found [%s] in [%s]", toStr(x), a.name)
+			}
+			shardMin = n
+		case "field", "shard_size", "show_term_doc_count_error", "execution_hint", "collect_mode", "keyed":
 			if k == "keyed" && x == true {
 				return aggParseErr("[eventpipe] keyed bucket responses are not supported by this server")
+			}
+		case "include", "exclude":
+			if a.typ != "terms" {
+				return aggParseErr("[%s] unknown field [%s]", a.typ, k)
+			}
+			list, ok := x.([]any)
+			if !ok {
+				if _, isObj := x.(map[string]any); isObj {
+					return aggParseErr("[eventpipe] terms [%s] partitions are not supported by this server", k)
+				}
+				return aggParseErr("[eventpipe] terms [%s] regular expressions are not supported by this server (only arrays of exact values are)", k)
+			}
+			if k == "include" {
+				a.include = list
+			} else {
+				a.exclude = list
+			}
+		case "value_type":
+			vt := toStr(x)
+			switch vt {
+			case "string", "long", "double", "number", "numeric", "date", "boolean":
+				a.valueType = vt
+			case "ip", "geo_point", "range", "date_nanos":
+				return aggParseErr("[eventpipe] value_type [%s] is not supported by this server", vt)
+			default:
+				return illegalArgument("Unknown value type [%s]", vt)
+			}
+		case "missing":
+			if x == nil {
+				return aggParseErr("[%s] missing cannot be null", a.typ)
+			}
+			a.missing, a.hasMissing = x, true
+		case "precision_threshold":
+			if a.typ != "cardinality" {
+				return aggParseErr("[%s] unknown field [%s]", a.typ, k)
+			}
+			// Counting is exact here; Elasticsearch's HyperLogLog++ is
+			// exact below the threshold too, which only bounds memory.
+			n, err := strconv.ParseInt(toStr(x), 10, 64)
+			if err != nil {
+				return aggParseErr("[cardinality] failed to parse field [precision_threshold]")
+			}
+			if n < 0 {
+				return illegalArgument("[precisionThreshold] must be greater than or equal to 0. Found [%d] in [%s]", n, a.name)
 			}
 		case "size":
 			n, err := strconv.Atoi(toStr(x))
@@ -386,10 +497,39 @@ func newStates(specs []*aggSpec) []*aggState {
 // the kind of every field and, when fb is not nil (the per-document path),
 // registers facet proxies for the mapped fields.
 func (c *aggCollector) bind(m *mappings, fb *search.FacetsBuilder, indexName string) *esError {
+	anyMissing := false
 	var check func([]*aggSpec) *esError
 	check = func(specs []*aggSpec) *esError {
 		for _, sp := range specs {
 			fm := m.lookup(sp.field)
+			if (fm == nil || fm.Kind == kindObject) && sp.valueType != "" {
+				fm = valueTypeMapping(sp.valueType)
+			}
+			if fm != nil && fm.Kind == kindNumber && !isIntegerType(fm.Type) {
+				sp.mixedFloat = true
+			}
+			if fm != nil && fm.Kind != kindObject && fm.Kind != kindText {
+				for _, in := range []struct {
+					vals []any
+					set  *map[dval]bool
+				}{{sp.include, &sp.incl}, {sp.exclude, &sp.excl}} {
+					if in.vals == nil {
+						continue
+					}
+					if *in.set == nil {
+						*in.set = map[dval]bool{}
+					}
+					for _, v := range in.vals {
+						if lv, err := convertLeaf(sp.field, fm, v); err == nil && lv != nil {
+							if fm.Kind == kindNumber || fm.Kind == kindDate {
+								(*in.set)[dval{f: lv.f, isNum: true}] = true
+							} else {
+								(*in.set)[dval{s: lv.s}] = true
+							}
+						}
+					}
+				}
+			}
 			if fm != nil && fm.Kind != kindObject {
 				if err := checkAggField(sp, fm, indexName); err != nil {
 					return shardFailure(indexName, err)
@@ -397,6 +537,21 @@ func (c *aggCollector) bind(m *mappings, fb *search.FacetsBuilder, indexName str
 				if sp.fm == nil {
 					sp.fm = fm
 				}
+				if sp.format != "" && fm.Kind == kindNumber && sp.decFmt == nil {
+					df, err := compileDecimalFormat(sp.format)
+					if err != nil {
+						return illegalArgument("%s", err.Error())
+					}
+					sp.decFmt = df
+				}
+			}
+			if sp.hasMissing {
+				mv, err := sp.missingFor(fm)
+				if err != nil {
+					return shardFailure(indexName, err)
+				}
+				sp.missingVal = mv
+				anyMissing = true
 			}
 			if err := check(sp.subs); err != nil {
 				return err
@@ -411,6 +566,10 @@ func (c *aggCollector) bind(m *mappings, fb *search.FacetsBuilder, indexName str
 		fm := m.lookup(f)
 		if fm == nil || fm.Kind == kindObject || fm.Kind == kindText {
 			c.kinds[i] = kindObject // never receives values
+			if fb != nil && anyMissing {
+				// documents must still be seen to take the missing value
+				fb.Add("eventpipe_agg_"+strconv.Itoa(i), &slotProxy{c: c, slot: i, field: f})
+			}
 			continue
 		}
 		c.kinds[i] = fm.Kind
@@ -419,6 +578,72 @@ func (c *aggCollector) bind(m *mappings, fb *search.FacetsBuilder, indexName str
 		}
 	}
 	return nil
+}
+
+// valueTypeMapping is the mapping value_type gives an unmapped field.
+func valueTypeMapping(vt string) *fieldMapping {
+	switch vt {
+	case "string":
+		return &fieldMapping{Type: "keyword", Kind: kindKeyword}
+	case "long":
+		return &fieldMapping{Type: "long", Kind: kindNumber}
+	case "boolean":
+		return &fieldMapping{Type: "boolean", Kind: kindBool}
+	case "date":
+		df, _ := compileDateFormat("")
+		return &fieldMapping{Type: "date", Kind: kindDate, dates: df}
+	}
+	return &fieldMapping{Type: "double", Kind: kindNumber}
+}
+
+// allowed says whether a terms bucket key passes include and exclude.
+func (a *aggSpec) allowed(k dval) bool {
+	if a.include != nil && !a.incl[k] {
+		return false
+	}
+	return !a.excl[k]
+}
+
+// missingFor converts the missing value for the field's mapping fm in one
+// index (nil: unmapped there, when Elasticsearch takes it as a number for
+// the numeric aggregations and as it is written otherwise).
+func (a *aggSpec) missingFor(fm *fieldMapping) ([]dval, *esError) {
+	bad := func() *esError {
+		return illegalArgument("failed to parse missing value [%s] for field [%s]", toStr(a.missing), a.field)
+	}
+	if fm == nil || fm.Kind == kindObject || fm.Kind == kindText {
+		switch a.typ {
+		case "sum", "avg", "min", "max", "stats", "histogram", "date_histogram":
+			f, err := toNumber(a.missing, "double")
+			if err != nil {
+				return nil, bad()
+			}
+			return []dval{{f: f, isNum: true}}, nil
+		}
+		switch x := a.missing.(type) {
+		case json.Number:
+			f, err := x.Float64()
+			if err != nil {
+				return nil, bad()
+			}
+			return []dval{{f: f, isNum: true}}, nil
+		case float64:
+			return []dval{{f: x, isNum: true}}, nil
+		}
+		s, ok := scalarString(a.missing)
+		if !ok {
+			return nil, bad()
+		}
+		return []dval{{s: s}}, nil
+	}
+	lv, err := convertLeaf(a.field, fm, a.missing)
+	if err != nil || lv == nil {
+		return nil, bad()
+	}
+	if fm.Kind == kindNumber || fm.Kind == kindDate {
+		return []dval{{f: lv.f, isNum: true}}, nil
+	}
+	return []dval{{s: lv.s}}, nil
 }
 
 func checkAggField(a *aggSpec, fm *fieldMapping, indexName string) *esError {
@@ -492,6 +717,9 @@ func (p *slotProxy) Size() int                   { return 0 }
 func (st *aggState) collect(doc [][]dval) {
 	vals := doc[st.spec.slot]
 	a := st.spec
+	if len(vals) == 0 && a.hasMissing {
+		vals = a.missingVal
+	}
 	switch a.typ {
 	case "sum", "avg", "min", "max", "stats":
 		for _, v := range vals {
@@ -519,6 +747,9 @@ func (st *aggState) collect(doc [][]dval) {
 	var seen []dval // a document counts once per bucket
 	for _, v := range vals {
 		key := a.bucketKey(v)
+		if a.typ == "terms" && !a.allowed(key) {
+			continue
+		}
 		if len(vals) > 1 {
 			dup := false
 			for _, s := range seen {
@@ -583,7 +814,7 @@ const maxOrdCache = 1024
 func (st *aggState) collectColumns(cols []*column, local uint64, doc [][]dval) {
 	a := st.spec
 	c := cols[a.slot]
-	if c == nil || len(doc[a.slot]) != 1 || !bucketAggs[a.typ] {
+	if c == nil || len(doc[a.slot]) != 1 || !bucketAggs[a.typ] || a.include != nil || a.exclude != nil {
 		st.collect(doc)
 		return
 	}
@@ -689,14 +920,24 @@ func (st *aggState) result() map[string]any {
 			df = f
 		}
 	}
+	asString := func(v float64) (string, bool) {
+		switch {
+		case isDate && df != nil:
+			return df.format(int64(v), nil), true
+		case a.decFmt != nil && fm != nil && fm.Kind == kindNumber:
+			return a.decFmt.format(v), true
+		}
+		return "", false
+	}
 	valueAsString := func(v float64) {
-		if isDate && df != nil {
-			out["value_as_string"] = df.format(int64(v), nil)
+		if s, ok := asString(v); ok {
+			out["value_as_string"] = s
 		}
 	}
 	switch a.typ {
 	case "sum":
 		out["value"] = st.sum
+		valueAsString(st.sum)
 		return out
 	case "avg":
 		if st.count == 0 {
@@ -731,6 +972,16 @@ func (st *aggState) result() map[string]any {
 			out["min"], out["max"], out["avg"] = nil, nil, nil
 		} else {
 			out["min"], out["max"], out["avg"] = st.min, st.max, st.sum/float64(st.count)
+			// InternalStats renders the *_as_string values when the
+			// field has a format (dates, or a numeric "format")
+			for _, kv := range []struct {
+				k string
+				v float64
+			}{{"min", st.min}, {"max", st.max}, {"avg", st.sum / float64(st.count)}, {"sum", st.sum}} {
+				if s, ok := asString(kv.v); ok {
+					out[kv.k+"_as_string"] = s
+				}
+			}
 		}
 		return out
 	}
@@ -795,12 +1046,15 @@ func (st *aggState) renderKey(bo map[string]any, k dval, fm *fieldMapping, df *d
 		} else {
 			bo["key"], bo["key_as_string"] = 0, "false"
 		}
-	case k.isNum && a.typ == "terms" && fm != nil && isIntegerType(fm.Type):
+	case k.isNum && a.typ == "terms" && fm != nil && isIntegerType(fm.Type) && !a.mixedFloat:
 		bo["key"] = int64(k.f)
 	case k.isNum:
 		bo["key"] = k.f
 	default:
 		bo["key"] = k.s
+	}
+	if k.isNum && a.decFmt != nil && fm != nil && fm.Kind == kindNumber {
+		bo["key_as_string"] = a.decFmt.format(k.f)
 	}
 }
 

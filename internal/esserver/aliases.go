@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // aliasMeta is the per-index configuration of an alias.
@@ -252,6 +253,7 @@ type aliasAction struct {
 	isHidden   *bool
 	mustExist  *bool
 	hasIndices bool
+	resolved   []string // the concrete indices of indices, once applied
 }
 
 func stringsOf(raw json.RawMessage) ([]string, bool) {
@@ -306,14 +308,26 @@ func parseAliasActions(body []byte) ([]aliasAction, *esError) {
 					if !ok {
 						return nil, illegalArgument("[%s] failed to parse [%s]", kind, k)
 					}
-					a.indices = append(a.indices, l...)
+					for _, n := range l {
+						r, derr := resolveDateMathName(n, time.Now())
+						if derr != nil {
+							return nil, derr
+						}
+						a.indices = append(a.indices, r)
+					}
 					a.hasIndices = true
 				case "alias", "aliases":
 					l, ok := stringsOf(v)
 					if !ok {
 						return nil, illegalArgument("[%s] failed to parse [%s]", kind, k)
 					}
-					a.aliases = append(a.aliases, l...)
+					for _, n := range l {
+						r, derr := resolveDateMathName(n, time.Now())
+						if derr != nil {
+							return nil, derr
+						}
+						a.aliases = append(a.aliases, r)
+					}
 				case "is_write_index", "is_hidden", "must_exist":
 					var b bool
 					if json.Unmarshal(v, &b) != nil {
@@ -414,6 +428,7 @@ func (s *Server) applyAliasActionsInto(actions []aliasAction, results []*esError
 		if err != nil {
 			return 0, err
 		}
+		actions[ai].resolved = idxs
 		switch a.kind {
 		case "add":
 			for _, al := range a.aliases {
@@ -593,7 +608,13 @@ func (s *Server) ackAliasActions(actions []aliasAction) (int, any) {
 	}
 	out := make([]any, len(actions))
 	for i, a := range actions {
-		act := ordered{{"type", a.kind}, {"indices", a.indices}}
+		// AliasActionResult names the concrete indices the action
+		// resolved to, not the expressions of the request
+		indices := a.resolved
+		if indices == nil {
+			indices = a.indices
+		}
+		act := ordered{{"type", a.kind}, {"indices", indices}}
 		if a.kind != "remove_index" {
 			act = append(act, jsonKV{"aliases", a.aliases})
 		}

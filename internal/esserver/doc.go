@@ -72,7 +72,9 @@
 // Aggregations: terms, histogram, date_histogram (calendar_interval,
 // fixed_interval, time_zone, offset, min_doc_count, extended_bounds) and
 // the metrics sum, avg, min, max, value_count, stats and cardinality,
-// nested to any depth under bucket aggregations. Unknown query or
+// nested to any depth under bucket aggregations, with "missing" and, on
+// numeric fields, a DecimalFormat "format" (decformat.go). Index and alias
+// names may be date math expressions (datemathnames.go). Unknown query or
 // aggregation types are refused with parsing_exception; real
 // Elasticsearch features that are not implemented (highlighting, scroll,
 // scripts, phrase queries, ...) are refused with a 400 whose reason

@@ -219,7 +219,11 @@ func buildDoc(id string, v *docVersion, m *mappings) *document.Document {
 	}
 	for _, lv := range p.leaves {
 		fm := lv.fm
-		if fm.Index != nil && !*fm.Index {
+		if fm.Index != nil && !*fm.Index && (fm.Kind == kindText || fm.DocValues != nil && !*fm.DocValues) {
+			// not searchable and without doc values; index: false with
+			// doc values is still searched, sorted and aggregated
+			// (Elasticsearch 8.1+ searches such fields through their
+			// doc values), so it is indexed here like any other field
 			continue
 		}
 		opts := bindex.IndexField

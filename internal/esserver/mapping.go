@@ -199,9 +199,52 @@ func parseProperties(raw json.RawMessage, prefix string) (map[string]*fieldMappi
 		if err != nil {
 			return nil, err
 		}
-		props[name] = fm
+		if !strings.Contains(name, ".") {
+			if err := addProp(props, name, fm, prefix); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		// A dotted name is a path of objects, as Elasticsearch expands
+		// it ("a.b": {...} is "a": {"properties": {"b": {...}}}).
+		parts := strings.Split(name, ".")
+		for _, part := range parts {
+			if part == "" {
+				return nil, failedToParseMapping(illegalArgument("field name cannot contain only whitespace: ['%s']", name))
+			}
+		}
+		leaf := fm
+		for i := len(parts) - 1; i > 0; i-- {
+			leaf = &fieldMapping{Type: "object", Kind: kindObject,
+				Properties: map[string]*fieldMapping{parts[i]: leaf}}
+		}
+		if err := addProp(props, parts[0], leaf, prefix); err != nil {
+			return nil, err
+		}
 	}
 	return props, nil
+}
+
+// addProp puts fm at name in props, merging it with an object already
+// there (from another dotted name of the same request).
+func addProp(props map[string]*fieldMapping, name string, fm *fieldMapping, prefix string) *esError {
+	d, ok := props[name]
+	if !ok {
+		props[name] = fm
+		return nil
+	}
+	if d.Kind != kindObject || fm.Kind != kindObject {
+		return failedToParseMapping(illegalArgument("can't merge a non object mapping [%s] with an object mapping", prefix+name))
+	}
+	if d.Properties == nil {
+		d.Properties = map[string]*fieldMapping{}
+	}
+	for k, v := range fm.Properties {
+		if err := addProp(d.Properties, k, v, prefix+name+"."); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func parseField(path string, raw json.RawMessage) (*fieldMapping, *esError) {
@@ -513,6 +556,16 @@ func mergeProps(dst, src map[string]*fieldMapping, prefix string) *esError {
 		}
 		if d.Kind == kindDate && d.Format != s.Format && s.Format != "" {
 			return illegalArgument("Mapper for [%s] conflicts with existing mapper:\n\tCannot update parameter [format] from [%s] to [%s]", prefix+name, d.Format, s.Format)
+		}
+		// meta is updatable and replaced as a whole (FieldMapper's meta
+		// parameter), not merged key by key
+		if meta, ok := s.Extra["meta"]; ok {
+			extra := make(map[string]any, len(d.Extra)+1)
+			for k, v := range d.Extra {
+				extra[k] = v
+			}
+			extra["meta"] = meta
+			d.Extra = extra
 		}
 		if s.Fields != nil {
 			if d.Fields == nil {

@@ -113,6 +113,19 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) (int, any) {
 		rc.body = b
 	}
 	segs := splitPath(r.URL.EscapedPath())
+	// date math in the index expression and in alias names
+	for i, seg := range segs {
+		if !strings.Contains(seg, "<") {
+			continue
+		}
+		if i == 0 || (i == 1 || i == 2) && (segs[i-1] == "_alias" || segs[i-1] == "_aliases") {
+			res, derr := resolveDateMathNames(seg)
+			if derr != nil {
+				return derr.status, derr
+			}
+			segs[i] = res
+		}
+	}
 	methods, params := s.match(segs)
 	if methods == nil {
 		return http.StatusBadRequest, &esError{plain: true, status: http.StatusBadRequest,
@@ -411,6 +424,11 @@ func (s *Server) handleHealth(rc *reqCtx, p []string) (int, any) {
 		"initializing_shards": 0, "unassigned_shards": h.unassigned, "unassigned_primary_shards": 0,
 		"delayed_unassigned_shards": 0, "number_of_pending_tasks": 0, "number_of_in_flight_fetch": 0,
 		"task_max_waiting_in_queue_millis": 0, "active_shards_percent_as_number": pct,
+	}
+	if boolParam(rc, "human") {
+		// ClusterHealthResponse's humanReadableField and percentageField
+		body["task_max_waiting_in_queue"] = "0s"
+		body["active_shards_percent"] = strconv.FormatFloat(pct, 'f', 1, 64) + "%"
 	}
 	if level == "indices" || level == "shards" {
 		body["indices"] = h.perIndex

@@ -79,7 +79,8 @@ var unsupportedSearchKeys = map[string]bool{
 // are refused in parseSearchRequest with a reason naming them; the rest
 // are honoured, or have no effect on a single node with one shard per
 // index (preference, request_cache, batched_reduce_size,
-// max_concurrent_shard_requests, pre_filter_shard_size,
+// max_concurrent_shard_requests, pre_filter_shard_size at or above the
+// number of indices searched,
 // ccs_minimize_roundtrips, allow_partial_search_results, ignore_throttled,
 // search_type, timeout, stats).
 var (
@@ -368,6 +369,29 @@ func refuseUnimplementedParams(q url.Values) *esError {
 	}
 	if v := q.Get("search_type"); v != "" && v != "query_then_fetch" && v != "dfs_query_then_fetch" {
 		return illegalArgument("No search type for [%s]", v)
+	}
+	// SearchRequest's setters (RestSearchAction.parseSearchRequest)
+	for _, c := range []struct {
+		k, name string
+		min     int
+	}{{"batched_reduce_size", "batchedReduceSize", 2}, {"max_concurrent_shard_requests", "maxConcurrentShardRequests", 1},
+		{"pre_filter_shard_size", "preFilterShardSize", 1}} {
+		if n, ok, err := paramInt(q, c.k); err != nil {
+			return err
+		} else if ok && n < c.min {
+			return illegalArgument("%s must be >= %d", c.name, c.min)
+		}
+	}
+	return nil
+}
+
+// refusePreFilter refuses a pre_filter_shard_size below the number of
+// shards searched (one per index here): Elasticsearch then runs its
+// can-match phase and reports the shards it skips in _shards.skipped,
+// which this server does not do.
+func refusePreFilter(q url.Values, shards int) *esError {
+	if n, ok, _ := paramInt(q, "pre_filter_shard_size"); ok && n < shards {
+		return illegalArgument("[eventpipe] [pre_filter_shard_size] below the number of shards searched ([%d]) asks for the can-match pre-filter phase, which this server does not have", shards)
 	}
 	return nil
 }
@@ -1118,6 +1142,9 @@ func (s *Server) handleSearch(rc *reqCtx, target string) (int, any) {
 	}
 	indices, err := s.resolveSearch(target, rc.q)
 	if err != nil {
+		return errResp(err)
+	}
+	if err := refusePreFilter(rc.q, len(indices)); err != nil {
 		return errResp(err)
 	}
 	start := time.Now()
