@@ -6,15 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
-	store "github.com/eventpipe/eventpipe/eventstore/dynamodb"
-	"github.com/eventpipe/eventpipe/internal/testenv"
-	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
 
 // Sizes of the benchmarks' accounts, and how often they are snapshotted
@@ -43,19 +37,7 @@ func BenchmarkHistoryRuleCommand10000VsTenEventsMemstore(b *testing.B) {
 // BenchmarkHistoryRuleCommand10000VsTenEventsDynamoDB is the same on
 // DynamoDB Local (skipped without the local stack).
 func BenchmarkHistoryRuleCommand10000VsTenEventsDynamoDB(b *testing.B) {
-	ctx := context.Background()
-	client := testenv.DynamoDB(b)
-	table := testenv.UniqueName(b, "ledger-bench")
-	if err := migrations.CreateEventsTable(ctx, client, table); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_, _ = client.DeleteTable(context.Background(), &ddb.DeleteTableInput{TableName: aws.String(table)})
-	})
-	s, err := store.New(store.Config{Client: client, Table: table})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, _, _ := newStore(b)
 	benchHistoryRuleCommand(b, s)
 }
 

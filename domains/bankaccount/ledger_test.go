@@ -20,21 +20,28 @@ import (
 	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
 
-func newLedger(t *testing.T) (*eventstore.Facet[bankaccount.Account], *store.Store, *ddb.Client, string) {
-	t.Helper()
-	ctx := context.Background()
-	client := testenv.DynamoDB(t)
-	table := testenv.UniqueName(t, "ledger")
-	if err := migrations.CreateEventsTable(ctx, client, table); err != nil {
-		t.Fatal(err)
+// newStore is a DynamoDB store on an events table of tb's own, deleted
+// when tb ends.
+func newStore(tb testing.TB) (*store.Store, *ddb.Client, string) {
+	tb.Helper()
+	client := testenv.DynamoDB(tb)
+	table := testenv.UniqueName(tb, "ledger")
+	if err := migrations.CreateEventsTable(context.Background(), client, table); err != nil {
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		_, _ = client.DeleteTable(context.Background(), &ddb.DeleteTableInput{TableName: aws.String(table)})
 	})
 	s, err := store.New(store.Config{Client: client, Table: table})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return s, client, table
+}
+
+func newLedger(t *testing.T) (*eventstore.Facet[bankaccount.Account], *store.Store, *ddb.Client, string) {
+	t.Helper()
+	s, client, table := newStore(t)
 	l, err := bankaccount.NewFacet(s, nil)
 	if err != nil {
 		t.Fatal(err)
