@@ -176,13 +176,9 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 		needs.Elasticsearch = needs.Elasticsearch || n.Elasticsearch
 		needs.Parking = needs.Parking || (n.Parking && !cfg.NoParking)
 	}
-	store := cfg.Store
-	if store == nil {
-		ddb, err := OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
-		if err != nil {
-			return nil, err
-		}
-		store = ddb
+	store, err := storeOr(ctx, cfg.Store, cfg.Endpoints, cfg.Catalog, cfg.Logger)
+	if err != nil {
+		return nil, err
 	}
 	ep := cfg.Endpoints
 	if cfg.NoKafka {
@@ -192,7 +188,6 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 	if tr, ok := store.(eventstore.TypeReader); ok {
 		history = StoreHistory(tr)
 	}
-	var err error
 	res := Resources{Catalog: cfg.Catalog, Endpoints: ep, Topics: topics, Store: store, History: history,
 		DB: cfg.DB, Search: cfg.Search, NewSubscriber: cfg.NewSubscriber, Start: cfg.Start, SnapshotEvery: cfg.SnapshotEvery, CommandKey: cfg.CommandKey,
 		Registerer: cfg.Registerer, Logger: cfg.Logger}

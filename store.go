@@ -50,6 +50,19 @@ func dynamoConfig(ep Endpoints) dynamoclient.Config {
 	return dynamoclient.Config{Endpoint: ep.DynamoDB, RoleARN: ep.AWSRoleARN}
 }
 
+// storeOr returns given, or, when it is nil, the DynamoDB store of ep
+// (OpenStore): a config's Store field, defaulted.
+func storeOr(ctx context.Context, given eventstore.Store, ep Endpoints, c *Catalog, logger *slog.Logger) (eventstore.Store, error) {
+	if given != nil {
+		return given, nil
+	}
+	s, err := OpenStore(ctx, ep, c, logger)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // OpenStore connects to the events table of ep (DynamoDB Local, or AWS
 // when ep.DynamoDB is "aws") with c's schema: the event types of its
 // domains and its upcasters. logger may be nil (slog's default).

@@ -197,13 +197,9 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 			return nil, fmt.Errorf("write side: %w", err)
 		}
 	}
-	store := cfg.Store
-	if store == nil {
-		ddb, err := OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
-		if err != nil {
-			return nil, err
-		}
-		store = ddb
+	store, err := storeOr(ctx, cfg.Store, cfg.Endpoints, cfg.Catalog, cfg.Logger)
+	if err != nil {
+		return nil, err
 	}
 	handlers, err := cfg.Catalog.Handlers(store)
 	if err != nil {
