@@ -11,6 +11,13 @@ import (
 // in order on one partition.
 const MetadataPartitionKey = "partition_key"
 
+// MetadataPartition, set to a partition number (decimal), makes the Kafka
+// publisher write the message to that partition of its topic instead of
+// the one its partition key hashes to; the record keeps its key. Command
+// answers use it to reach the one partition their sender reads
+// (commands.MetadataReplyPartition).
+const MetadataPartition = "eventpipe_partition"
+
 // Topic names, in one place. Every part of eventpipe builds its topic
 // names with these functions so that producers and consumers agree.
 const (
@@ -62,6 +69,28 @@ func (t Topics) Analytics(sourceID string) string {
 
 // Replies carries command results, keyed by command id.
 func (t Topics) Replies() string { return t.Prefix + RepliesTopic }
+
+// RepliesFor is the replies topic of one group of readers, Replies() +
+// "." + group: a command whose reply_to metadata names it is answered
+// there instead of on Replies() (sagas read their own, see
+// commands.MetadataReplyTo). Characters a topic name cannot hold become
+// '_'.
+func (t Topics) RepliesFor(group string) string { return t.Replies() + "." + topicPart(group) }
+
+// ReplyTopic reports whether topic is Replies() or a RepliesFor topic
+// of this namespace, the only topics a command may ask to be answered
+// on.
+func (t Topics) ReplyTopic(topic string) bool {
+	if topic == t.Replies() {
+		return true
+	}
+	group, ok := strings.CutPrefix(topic, t.Replies()+".")
+	return ok && validReplyGroup(group)
+}
+
+func validReplyGroup(g string) bool {
+	return g != "" && len(g) <= 200 && topicPart(g) == g
+}
 
 // CommandsTopic is Topics{}.Commands: the default namespace.
 func CommandsTopic(aggregateType string) string { return Topics{}.Commands(aggregateType) }

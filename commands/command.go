@@ -44,6 +44,15 @@ type Command struct {
 const (
 	MetadataCommandType   = "command_type"
 	MetadataAggregateType = "aggregate_type"
+	// MetadataReplyTo names the topic the command's answer goes to:
+	// Topics.Replies() (the default) or a Topics.RepliesFor topic, such
+	// as a saga's own. Any other topic makes the command invalid.
+	MetadataReplyTo = "reply_to"
+	// MetadataReplyPartition asks for the answer on one partition (a
+	// decimal number) of its replies topic, so a sender can read that
+	// partition alone (see bus.MetadataPartition). It must be a partition
+	// the topic has, or the answer cannot be published.
+	MetadataReplyPartition = "reply_partition"
 )
 
 // New returns a command with a fresh ULID, the current time, and the
@@ -157,10 +166,19 @@ func NewJSON(commandType, aggregateType, aggregateID string, v any) (Command, er
 // span, whose context the message carries: package tracing). It returns
 // once pub returns: for a Kafka publisher, once the broker acknowledged.
 // Every Sender publishes through it.
-func Publish(ctx context.Context, pub message.Publisher, t bus.Topics, cmd Command) (err error) {
+func Publish(ctx context.Context, pub message.Publisher, t bus.Topics, cmd Command) error {
+	return PublishWithMetadata(ctx, pub, t, cmd, nil)
+}
+
+// PublishWithMetadata is Publish with md set on the message besides what
+// ToMessage sets, e.g. MetadataReplyPartition.
+func PublishWithMetadata(ctx context.Context, pub message.Publisher, t bus.Topics, cmd Command, md message.Metadata) (err error) {
 	msg, err := cmd.ToMessage()
 	if err != nil {
 		return err
+	}
+	for k, v := range md {
+		msg.Metadata.Set(k, v)
 	}
 	topic := cmd.Topic(t)
 	ctx, span := tracing.StartProducer(ctx, msg, "send "+cmd.Type, topic)

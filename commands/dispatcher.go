@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.opentelemetry.io/otel/attribute"
@@ -100,7 +101,9 @@ type DispatcherConfig struct {
 	// Outcomes records refusals (usually the handlers' event store).
 	// Required.
 	Outcomes OutcomeRecorder
-	// Replies publishes results on Topics.Replies(). Required.
+	// Replies publishes results on Topics.Replies(), or the replies
+	// topic and partition a command names (MetadataReplyTo,
+	// MetadataReplyPartition). Required.
 	Replies message.Publisher
 	// Topics is the topic namespace (default: the default namespace).
 	Topics bus.Topics
@@ -259,9 +262,17 @@ func (d *Dispatcher) record(ctx context.Context, cmd Command, res Result, cause 
 // answer what it answered first.
 func (d *Dispatcher) HandleMessage(msg *message.Message) error {
 	ctx := msg.Context()
+	to, rerr := d.replyRoute(msg)
 	cmd, err := FromMessage(msg)
+	if err == nil && rerr != nil {
+		err = rerr
+	}
 	if err != nil {
-		d.publish(Result{CommandID: msg.UUID, Status: StatusInvalid, Reason: err.Error()}, "")
+		res := Result{CommandID: msg.UUID, Status: StatusInvalid, Reason: err.Error()}
+		if cmd.ID != "" {
+			res.AggregateType, res.AggregateID = cmd.AggregateType, cmd.AggregateID
+		}
+		d.publish(res, cmd.CorrelationID, to)
 		return &InvalidError{Err: err}
 	}
 	if d.cfg.Signed.Reserved(cmd.ID) && !VerifyCommand(d.cfg.Signed.Key, cmd, msg.Metadata.Get(MetadataSignature)) {
@@ -269,7 +280,7 @@ func (d *Dispatcher) HandleMessage(msg *message.Message) error {
 		err := &InvalidError{Err: fmt.Errorf("command %s: %w", cmd.ID, ErrUnsignedReservedID)}
 		d.cfg.Logger.Warn("unsigned command under a reserved id refused", "command_id", cmd.ID, "type", cmd.Type, "aggregate", cmd.AggregateType+"/"+cmd.AggregateID)
 		if perr := d.publish(Result{CommandID: cmd.ID, AggregateType: cmd.AggregateType, AggregateID: cmd.AggregateID,
-			Status: StatusInvalid, Reason: err.Error()}, cmd.CorrelationID); perr != nil {
+			Status: StatusInvalid, Reason: err.Error()}, cmd.CorrelationID, to); perr != nil {
 			return perr
 		}
 		return err
@@ -279,7 +290,7 @@ func (d *Dispatcher) HandleMessage(msg *message.Message) error {
 	if err != nil && !errors.As(err, &invalid) {
 		return fmt.Errorf("command %s (%s %s/%s): %w", cmd.ID, cmd.Type, cmd.AggregateType, cmd.AggregateID, err)
 	}
-	if perr := d.publish(res, cmd.CorrelationID); perr != nil {
+	if perr := d.publish(res, cmd.CorrelationID, to); perr != nil {
 		return perr
 	}
 	if err != nil {
@@ -290,7 +301,33 @@ func (d *Dispatcher) HandleMessage(msg *message.Message) error {
 	return nil
 }
 
-func (d *Dispatcher) publish(res Result, correlationID string) error {
+// replyTo is where a command's answer goes: a replies topic and, when
+// the sender asked for one, a partition ("" for the key's).
+type replyTo struct{ topic, partition string }
+
+// replyRoute reads the command message's reply_to and reply_partition.
+// A bad value is a *eventstore.ValidationError, and the answer saying so
+// goes to the default replies topic, on the key's partition.
+func (d *Dispatcher) replyRoute(msg *message.Message) (replyTo, error) {
+	def := replyTo{topic: d.cfg.Topics.Replies()}
+	to := def
+	if t := msg.Metadata.Get(MetadataReplyTo); t != "" {
+		if !d.cfg.Topics.ReplyTopic(t) {
+			return def, &eventstore.ValidationError{Field: MetadataReplyTo,
+				Reason: fmt.Sprintf("%q is not %s or %s.<group> (group: 1–200 of [A-Za-z0-9._-])", t, def.topic, def.topic)}
+		}
+		to.topic = t
+	}
+	if p := msg.Metadata.Get(MetadataReplyPartition); p != "" {
+		if n, err := strconv.ParseInt(p, 10, 32); err != nil || n < 0 || strconv.FormatInt(n, 10) != p {
+			return def, &eventstore.ValidationError{Field: MetadataReplyPartition, Reason: fmt.Sprintf("%q is not a partition number", p)}
+		}
+		to.partition = p
+	}
+	return to, nil
+}
+
+func (d *Dispatcher) publish(res Result, correlationID string, to replyTo) error {
 	if res.CommandID == "" {
 		return nil
 	}
@@ -298,8 +335,11 @@ func (d *Dispatcher) publish(res Result, correlationID string) error {
 	if err != nil {
 		return err
 	}
-	if err := d.cfg.Replies.Publish(d.cfg.Topics.Replies(), msg); err != nil {
-		return fmt.Errorf("publish result of %s: %w", res.CommandID, err)
+	if to.partition != "" {
+		msg.Metadata.Set(bus.MetadataPartition, to.partition)
+	}
+	if err := d.cfg.Replies.Publish(to.topic, msg); err != nil {
+		return fmt.Errorf("publish result of %s to %s: %w", res.CommandID, to.topic, err)
 	}
 	return nil
 }

@@ -16,8 +16,11 @@
 //     so sending it twice is harmless: the command handlers answer a
 //     repeated command id with the answer recorded the first time, and
 //     append nothing twice;
-//   - the answers come back on the replies topic, where the command id
-//     names the instance and the step;
+//   - the answers come back on the saga's own replies topic
+//     (ReplyTopic: <prefix>commands.replies.saga.<name>, which each
+//     command names in its reply_to metadata), where the command id
+//     names the instance and the step; a saga never reads the answers
+//     to other senders' commands;
 //   - timeouts are rows with a due time, polled, so they survive restarts;
 //   - cancelling a step's command records a refusal under its id on its
 //     aggregate (commands.OutcomeRecorder) unless an answer is recorded

@@ -725,7 +725,7 @@ func (o *Operator) resend(ctx context.Context, e Effect) (string, error) {
 			Status: answer.Status, Reason: answer.Reason, Version: answer.Version, Duplicate: true}
 		msg, err := res.ToMessage("")
 		if err == nil {
-			err = o.cfg.Publisher.Publish(o.cfg.Topics.Replies(), msg)
+			err = o.cfg.Publisher.Publish(ReplyTopic(o.cfg.Topics, o.r.saga.name), msg)
 		}
 		return RetryRepublishedAnswer, err
 	}

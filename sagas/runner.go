@@ -30,7 +30,8 @@ type Config struct {
 	// schema. Required.
 	DB *pgxpool.Pool
 	// Publisher publishes the commands the saga sends, the answers of
-	// cancelled commands (on the replies topic) and poisoned inputs.
+	// cancelled commands (on the saga's replies topic) and poisoned
+	// inputs.
 	// Required.
 	Publisher message.Publisher
 	// Outcomes is the command handlers' event store: it records the
@@ -110,7 +111,7 @@ func (c Config) Validate() error {
 }
 
 // Runner runs one saga: it consumes the saga's events and outbound
-// topics and the replies topic in the saga's consumer group, polls its
+// topics and its replies topic in the saga's consumer group, polls its
 // due timeouts, and runs each instance's effects (see the package doc).
 // Several Runners of one saga (processes) share the work safely.
 type Runner struct {
@@ -232,7 +233,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := add(r.cfg.Topics.Replies(), r.handleResult); err != nil {
+	if err := add(ReplyTopic(r.cfg.Topics, r.saga.name), r.handleResult); err != nil {
 		return err
 	}
 	pollCtx, stopPoll := context.WithCancel(ctx)
@@ -560,6 +561,7 @@ func (r *Runner) runOne(ctx context.Context, row outboxRow) error {
 			return fmt.Errorf("outbox row %d: %w", row.seq, err)
 		}
 		tracing.Inject(ctx, msg) // the trace of the input that decided it, when run right after
+		msg.Metadata.Set(commands.MetadataReplyTo, ReplyTopic(r.cfg.Topics, r.saga.name))
 		if len(r.cfg.CommandKey) > 0 {
 			msg.Metadata.Set(commands.MetadataSignature, commands.SignCommand(r.cfg.CommandKey, cmd))
 		}
@@ -581,7 +583,7 @@ func (r *Runner) runOne(ctx context.Context, row outboxRow) error {
 		if err != nil {
 			return err
 		}
-		if err := r.cfg.Publisher.Publish(r.cfg.Topics.Replies(), msg); err != nil {
+		if err := r.cfg.Publisher.Publish(ReplyTopic(r.cfg.Topics, r.saga.name), msg); err != nil {
 			return fmt.Errorf("publish the answer of cancelled %s: %w", c.CommandID, err)
 		}
 		r.effects.WithLabelValues("cancel").Inc()

@@ -143,15 +143,15 @@ func (r *rig) ping(id, eventID string) {
 	}
 }
 
-// answer publishes a command's answer on the replies topic, as the
-// command handlers do.
+// answer publishes a command's answer on the ping saga's replies topic,
+// as the command handlers do for the commands the saga sends.
 func (r *rig) answer(res commands.Result) {
 	r.t.Helper()
 	msg, err := res.ToMessage("")
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if err := r.pub.Publish(r.topics.Replies(), msg); err != nil {
+	if err := r.pub.Publish(sagas.ReplyTopic(r.topics, "ping"), msg); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -269,7 +269,7 @@ func TestEachInputTakesEffectOnceAndAFinishedInstanceTakesNoMore(t *testing.T) {
 		t.Errorf("after the answer: outcome %q version %d, want accepted at 3", in.Outcome, in.Version)
 	}
 	r.ping("i1", ulid.Make().String())
-	r.drained(r.topics.Events("pinger"), r.topics.Replies()) // the third ping and every answer are handled
+	r.drained(r.topics.Events("pinger"), sagas.ReplyTopic(r.topics, "ping")) // the third ping and every answer are handled
 	if in := r.instance("i1", func(sagas.Instance) bool { return true }); in.Version != 3 {
 		t.Errorf("a finished instance took an input: version %d", in.Version)
 	}
@@ -417,7 +417,7 @@ func TestForgedRepliesAreIgnored(t *testing.T) {
 	for _, f := range forged {
 		r.answer(f)
 	}
-	r.drained(r.topics.Replies())
+	r.drained(sagas.ReplyTopic(r.topics, "ping"))
 	if in := r.instance("i1", func(sagas.Instance) bool { return true }); in.Outcome != "" || in.Version != 1 {
 		t.Fatalf("a forged reply moved the instance: outcome %q version %d", in.Outcome, in.Version)
 	}
@@ -429,7 +429,7 @@ func TestForgedRepliesAreIgnored(t *testing.T) {
 		t.Errorf("outcome %q version %d, want rejected at 2 (the recorded answer)", in.Outcome, in.Version)
 	}
 	var unverified float64
-	r.drained(r.topics.Replies())
+	r.drained(sagas.ReplyTopic(r.topics, "ping"))
 	if err := r.db.QueryRow(context.Background(), `SELECT count(*) FROM saga_inputs WHERE saga = 'ping' AND input_id LIKE 'result:%'`).Scan(&unverified); err != nil {
 		t.Fatal(err)
 	}

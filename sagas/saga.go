@@ -109,7 +109,8 @@ type Definition interface {
 	// Validate reports what makes the saga unusable.
 	Validate() error
 	// Topics are the topics the saga reads in the namespace t: its
-	// events and outbound topics, and the replies topic.
+	// events and outbound topics, and its own replies topic
+	// (ReplyTopic).
 	Topics(t bus.Topics) []string
 	compile() (compiled, error)
 }
@@ -118,7 +119,7 @@ type Definition interface {
 func (s Saga[S]) SagaName() string { return s.Name }
 
 // Topics are the topics the saga reads in the namespace t: its events
-// and outbound topics, and the replies topic.
+// and outbound topics, and its own replies topic (ReplyTopic).
 func (s Saga[S]) Topics(t bus.Topics) []string {
 	var out []string
 	for _, a := range s.Events {
@@ -127,8 +128,14 @@ func (s Saga[S]) Topics(t bus.Topics) []string {
 	for _, o := range s.Outbound {
 		out = append(out, t.Outbound(o))
 	}
-	return append(out, t.Replies())
+	return append(out, ReplyTopic(t, s.Name))
 }
+
+// ReplyTopic is where the answers to a saga's commands go in the
+// namespace t: t.RepliesFor("saga." + name). The saga's commands name it
+// in their reply_to metadata (commands.MetadataReplyTo), so a saga reads
+// the answers to its own commands and no others.
+func ReplyTopic(t bus.Topics, name string) string { return t.RepliesFor("saga." + name) }
 
 // Validate reports what makes s unusable.
 func (s Saga[S]) Validate() error {

@@ -3,12 +3,15 @@ package kafka
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/eventpipe/eventpipe/bus"
 )
 
 // ErrPublisherClosed is returned by Publish after Close.
@@ -80,7 +83,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	sc.Producer.Retry.Backoff = 250 * time.Millisecond
 	sc.Producer.Return.Successes = true
 	sc.Producer.Return.Errors = true
-	sc.Producer.Partitioner = sarama.NewHashPartitioner
+	sc.Producer.Partitioner = newPartitioner
 	sc.Metadata.AllowAutoTopicCreation = true
 	producer, err := sarama.NewAsyncProducer(cfg.Brokers, sc)
 	if err != nil {
@@ -92,13 +95,13 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	go func() {
 		defer wg.Done()
 		for m := range producer.Successes() {
-			m.Metadata.(*batch).ack(nil)
+			m.Metadata.(*record).batch.ack(nil)
 		}
 	}()
 	go func() {
 		defer wg.Done()
 		for e := range producer.Errors() {
-			e.Msg.Metadata.(*batch).ack(fmt.Errorf("kafka: publish to %s: %w", e.Msg.Topic, e.Err))
+			e.Msg.Metadata.(*record).batch.ack(fmt.Errorf("kafka: publish to %s: %w", e.Msg.Topic, e.Err))
 		}
 	}()
 	go func() { wg.Wait(); close(p.done) }()
@@ -120,7 +123,15 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		if err != nil {
 			return fmt.Errorf("kafka: marshal message %s for %s: %w", msg.UUID, topic, err)
 		}
-		rec.Metadata = b
+		meta := &record{batch: b, partition: -1}
+		if p := msg.Metadata.Get(bus.MetadataPartition); p != "" {
+			n, err := strconv.ParseInt(p, 10, 32)
+			if err != nil || n < 0 {
+				return fmt.Errorf("kafka: message %s for %s: %s %q is not a partition number", msg.UUID, topic, bus.MetadataPartition, p)
+			}
+			meta.partition = int32(n)
+		}
+		rec.Metadata = meta
 		records[i] = rec
 	}
 	p.mu.RLock()
@@ -135,6 +146,37 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	<-b.done
 	return b.err
 }
+
+// record is what the Publisher attaches to each record it hands the
+// producer: the Publish call waiting for it, and the partition the
+// message asked for (bus.MetadataPartition; -1 for the key's).
+type record struct {
+	batch     *batch
+	partition int32
+}
+
+// partitioner puts a record on the partition its message asked for, and
+// every other record where sarama's hash partitioner does (by key; at
+// random without one).
+type partitioner struct{ hash sarama.Partitioner }
+
+func newPartitioner(topic string) sarama.Partitioner {
+	return partitioner{hash: sarama.NewHashPartitioner(topic)}
+}
+
+func (p partitioner) Partition(m *sarama.ProducerMessage, n int32) (int32, error) {
+	if r, ok := m.Metadata.(*record); ok && r.partition >= 0 {
+		if r.partition >= n {
+			return -1, fmt.Errorf("kafka: %s has %d partitions, the message asked for partition %d", m.Topic, n, r.partition)
+		}
+		return r.partition, nil
+	}
+	return p.hash.Partition(m, n)
+}
+
+// RequiresConsistency is true: a key's records must keep their
+// partition while the producer retries.
+func (p partitioner) RequiresConsistency() bool { return true }
 
 // Close waits for messages in flight, then releases the producer.
 func (p *Publisher) Close() error {

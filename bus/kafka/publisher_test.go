@@ -97,6 +97,69 @@ func TestConcurrentBatchPublishesKeepPerKeyOrder(t *testing.T) {
 	}
 }
 
+// TestPublisherWritesToTheAskedPartition: a message with
+// bus.MetadataPartition lands on that partition whatever its key hashes
+// to, keeping its key; a partition the topic does not have fails the
+// publish with an error naming it, and publishes nothing.
+func TestPublisherWritesToTheAskedPartition(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.UniqueName(t, "partition")
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	var msgs []*message.Message
+	for i := range 12 {
+		m := message.NewMessage(watermill.NewULID(), []byte("x"))
+		m.Metadata.Set(bus.MetadataPartitionKey, fmt.Sprintf("key-%d", i))
+		m.Metadata.Set(bus.MetadataPartition, "3")
+		msgs = append(msgs, m)
+	}
+	if err := pub.Publish(topic, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	bad := message.NewMessage(watermill.NewULID(), []byte("x"))
+	bad.Metadata.Set(bus.MetadataPartition, "9999")
+	if err := pub.Publish(topic, bad); err == nil || !strings.Contains(err.Error(), "9999") {
+		t.Fatalf("publish to partition 9999: %v, want an error naming it", err)
+	}
+	notNumber := message.NewMessage(watermill.NewULID(), []byte("x"))
+	notNumber.Metadata.Set(bus.MetadataPartition, "three")
+	if err := pub.Publish(topic, notNumber); err == nil || !strings.Contains(err.Error(), "three") {
+		t.Fatalf("publish to partition \"three\": %v, want an error naming it", err)
+	}
+
+	client, err := sarama.NewClient(brokers, sarama.NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	for _, p := range parts {
+		newest, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p != 3 && newest != 0 {
+			t.Errorf("partition %d holds %d records, want none", p, newest)
+		}
+		total += newest
+	}
+	if total != 12 {
+		t.Fatalf("the topic holds %d records, want the 12 on partition 3", total)
+	}
+	for _, m := range testenv.Consume(t, brokers, topic+"-group", topic, 12) {
+		if !strings.HasPrefix(m.Metadata.Get(bus.MetadataPartitionKey), "key-") {
+			t.Fatalf("a record lost its key: %v", m.Metadata)
+		}
+	}
+}
+
 // BenchmarkPublisherVsRawAsyncProducer compares kafka.Publisher with a bare
 // sarama AsyncProducer (same acks=all, idempotence and keying) on the
 // stack's broker, alternating the two in rounds within one run. Each b.N

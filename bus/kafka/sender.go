@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,6 +31,13 @@ type SenderConfig struct {
 	Publisher message.Publisher
 	// Topics is the topic namespace (default: the default namespace).
 	Topics bus.Topics
+	// ReplyPartition is the partition of the replies topic the Sender
+	// reads, and asks its commands to be answered on
+	// (commands.MetadataReplyPartition). Default: one picked at random
+	// on first use, so senders spread over the partitions and each reads
+	// about 1/partitions of all answers. It must be a partition the
+	// replies topic has.
+	ReplyPartition *int32
 	// Logger receives Watermill's logs (default slog's default).
 	Logger watermill.LoggerAdapter
 }
@@ -46,6 +56,9 @@ func (c SenderConfig) Validate() error {
 	if err := c.Security.Validate(); err != nil {
 		return fmt.Errorf("kafka: SenderConfig.Security: %w", err)
 	}
+	if c.ReplyPartition != nil && *c.ReplyPartition < 0 {
+		return fmt.Errorf("kafka: SenderConfig.ReplyPartition %d is negative", *c.ReplyPartition)
+	}
 	return nil
 }
 
@@ -56,11 +69,13 @@ type Sender struct {
 	ownPub bool
 	client sarama.Client
 	topics bus.Topics
+	want   *int32 // SenderConfig.ReplyPartition
 
 	listenOnce     sync.Once
 	listenStartErr error
 	listenErr      chan error
 	consumer       sarama.Consumer
+	partition      int32 // the replies partition read, once listening
 	waiters        commands.Waiters
 }
 
@@ -70,7 +85,7 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sender{pub: cfg.Publisher, topics: cfg.Topics}
+	s := &Sender{pub: cfg.Publisher, topics: cfg.Topics, want: cfg.ReplyPartition}
 	if s.pub == nil {
 		pub, err := NewPublisher(PublisherConfig{Brokers: cfg.Brokers, Security: cfg.Security, Logger: cfg.Logger})
 		if err != nil {
@@ -119,17 +134,21 @@ func (s *Sender) Send(ctx context.Context, cmd commands.Command) (err error) {
 }
 
 // SendAndWait sends cmd and waits for its commands.Result on the replies topic
-// until ctx ends. On first use the Sender starts reading every replies
-// partition from its end and hands each result to the caller waiting for
-// that command id; a caller registers before it publishes, so no reply can
-// be missed, and old replies are never scanned.
+// until ctx ends. On first use the Sender starts reading its one replies
+// partition (SenderConfig.ReplyPartition) from its end; each command it
+// sends asks to be answered on that partition, and each result read is
+// handed to the caller waiting for that command id. A caller registers
+// before it publishes, so no reply can be missed, old replies are never
+// scanned, and the answers to other senders' commands are (mostly) never
+// read: a sender's reading grows with its own commands, not with all.
 func (s *Sender) SendAndWait(ctx context.Context, cmd commands.Command) (commands.Result, error) {
 	if err := s.listen(); err != nil {
 		return commands.Result{}, err
 	}
 	ch, done := s.waiters.Wait(cmd.ID)
 	defer done()
-	if err := s.Send(ctx, cmd); err != nil {
+	md := message.Metadata{commands.MetadataReplyPartition: strconv.FormatInt(int64(s.partition), 10)}
+	if err := commands.PublishWithMetadata(ctx, s.pub, s.topics, cmd, md); err != nil {
 		return commands.Result{}, err
 	}
 	select {
@@ -158,18 +177,37 @@ func (s *Sender) listen() error {
 			s.listenStartErr = fmt.Errorf("kafka: partitions of %s: %w", topic, err)
 			return
 		}
-		for _, p := range parts {
-			// ConsumePartition resolves OffsetNewest now, before any
-			// command of this Sender is published.
-			pc, err := consumer.ConsumePartition(topic, p, sarama.OffsetNewest)
-			if err != nil {
-				s.listenStartErr = fmt.Errorf("kafka: read %s/%d: %w", topic, p, err)
-				return
-			}
-			go s.deliver(pc)
+		switch {
+		case len(parts) == 0:
+			s.listenStartErr = fmt.Errorf("kafka: %s has no partitions", topic)
+			return
+		case s.want == nil:
+			s.partition = parts[rand.IntN(len(parts))]
+		case !slices.Contains(parts, *s.want):
+			s.listenStartErr = fmt.Errorf("kafka: SenderConfig.ReplyPartition %d: %s has partitions 0–%d", *s.want, topic, len(parts)-1)
+			return
+		default:
+			s.partition = *s.want
 		}
+		// ConsumePartition resolves OffsetNewest now, before any command
+		// of this Sender is published.
+		pc, err := consumer.ConsumePartition(topic, s.partition, sarama.OffsetNewest)
+		if err != nil {
+			s.listenStartErr = fmt.Errorf("kafka: read %s/%d: %w", topic, s.partition, err)
+			return
+		}
+		go s.deliver(pc)
 	})
 	return s.listenStartErr
+}
+
+// ReplyPartition starts the replies reader if SendAndWait has not, and
+// returns the replies partition the Sender reads.
+func (s *Sender) ReplyPartition() (int32, error) {
+	if err := s.listen(); err != nil {
+		return -1, err
+	}
+	return s.partition, nil
 }
 
 // deliver hands each reply of one partition to its waiter, if any.

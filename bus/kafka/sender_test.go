@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,6 +50,7 @@ func TestSendAndWaitGetsEachCommandsOwnResult(t *testing.T) {
 				continue
 			}
 			reply, _ := commands.Result{CommandID: cmd.ID, Status: commands.StatusAccepted, Reason: cmd.AggregateID, Version: 1}.ToMessage(cmd.CorrelationID)
+			reply.Metadata.Set(bus.MetadataPartition, msg.Metadata.Get(commands.MetadataReplyPartition))
 			if err := pub.Publish(bus.RepliesTopic, reply); err != nil {
 				t.Errorf("responder publish: %v", err)
 			}
@@ -79,4 +81,89 @@ func TestSendAndWaitGetsEachCommandsOwnResult(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestSendersReadOnlyTheirOwnReplyPartition: each sender asks for its
+// answers on the one replies partition it reads. A responder that first
+// publishes a wrong answer on another partition, then the right one on
+// the asked partition, shows the sender never saw the first; and two
+// senders pinned to two partitions each get their own answers.
+func TestSendersReadOnlyTheirOwnReplyPartition(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topics := bus.Topics{Prefix: testenv.UniqueName(t, "rp") + "."}
+	aggType := "agg"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: topics.Prefix + "handler", Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	in, err := sub.Subscribe(ctx, topics.Commands(aggType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := func(cmd commands.Command, reason, partition string) {
+		reply, _ := commands.Result{CommandID: cmd.ID, Status: commands.StatusAccepted, Reason: reason, Version: 1}.ToMessage(cmd.CorrelationID)
+		reply.Metadata.Set(bus.MetadataPartition, partition)
+		if err := pub.Publish(topics.Replies(), reply); err != nil {
+			t.Errorf("responder publish: %v", err)
+		}
+	}
+	go func() {
+		for msg := range in {
+			cmd, err := commands.FromMessage(msg)
+			if err != nil {
+				t.Errorf("responder: %v", err)
+				msg.Ack()
+				continue
+			}
+			asked := msg.Metadata.Get(commands.MetadataReplyPartition)
+			other := "0"
+			if asked == "0" {
+				other = "1"
+			}
+			answer(cmd, "read another sender's partition", other)
+			time.Sleep(300 * time.Millisecond) // the wrong answer is read first by a sender that reads it
+			answer(cmd, "partition "+asked, asked)
+			msg.Ack()
+		}
+	}()
+
+	for _, p := range []int32{0, 1} {
+		sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: brokers, Topics: topics, ReplyPartition: &p, Logger: watermill.NopLogger{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sender.Close()
+		if got, err := sender.ReplyPartition(); err != nil || got != p {
+			t.Fatalf("ReplyPartition() = %d, %v; want %d", got, err, p)
+		}
+		for i := range 3 {
+			cmd := commands.New("Ping", aggType, fmt.Sprintf("a-%d-%d", p, i), json.RawMessage(`{}`))
+			res, err := sender.SendAndWait(ctx, cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf("partition %d", p); res.CommandID != cmd.ID || res.Reason != want {
+				t.Fatalf("sender on partition %d got %+v, want the answer %q", p, res, want)
+			}
+		}
+	}
+
+	// A partition the replies topic does not have is refused on first use.
+	far := int32(4096)
+	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: brokers, Topics: topics, ReplyPartition: &far, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	if _, err := sender.ReplyPartition(); err == nil || !strings.Contains(err.Error(), "4096") {
+		t.Fatalf("ReplyPartition 4096: %v, want an error naming it", err)
+	}
 }
