@@ -77,7 +77,10 @@ type Config struct {
 	// LeaseDuration/3.
 	LeaseDuration time.Duration
 	// DiscoveryInterval is how often the worker lists shards and leases
-	// and takes free or expired ones (default 2s).
+	// and takes free or expired ones (default 2s, or LeaseDuration/3 when
+	// that is shorter; at most LeaseDuration/3). A dead worker's leases
+	// are taken within LeaseDuration + DiscoveryInterval of its last
+	// lease write.
 	DiscoveryInterval time.Duration
 	// BatchSize is the GetRecords limit (1–1000, default 1000): at most
 	// this many records are republished after a crash, per shard.
@@ -92,6 +95,12 @@ type Config struct {
 	// is read, while a busy shard is read again at once. Throttled and
 	// failed reads back off along the same steps.
 	IdlePoll, MaxIdlePoll time.Duration
+	// ShardReadsPerSecond caps the GetRecords calls on one shard (default
+	// DefaultShardReadsPerSecond, DynamoDB Streams' limit per shard; -1:
+	// no cap). A busy shard is read again as soon as the cap allows, so
+	// the relay stays within the limit instead of being throttled and
+	// backing off; each call still takes up to BatchSize records.
+	ShardReadsPerSecond int
 	// PoisonGroup names the poison topic, Topics.Poison(PoisonGroup)
 	// (default PoisonGroupFor(StreamName): DefaultPoisonGroup for the
 	// events stream, "relay.<StreamName>" for any other).
@@ -103,6 +112,10 @@ type Config struct {
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultShardReadsPerSecond is Config.ShardReadsPerSecond's default:
+// DynamoDB Streams allows 5 GetRecords calls per second per shard.
+const DefaultShardReadsPerSecond = 5
 
 // DefaultLeaseTable is the lease table's default name.
 const DefaultLeaseTable = "eventpipe-leases"
@@ -144,10 +157,13 @@ func (c *Config) setDefaults() {
 		c.LeaseDuration = 10 * time.Second
 	}
 	if c.DiscoveryInterval == 0 {
-		c.DiscoveryInterval = 2 * time.Second
+		c.DiscoveryInterval = min(2*time.Second, c.LeaseDuration/3)
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 1000
+	}
+	if c.ShardReadsPerSecond == 0 {
+		c.ShardReadsPerSecond = DefaultShardReadsPerSecond
 	}
 	if c.IdlePoll == 0 {
 		c.IdlePoll = DefaultIdlePoll
@@ -186,6 +202,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("relay: Config.LeaseDuration %v is too short", c.LeaseDuration)
 	case c.DiscoveryInterval <= 0:
 		return fmt.Errorf("relay: Config.DiscoveryInterval %v must be positive", c.DiscoveryInterval)
+	case c.DiscoveryInterval > c.LeaseDuration/3:
+		return fmt.Errorf("relay: Config.DiscoveryInterval %v is longer than a third of LeaseDuration %v: "+
+			"a worker dates a lease's last renewal to its previous discovery pass, so passes must come at least as often as renewals",
+			c.DiscoveryInterval, c.LeaseDuration)
+	case c.ShardReadsPerSecond < -1:
+		return fmt.Errorf("relay: Config.ShardReadsPerSecond %d: want a positive cap, or -1 for none", c.ShardReadsPerSecond)
 	case c.IdlePoll <= 0:
 		return fmt.Errorf("relay: Config.IdlePoll %v must be positive", c.IdlePoll)
 	case c.MaxIdlePoll < c.IdlePoll:

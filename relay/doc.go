@@ -7,7 +7,14 @@
 // A Relay is one worker on one stream. It keeps a lease per shard in a
 // lease table keyed by stream ARN and shard id, so workers of one stream
 // (in any number of processes) share its shards, and relays of different
-// tables can share one lease table. A shard is read only after its
+// tables can share one lease table. Each worker takes a fair share of
+// the readable shards (their count over the live workers, rounded up): a
+// new worker takes free leases and steals the rest of its share from the
+// workers above theirs in one discovery pass; a worker whose lease went
+// unrenewed for LeaseDuration is taken for dead, and its shards are
+// taken within LeaseDuration + DiscoveryInterval of its last lease write.
+// Reads of one shard stay under DynamoDB Streams' limit
+// (ShardReadsPerSecond); a throttled read backs off. A shard is read only after its
 // parent is read to its end; each batch is published and acknowledged by
 // Kafka before it is checkpointed, so delivery is at least once and a
 // crash repeats at most one batch per shard. A record the translator

@@ -30,6 +30,7 @@ import (
 
 func TestMain(m *testing.M) {
 	runRelayChildIfRequested()
+	runSimRelayChildIfRequested()
 	os.Exit(m.Run())
 }
 

@@ -84,8 +84,11 @@ func (rd *reader) run(ctx context.Context) error {
 
 func (rd *reader) publishLoop(ctx context.Context, batches <-chan batch, fetchErr <-chan error) error {
 	r := rd.relay
+	// Renew once the lease has gone renewEvery without a write, checked
+	// twice per period: the longest gap between writes is 1.5 renewEvery,
+	// half the lease duration.
 	renewEvery := r.cfg.LeaseDuration / 3
-	renew := time.NewTicker(renewEvery)
+	renew := time.NewTicker(renewEvery / 2)
 	defer renew.Stop()
 	for {
 		select {
@@ -225,7 +228,21 @@ func (rd *reader) fetch(ctx context.Context, after string, out chan<- batch) err
 		return err
 	}
 	idle := r.cfg.IdlePoll
+	// The gap between the starts of two reads: 5% over the shard's read
+	// limit, so that a call delayed on its way (network, scheduling)
+	// does not reach the service within a second of the fifth before it.
+	var gap time.Duration
+	if r.cfg.ShardReadsPerSecond > 0 {
+		gap = time.Second * 105 / 100 / time.Duration(r.cfg.ShardReadsPerSecond)
+	}
+	var last time.Time
 	for {
+		if wait := time.Until(last.Add(gap)); wait > 0 {
+			if err := pause.Sleep(ctx, wait); err != nil {
+				return err
+			}
+		}
+		last = time.Now()
 		res, err := r.cfg.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(r.cfg.BatchSize)})
 		var expired *st.ExpiredIteratorException
 		var limit *st.LimitExceededException

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"golang.org/x/sync/errgroup"
 )
 
 // Relay is one worker: it lists the stream's shards, keeps a lease per
@@ -29,6 +30,7 @@ type Relay struct {
 	stream   string
 	known    map[string]bool        // shards with a lease item ensured
 	observed map[string]observation // last counter seen per shard, for expiry
+	lastPass time.Time              // when the previous discovery pass read the leases
 	running  map[string]*reader
 	done     chan readerExit
 }
@@ -192,31 +194,62 @@ func (r *Relay) balance(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// New shards' lease items, written concurrently: a stream of
+	// hundreds of shards would otherwise cost its first pass hundreds of
+	// round trips in a row.
+	var fresh []Lease
 	for _, sh := range shards {
-		if r.known[sh.ShardID] {
-			continue
+		if !r.known[sh.ShardID] {
+			fresh = append(fresh, sh)
 		}
-		if err := r.leases.Ensure(ctx, r.stream, sh.ShardID, sh.ParentShardID); err != nil {
-			return err
-		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(leaseWriters)
+	for _, sh := range fresh {
+		g.Go(func() error { return r.leases.Ensure(gctx, r.stream, sh.ShardID, sh.ParentShardID) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for _, sh := range fresh {
 		r.known[sh.ShardID] = true
 	}
 	leases, err := r.leases.List(ctx, r.stream)
 	if err != nil {
 		return err
 	}
+	// A lease whose counter moved since the previous pass was written
+	// after that pass's read: dating the write to the previous pass (not
+	// to now) makes a dead worker's lease expire within LeaseDuration +
+	// DiscoveryInterval of its last write. It can date a write at most
+	// one listing early, which renewals every LeaseDuration/3 absorb.
 	now := time.Now()
+	seenAt := r.lastPass
+	if seenAt.IsZero() {
+		seenAt = now
+	}
+	r.lastPass = now
 	byID := map[string]Lease{}
 	for _, l := range leases {
 		byID[l.ShardID] = l
 		if o, ok := r.observed[l.ShardID]; !ok || o.counter != l.Counter || o.owner != l.Owner {
-			r.observed[l.ShardID] = observation{owner: l.Owner, counter: l.Counter, at: now}
+			r.observed[l.ShardID] = observation{owner: l.Owner, counter: l.Counter, at: seenAt}
 		}
 	}
 	expired := func(l Lease) bool {
 		return l.Owner == "" || l.Owner == r.cfg.WorkerID || now.Sub(r.observed[l.ShardID].at) >= r.cfg.LeaseDuration
 	}
 	readable := Readable(leases)
+	// A worker with an expired lease is taken for dead: its other
+	// leases expire over the next renewal period, and counting it in the
+	// fair share until the last one does would keep the live workers
+	// from taking the expired ones meanwhile.
+	dead := map[string]bool{}
+	for _, id := range readable {
+		if l := byID[id]; r.running[id] == nil && l.Owner != "" && l.Owner != r.cfg.WorkerID && expired(l) {
+			dead[l.Owner] = true
+		}
+	}
 	load := map[string]int{r.cfg.WorkerID: 0}
 	var free []Lease
 	for _, id := range readable {
@@ -224,60 +257,100 @@ func (r *Relay) balance(ctx context.Context) error {
 		if r.running[id] != nil {
 			continue
 		}
-		if expired(l) {
+		switch {
+		case expired(l):
 			free = append(free, l)
-		} else {
+		case !dead[l.Owner]:
 			load[l.Owner]++
 		}
 	}
 	load[r.cfg.WorkerID] = len(r.running)
 	target := (len(readable) + len(load) - 1) / len(load)
-	for _, l := range free {
-		if len(r.running) >= target {
-			break
-		}
-		r.take(ctx, l, l.Owner != "" && l.Owner != r.cfg.WorkerID)
-	}
+	r.take(ctx, free[:min(len(free), max(0, target-len(r.running)))])
 	if len(r.running) < target {
-		// Nothing free: steal one lease from the busiest worker if it
-		// holds more than its share (it stops at its next lease write).
-		victim, most := "", target
-		for owner, n := range load {
-			if owner != r.cfg.WorkerID && n > most {
-				victim, most = owner, n
-			}
-		}
-		if victim != "" {
-			for _, id := range readable {
-				if l := byID[id]; l.Owner == victim && r.running[id] == nil {
-					r.take(ctx, l, true)
-					break
-				}
-			}
-		}
+		r.steal(ctx, readable, byID, load, target)
 	}
 	return nil
 }
 
-func (r *Relay) take(ctx context.Context, l Lease, takeover bool) {
-	taken, err := r.leases.Take(ctx, l, r.cfg.WorkerID)
-	if err != nil {
-		if !errors.Is(err, ErrLeaseLost) {
-			r.log.WarnContext(ctx, "take lease failed", "shard", l.ShardID, "err", err)
+// steal takes leases held by workers above the fair share target until
+// this worker holds its share: a new worker catches up in one discovery
+// pass instead of one lease per pass. Each victim gives at most what it
+// holds above target, the busiest first; it notices at its next lease
+// write (ErrLeaseLost) and stops reading the shard. Two workers stealing
+// the same lease are kept apart by the lease's conditional write.
+func (r *Relay) steal(ctx context.Context, readable []string, byID map[string]Lease, load map[string]int, target int) {
+	type victim struct {
+		owner string
+		over  int
+	}
+	var victims []victim
+	for owner, n := range load {
+		if owner != r.cfg.WorkerID && n > target {
+			victims = append(victims, victim{owner, n - target})
 		}
-		return
 	}
-	if takeover {
-		r.metrics.takeovers.Inc()
+	sort.Slice(victims, func(i, j int) bool {
+		if victims[i].over != victims[j].over {
+			return victims[i].over > victims[j].over
+		}
+		return victims[i].owner < victims[j].owner
+	})
+	want := target - len(r.running)
+	var steal []Lease
+	for _, v := range victims {
+		for _, id := range readable {
+			if len(steal) >= want || v.over == 0 {
+				break
+			}
+			if l := byID[id]; l.Owner == v.owner && r.running[id] == nil {
+				steal = append(steal, l)
+				v.over--
+			}
+		}
 	}
-	r.log.InfoContext(ctx, "lease taken", "shard", l.ShardID, "previous_owner", l.Owner, "checkpoint", l.Checkpoint)
-	rd := &reader{relay: r, stream: taken.StreamARN, shard: taken.ShardID, lease: taken}
-	r.running[l.ShardID] = rd
+	r.take(ctx, steal)
+}
+
+// leaseWriters bounds the lease writes one discovery pass makes at once.
+const leaseWriters = 8
+
+// take takes the leases ls (free, expired or stolen) concurrently and
+// starts a reader on each one taken; a lease another worker took first
+// is left to it.
+func (r *Relay) take(ctx context.Context, ls []Lease) {
+	taken := make([]*Lease, len(ls))
+	var g errgroup.Group
+	g.SetLimit(leaseWriters)
+	for i, l := range ls {
+		g.Go(func() error {
+			t, err := r.leases.Take(ctx, l, r.cfg.WorkerID)
+			switch {
+			case err == nil:
+				taken[i] = &t
+			case !errors.Is(err, ErrLeaseLost):
+				r.log.WarnContext(ctx, "take lease failed", "shard", l.ShardID, "err", err)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for i, l := range ls {
+		if taken[i] == nil {
+			continue
+		}
+		if l.Owner != "" && l.Owner != r.cfg.WorkerID {
+			r.metrics.takeovers.Inc()
+		}
+		r.log.InfoContext(ctx, "lease taken", "shard", l.ShardID, "previous_owner", l.Owner, "checkpoint", l.Checkpoint)
+		rd := &reader{relay: r, stream: taken[i].StreamARN, shard: taken[i].ShardID, lease: *taken[i]}
+		r.running[l.ShardID] = rd
+		go func() {
+			err := rd.run(ctx)
+			r.done <- readerExit{shard: l.ShardID, err: err}
+		}()
+	}
 	r.metrics.held.Set(float64(len(r.running)))
-	go func() {
-		err := rd.run(ctx)
-		r.done <- readerExit{shard: l.ShardID, err: err}
-	}()
 }
 
 // Status returns the stream's leases sorted by shard id, for operators

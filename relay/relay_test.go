@@ -304,7 +304,7 @@ func TestTrimmedCheckpointStopsTheRelayLoudly(t *testing.T) {
 	if _, err := leases.Checkpoint(context.Background(), l, "000000000000000000001", false); err != nil {
 		t.Fatal(err)
 	}
-	cfg.LeaseDuration = 50 * time.Millisecond
+	cfg.LeaseDuration, cfg.DiscoveryInterval = 50*time.Millisecond, 15*time.Millisecond
 	r, err := relay.New(cfg)
 	if err != nil {
 		t.Fatal(err)
