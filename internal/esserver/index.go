@@ -54,6 +54,9 @@ type index struct {
 	bleve bleve.Index
 	dir   string
 	cols  columnCache // doc-value columns of bleve's segments (columns.go)
+	// noPrune scores every match of a match query (the benchmarks'
+	// baseline; topk.go).
+	noPrune atomic.Bool
 }
 
 func newIndex(name, uuid string, created int64, st *indexSettings, m *mappings) *index {

@@ -911,31 +911,36 @@ func (s *Server) searchOne(ctx context.Context, ix *index, m *mappings, q query.
 		return internalError(err)
 	}
 	defer r.Close()
-	searcher, err := q.Searcher(ctx, r, bleveIndexMapping, search.SearcherOptions{})
+	size, skip := req.from+req.size, 0
+	if single {
+		size, skip = req.size, req.from
+	}
+	base, err := ix.newSearcher(ctx, r, q, order, req, res.aggs, postFilter, after, size+skip)
 	if err != nil {
 		return shardFailure(ix.name, queryShardErr("failed to create query: %s", err.Error()))
 	}
-	defer searcher.Close()
-	lim := limitHits(searcher, req)
+	defer base.Close()
+	lim := limitHits(base, req)
 	if postFilter != nil {
 		if lim.allow, err = matchingDocs(ctx, r, postFilter); err != nil {
 			return shardFailure(ix.name, queryShardErr("failed to create query: %s", err.Error()))
 		}
-	}
-	searcher = lim
-	size, skip := req.from+req.size, 0
-	if single {
-		size, skip = req.size, req.from
 	}
 	coll := collector.NewTopNCollector(size, skip, order)
 	if after != nil {
 		coll = collector.NewTopNCollectorAfter(size, order, after)
 	}
 	// Aggregations and field sorts read doc-value columns (columns.go).
-	if cerr := ix.collect(ctx, coll, searcher, r, m, order, res.aggs); cerr != nil {
+	if cerr := ix.collect(ctx, coll, lim, r, m, order, res.aggs); cerr != nil {
 		return cerr
 	}
-	res.total += coll.Total()
+	total := coll.Total()
+	if ms, ok := base.(*maxScoreSearcher); ok {
+		// Pruning may have skipped matches once more than
+		// track_total_hits were known to exist.
+		total = max(total, ms.matchesAtLeast())
+	}
+	res.total += total
 	res.terminatedEarly = res.terminatedEarly || lim.terminated
 	for _, h := range coll.Results() {
 		if math.IsNaN(h.Score) || math.IsInf(h.Score, 0) {
@@ -1164,6 +1169,7 @@ func (s *Server) handleCount(rc *reqCtx, target string) (int, any) {
 		return errResp(err)
 	}
 	req.size, req.from = 0, 0
+	req.trackTotal = trackAccurate // the count is always exact
 	indices, err := s.resolveSearch(target, rc.q)
 	if err != nil {
 		return errResp(err)
