@@ -137,6 +137,7 @@ func Markdown(w io.Writer, rep Report, at time.Time, goVersion string) error {
 	fmt.Fprintf(&b, "- date: %s\n", at.UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "- machine: %s/%s, %s\n", rep.Machine["goos"], rep.Machine["goarch"], orDash(rep.Machine["cpu"]))
 	fmt.Fprintf(&b, "- Go: %s\n", goVersion)
+	scalingMarkdown(&b, rep)
 	var pkgs []string
 	for _, r := range rep.Results {
 		if !slices.Contains(pkgs, r.Package) {

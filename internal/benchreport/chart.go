@@ -30,12 +30,14 @@ type bar struct {
 	value float64
 }
 
-// Chart renders the report as a PNG of two panels: every ratio against its
-// same-run baseline (a line at 1.0 marks the baseline) and the end-to-end
-// latency percentiles (a line marks LatencyTarget). A report with neither
+// Chart renders the report as a PNG of up to three panels: every ratio
+// against its same-run baseline (a line at 1.0 marks the baseline), the
+// scaling curves (Curves) and the end-to-end latency percentiles (a line
+// marks LatencyTarget). A report with neither
 // is an error; a report with only one gets only that panel.
 func Chart(w io.Writer, rep Report, at time.Time) error {
 	ratios, latency := chartBars(rep)
+	scaling := scalingBars(rep)
 	if len(ratios) == 0 && len(latency) == 0 {
 		return errors.New("benchreport: chart: the report has no ratios and no end-to-end latency figures")
 	}
@@ -51,6 +53,15 @@ func Chart(w io.Writer, rep Report, at time.Time) error {
 			return err
 		}
 		plots, rows = append(plots, p), append(rows, len(ratios))
+		title = ""
+	}
+	if len(scaling) > 0 {
+		p, err := barPlot(title, "scaling: relays' share of the simulator's read ceiling; the others, large system over small", scaling, 1, "1.0",
+			color.RGBA{R: 0x3a, G: 0x9a, B: 0x5b, A: 0xff})
+		if err != nil {
+			return err
+		}
+		plots, rows = append(plots, p), append(rows, len(scaling))
 		title = ""
 	}
 	if len(latency) > 0 {
