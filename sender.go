@@ -34,6 +34,10 @@ type SenderConfig struct {
 	// Endpoints give the Kafka brokers and the topic prefix (each empty
 	// field from the environment: Endpoints.Fill).
 	Endpoints Endpoints
+	// ReplyPartition pins the partition of the replies topic the sender
+	// reads its answers on (default: one picked at random on first use;
+	// see bus/kafka.SenderConfig.ReplyPartition and docs/commands.md).
+	ReplyPartition *int32
 	// Logger receives the Kafka client's logs (default: none).
 	Logger *slog.Logger
 }
@@ -52,6 +56,7 @@ func NewSender(cfg SenderConfig) (*kafka.Sender, error) {
 		logger = watermill.NewSlogLogger(cfg.Logger)
 	}
 	return kafka.NewSender(kafka.SenderConfig{
-		Brokers: cfg.Endpoints.KafkaBrokers, Security: cfg.Endpoints.Kafka, Topics: bus.Topics{Prefix: cfg.Endpoints.TopicPrefix}, Logger: logger,
+		Brokers: cfg.Endpoints.KafkaBrokers, Security: cfg.Endpoints.Kafka, Topics: bus.Topics{Prefix: cfg.Endpoints.TopicPrefix},
+		ReplyPartition: cfg.ReplyPartition, Logger: logger,
 	})
 }
