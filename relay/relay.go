@@ -30,7 +30,7 @@ type Relay struct {
 	stream   string
 	known    map[string]bool        // shards with a lease item ensured
 	observed map[string]observation // last counter seen per shard, for expiry
-	lastPass time.Time              // when the previous discovery pass read the leases
+	lastList time.Time              // when the previous discovery pass began listing the leases
 	running  map[string]*reader
 	done     chan readerExit
 }
@@ -196,39 +196,56 @@ func (r *Relay) balance(ctx context.Context) error {
 	}
 	// New shards' lease items, written concurrently: a stream of
 	// hundreds of shards would otherwise cost its first pass hundreds of
-	// round trips in a row.
+	// round trips in a row. Each item written counts even when others
+	// fail (the next pass retries those): a shard without one is only
+	// left out of this pass.
 	var fresh []Lease
 	for _, sh := range shards {
 		if !r.known[sh.ShardID] {
 			fresh = append(fresh, sh)
 		}
 	}
-	g, gctx := errgroup.WithContext(ctx)
+	ensured := make([]error, len(fresh))
+	var g errgroup.Group
 	g.SetLimit(leaseWriters)
-	for _, sh := range fresh {
-		g.Go(func() error { return r.leases.Ensure(gctx, r.stream, sh.ShardID, sh.ParentShardID) })
+	for i, sh := range fresh {
+		g.Go(func() error {
+			ensured[i] = r.leases.Ensure(ctx, r.stream, sh.ShardID, sh.ParentShardID)
+			return nil
+		})
 	}
-	if err := g.Wait(); err != nil {
-		return err
+	_ = g.Wait()
+	var failed []error
+	for i, sh := range fresh {
+		if ensured[i] == nil {
+			r.known[sh.ShardID] = true
+		} else {
+			failed = append(failed, ensured[i])
+		}
 	}
-	for _, sh := range fresh {
-		r.known[sh.ShardID] = true
+	if len(failed) > 0 {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.log.WarnContext(ctx, "lease items of new shards not written; retrying next pass", "failed", len(failed), "of", len(fresh), "err", failed[0])
 	}
+	listed := time.Now()
 	leases, err := r.leases.List(ctx, r.stream)
 	if err != nil {
 		return err
 	}
-	// A lease whose counter moved since the previous pass was written
-	// after that pass's read: dating the write to the previous pass (not
-	// to now) makes a dead worker's lease expire within LeaseDuration +
-	// DiscoveryInterval of its last write. It can date a write at most
-	// one listing early, which renewals every LeaseDuration/3 absorb.
+	// A lease whose counter moved since the previous listing was written
+	// after that listing began: dating the write to then (not to now)
+	// makes a dead worker's lease expire within LeaseDuration +
+	// DiscoveryInterval (+ a pass's own time) of its last write. It may
+	// date a write up to one interval and one pass early, which renewals
+	// at most half a LeaseDuration apart absorb.
 	now := time.Now()
-	seenAt := r.lastPass
+	seenAt := r.lastList
 	if seenAt.IsZero() {
 		seenAt = now
 	}
-	r.lastPass = now
+	r.lastList = listed
 	byID := map[string]Lease{}
 	for _, l := range leases {
 		byID[l.ShardID] = l

@@ -32,7 +32,7 @@ type Point struct{ Label, Unit string }
 var Curves = []Curve{
 	{Bench: "RelayScalingOnSimulatedShards", What: "relay records/s over the simulator's read ceiling (32 shards)",
 		Points: []Point{{"1 relay", "1relays_ceiling_ratio"}, {"2 relays", "2relays_ceiling_ratio"}, {"4 relays", "4relays_ceiling_ratio"}, {"8 relays", "8relays_ceiling_ratio"}},
-		Goal: "≥ 0.8 with enough relays"},
+		Goal:   "≥ 0.8 with enough relays"},
 	{Bench: "ReplyLatency", What: "SendAndWait round trip p99, ms",
 		Points: []Point{{"1 sender", "1sender_p99_ms"}, {"50 senders", "50senders_p99_ms"}}, Ratio: "p99_ratio", Goal: "50 senders ≤ 1.5 × 1"},
 	{Bench: "Status", What: "`eventpipe status` reading, ms",
