@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -256,34 +257,13 @@ func (s *Server) handleCreateIndex(rc *reqCtx, p []string) (int, any) {
 }
 
 func (s *Server) handleDeleteIndex(rc *reqCtx, p []string) (int, any) {
-	expr := p[0]
 	s.cpMu.RLock()
 	s.mu.Lock()
-	var targets []*index
-	for _, part := range strings.Split(expr, ",") {
-		if isWildcard(part) || part == "_all" {
-			s.mu.Unlock()
-			s.cpMu.RUnlock()
-			return errResp(illegalArgument("Wildcard expressions or all indices are not allowed"))
-		}
-		ix := s.indices[part]
-		if ix == nil {
-			// ignore_unavailable skips a missing name, and an alias
-			// (DeleteIndexRequest ignores aliases), and deletes the rest
-			if rc.q.Get("ignore_unavailable") == "true" {
-				continue
-			}
-			_, isAlias := s.aliases[part]
-			s.mu.Unlock()
-			s.cpMu.RUnlock()
-			if isAlias {
-				return errResp(illegalArgument("The provided expression [%s] matches an alias, specify the corresponding concrete indices instead.", part))
-			}
-			return errResp(indexNotFound(part))
-		}
-		if !slices.Contains(targets, ix) {
-			targets = append(targets, ix)
-		}
+	targets, rerr := s.deleteTargetsLocked(p[0], rc.q)
+	if rerr != nil {
+		s.mu.Unlock()
+		s.cpMu.RUnlock()
+		return errResp(rerr)
 	}
 	if len(targets) == 0 {
 		s.mu.Unlock()
@@ -652,4 +632,85 @@ func javaInstantString(ms int64) string {
 		out += fmt.Sprintf(".%03d", t.Nanosecond()/1e6)
 	}
 	return out + "Z"
+}
+
+// deleteTargetsLocked resolves the expression of DELETE /{index} with the
+// indices options of Elasticsearch's DeleteIndexRequest: a name must be an
+// index (an alias is refused, or skipped with ignore_unavailable, like a
+// missing name); wildcards and _all need action.destructive_requires_name
+// false and expand to indices only, never through aliases, as
+// expand_wildcards says (default open,closed: every index but the hidden
+// ones); with allow_no_indices=false a wildcard matching nothing is a
+// 404. s.mu is held.
+func (s *Server) deleteTargetsLocked(expr string, q url.Values) ([]*index, *esError) {
+	if err := s.failDestructiveLocked(expr); err != nil {
+		return nil, err
+	}
+	ignoreUnavailable := q.Get("ignore_unavailable") == "true"
+	allowNoIndices := q.Get("allow_no_indices") != "false"
+	open, hidden := expandWildcards(q)
+	var targets []*index
+	sawWildcard := false
+	for _, part := range strings.Split(expr, ",") {
+		switch {
+		case strings.HasPrefix(part, "-") && sawWildcard:
+			targets = slices.DeleteFunc(targets, func(ix *index) bool { return wildMatch(part[1:], ix.name) })
+		case part == "_all" || strings.Contains(part, "*"):
+			sawWildcard = true
+			matched := s.wildcardIndicesLocked(part, open, hidden)
+			if len(matched) == 0 && !allowNoIndices {
+				return nil, indexNotFound(part)
+			}
+			targets = appendNew(targets, matched...)
+		default:
+			ix := s.indices[part]
+			if ix != nil {
+				targets = appendNew(targets, ix)
+				continue
+			}
+			if ignoreUnavailable {
+				continue
+			}
+			if _, isAlias := s.aliases[part]; isAlias {
+				return nil, illegalArgument("The provided expression [%s] matches an alias, specify the corresponding concrete indices instead.", part)
+			}
+			return nil, indexNotFound(part)
+		}
+	}
+	return targets, nil
+}
+
+// wildcardIndicesLocked returns the indices (not aliases) a wildcard or
+// _all matches, by name: dot-prefixed names only for a dot-prefixed
+// pattern, hidden indices only with hidden. s.mu is held.
+func (s *Server) wildcardIndicesLocked(pattern string, open, hidden bool) []*index {
+	var out []*index
+	if !open {
+		return nil
+	}
+	all := pattern == "_all" || pattern == "*"
+	for name, ix := range s.indices {
+		if strings.HasPrefix(name, ".") && (all || !strings.HasPrefix(pattern, ".")) {
+			continue
+		}
+		if !all && !wildMatch(pattern, name) {
+			continue
+		}
+		if !hidden && ix.currentSettings().raw["index.hidden"] == "true" {
+			continue
+		}
+		out = append(out, ix)
+	}
+	slices.SortFunc(out, func(a, b *index) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// appendNew appends the indices not yet in list.
+func appendNew(list []*index, add ...*index) []*index {
+	for _, ix := range add {
+		if !slices.Contains(list, ix) {
+			list = append(list, ix)
+		}
+	}
+	return list
 }

@@ -68,20 +68,7 @@ func wildMatch(pattern, name string) bool {
 func (s *Server) resolveSearch(expr string, q url.Values) ([]*index, *esError) {
 	ignoreUnavailable := q.Get("ignore_unavailable") == "true"
 	allowNoIndices := q.Get("allow_no_indices") != "false"
-	expandOpen, expandHidden := true, false
-	if q.Has("expand_wildcards") {
-		expandOpen = false
-		for _, w := range strings.Split(q.Get("expand_wildcards"), ",") {
-			switch w {
-			case "open":
-				expandOpen = true
-			case "hidden":
-				expandHidden = true
-			case "all":
-				expandOpen, expandHidden = true, true
-			}
-		}
-	}
+	expandOpen, expandHidden := expandWildcards(q)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	// wildOK says whether a wildcard may expand to ix.
@@ -176,6 +163,26 @@ func (s *Server) resolveSearch(expr string, q url.Values) ([]*index, *esError) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out, nil
+}
+
+// expandWildcards reads expand_wildcards (open, closed, hidden, none,
+// all; default open): whether wildcards expand to the open indices, and
+// to the hidden ones too. This server has no closed indices.
+func expandWildcards(q url.Values) (open, hidden bool) {
+	if !q.Has("expand_wildcards") {
+		return true, false
+	}
+	for _, w := range strings.Split(q.Get("expand_wildcards"), ",") {
+		switch w {
+		case "open":
+			open = true
+		case "hidden":
+			hidden = true
+		case "all":
+			open, hidden = true, true
+		}
+	}
+	return open, hidden
 }
 
 // aliasHidden says whether an alias is hidden (is_hidden must agree on

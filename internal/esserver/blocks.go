@@ -1,9 +1,6 @@
 package esserver
 
-import (
-	"net/http"
-	"strings"
-)
+import "net/http"
 
 // handleAddBlock serves PUT /{index}/_block/{block}, Elasticsearch's add
 // index block API. Only the write block is enforced by this server; it is
@@ -18,11 +15,13 @@ func (s *Server) handleAddBlock(rc *reqCtx, p []string) (int, any) {
 	default:
 		return errResp(illegalArgument("No block found with name %s", block))
 	}
-	// action.destructive_requires_name defaults to true in Elasticsearch 8.
-	for _, part := range strings.Split(expr, ",") {
-		if isWildcard(part) || part == "_all" {
-			return errResp(illegalArgument("Wildcard expressions or all indices are not allowed"))
-		}
+	// a destructive operation: wildcards and _all need
+	// action.destructive_requires_name false
+	s.mu.RLock()
+	derr := s.failDestructiveLocked(expr)
+	s.mu.RUnlock()
+	if derr != nil {
+		return errResp(derr)
 	}
 	indices, err := s.resolveSearch(expr, rc.q)
 	if err != nil {

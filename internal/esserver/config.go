@@ -38,6 +38,13 @@ type Config struct {
 	// Basic or "Authorization: ApiKey base64(id:api_key)"; otherwise it is
 	// answered 401 as Elasticsearch 8 does. Empty: no authentication.
 	CredentialsFile string
+	// DestructiveRequiresName is the node setting
+	// action.destructive_requires_name: when true, deleting indices (and
+	// adding index blocks) through wildcards or _all is refused and every
+	// index must be named. nil means true, Elasticsearch 8's default. The
+	// cluster settings API (PUT /_cluster/settings) overrides it, transient
+	// over persistent over this.
+	DestructiveRequiresName *bool
 }
 
 func (c *Config) setDefaults() {

@@ -24,6 +24,8 @@
 //
 //   - GET|HEAD /                       cluster info
 //   - GET /_cluster/health             single-node health
+//   - GET|PUT /_cluster/settings       cluster settings: action.destructive_requires_name
+//     (persistent, transient, node setting Config.DestructiveRequiresName)
 //   - GET /_security/_authenticate     who the request authenticated as
 //   - PUT|GET|HEAD|DELETE /{index}     create (settings, mappings, aliases), get, exists, delete
 //   - GET|PUT /{index}/_mapping        mappings; PUT adds fields (type changes are refused)

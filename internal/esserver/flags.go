@@ -17,6 +17,9 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TLSCAFile, "tls-ca-file", "", "PEM CA certificate(s) appended to the chain served, so clients can pin the CA's fingerprint")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "",
 		`JSON file of users and API keys ({"users":{"name":"password"},"api_keys":[{"id":..,"api_key":..,"name":..}]}); turns authentication on`)
+	c.DestructiveRequiresName = new(bool)
+	fs.BoolVar(c.DestructiveRequiresName, "destructive-requires-name", true,
+		"node setting action.destructive_requires_name: refuse wildcard and _all index deletes (false: allow them, as Elasticsearch's test clusters do); PUT /_cluster/settings overrides it")
 }
 
 // Run starts a Server from cfg and serves until ctx ends.

@@ -72,6 +72,13 @@ var (
 	pHealth    = params("expand_wildcards level local master_timeout timeout wait_for_active_shards wait_for_nodes wait_for_events wait_for_no_relocating_shards wait_for_no_initializing_shards wait_for_status return_200_for_cluster_health_timeout", "")
 )
 
+// Parameter sets of the cluster settings API (cluster.get_settings,
+// cluster.put_settings).
+var (
+	pGetClusterSet = params("flat_settings include_defaults master_timeout timeout", "")
+	pPutClusterSet = params("flat_settings master_timeout timeout", "")
+)
+
 // with wraps fn so that the request's URL parameters are checked first.
 func (pc paramCheck) with(fn handlerFn) handlerFn {
 	return func(rc *reqCtx, p []string) (int, any) {

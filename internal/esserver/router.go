@@ -198,10 +198,14 @@ func (s *Server) match(segs []string) (map[string]handlerFn, []string) {
 			return map[string]handlerFn{"GET": pGetSet.with(s.handleGetSettings)}, []string{"", segs[1]}
 		case n == 2 && first == "_security" && segs[1] == "_authenticate":
 			return map[string]handlerFn{"GET": s.handleAuthenticate}, nil
+		case n == 2 && first == "_cluster" && segs[1] == "settings":
+			return map[string]handlerFn{"GET": pGetClusterSet.with(s.handleGetClusterSettings), "PUT": pPutClusterSet.with(s.handlePutClusterSettings)}, nil
 		case n >= 2 && first == "_cluster" && segs[1] == "health":
 			return map[string]handlerFn{"GET": pHealth.with(s.handleHealth)}, segs[2:]
 		case n == 1 && (first == "_all" || first == "*"):
-			return map[string]handlerFn{"GET": pGetIx.with(s.handleGetIndex)}, segs
+			// GET, HEAD and DELETE /_all address every index; PUT refuses
+			// the name as Elasticsearch does
+			return s.indexRoutes(), segs
 		}
 		if n == 1 {
 			// Elasticsearch routes /{index} here and rejects the name.

@@ -50,11 +50,17 @@ type Server struct {
 	// captures the state.
 	cpMu sync.RWMutex
 
-	mu          sync.RWMutex // guards indices and aliases
+	mu          sync.RWMutex // guards indices, aliases and the cluster settings
 	indices     map[string]*index
 	aliases     map[string]map[string]aliasMeta
 	clusterUUID string
 	nodeName    string
+
+	// persistentSettings and transientSettings are the cluster settings
+	// (flat keys) set through PUT /_cluster/settings, guarded by mu; only
+	// the persistent ones are logged and survive a restart.
+	persistentSettings map[string]string
+	transientSettings  map[string]string
 
 	stopping      chan struct{}
 	bgDone        chan struct{}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,6 +24,9 @@ const (
 	recDeleteDoc   byte = 7
 	recIndexState  byte = 8
 	recSnapshotEnd byte = 9
+	// recClusterSettings holds all persistent cluster settings (Settings),
+	// replacing the previous ones.
+	recClusterSettings byte = 10
 )
 
 // metaRecord is the JSON payload of the metadata records.
@@ -149,6 +153,8 @@ func (r *replayer) apply(payload []byte) error {
 		if s.aliases == nil {
 			s.aliases = map[string]map[string]aliasMeta{}
 		}
+	case recClusterSettings:
+		s.persistentSettings = m.Settings
 	case recIndexState:
 		ix := s.indices[m.Name]
 		if ix == nil {
@@ -251,6 +257,7 @@ func (s *Server) checkpoint() error {
 		ix.mu.Unlock()
 	}
 	aliases := cloneAliases(s.aliases)
+	clusterSettings := maps.Clone(s.persistentSettings)
 	s.mu.RUnlock()
 	s.cpMu.Unlock()
 
@@ -278,6 +285,9 @@ func (s *Server) checkpoint() error {
 		put(encodeMeta(recIndexState, c.state))
 	}
 	put(encodeMeta(recAliases, metaRecord{Aliases: aliases}))
+	if len(clusterSettings) > 0 {
+		put(encodeMeta(recClusterSettings, metaRecord{Settings: clusterSettings}))
+	}
 	put([]byte{recSnapshotEnd})
 	err = w.Flush()
 	if err == nil {
