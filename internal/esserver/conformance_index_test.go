@@ -275,3 +275,32 @@ func TestUpdateAPI(t *testing.T) {
 		}
 	})
 }
+
+// TestMoreThanOneShardIsRefused: the server keeps one shard per index, so
+// it refuses number_of_shards (and number_of_routing_shards) above 1
+// rather than echo a setting whose effects (a refresh that shows only the
+// written shards' changes, routing) it cannot have; nothing is created.
+// Elasticsearch creates such an index.
+func TestMoreThanOneShardIsRefused(t *testing.T) {
+	each(t, func(t *testing.T, tg *target) {
+		for _, settings := range []map[string]any{
+			{"number_of_shards": 3},
+			{"index": map[string]any{"number_of_shards": "5", "number_of_routing_shards": 5}},
+			{"number_of_shards": 1, "number_of_routing_shards": 2},
+		} {
+			name := tg.idx(t, "shards")
+			r := tg.do(t, "PUT", "/"+name, map[string]any{"settings": settings})
+			if tg.local == nil {
+				r.must(t, 200)
+				continue
+			}
+			r.expectError(t, 400, "illegal_argument_exception")
+			if reason := r.str("error.reason"); !strings.Contains(reason, "[eventpipe]") || !strings.Contains(reason, "one shard") {
+				t.Fatalf("settings %v: reason %q, want one naming the server's one shard", settings, reason)
+			}
+			tg.do(t, "HEAD", "/"+name, nil).must(t, 404)
+		}
+		name := tg.idx(t, "one-shard")
+		tg.do(t, "PUT", "/"+name, map[string]any{"settings": map[string]any{"number_of_shards": 1, "number_of_routing_shards": 1}}).must(t, 200)
+	})
+}

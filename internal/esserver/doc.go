@@ -120,8 +120,9 @@
 //
 // # Known differences from Elasticsearch
 //
-//   - One node and one shard per index, whatever number_of_shards says
-//     (the setting is echoed back); replicas are reported as unassigned.
+//   - One node and one shard per index: number_of_shards (and
+//     number_of_routing_shards) other than 1 are refused; replicas are
+//     reported as unassigned.
 //   - Text analysis, matching and scoring come from bleve: the standard
 //     analyzer is Unicode word segmentation plus lowercasing (as in
 //     Elasticsearch), but BM25 scores differ numerically and terms queries

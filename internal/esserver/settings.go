@@ -157,10 +157,17 @@ func parseSettings(flat map[string]string, defaultReplicas int) (*indexSettings,
 			return nil, illegalArgument("unknown setting [%s] please check that any required plugins are installed, or check the breaking changes documentation for removed settings", k)
 		}
 		switch k {
-		case "index.number_of_shards":
+		case "index.number_of_shards", "index.number_of_routing_shards":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > 1024 {
-				return nil, illegalArgument("Failed to parse value [%s] for setting [index.number_of_shards] must be >= 1", v)
+				return nil, illegalArgument("Failed to parse value [%s] for setting [%s] must be >= 1", v, k)
+			}
+			if n > 1 {
+				// Refused, not echoed: with one shard, a refresh makes
+				// every pending change visible (Elasticsearch refreshes
+				// only the shards written), and routing has no effect.
+				return nil, illegalArgument("[eventpipe] setting [%s] = [%d] is not supported by this server: it keeps one shard per index "+
+					"(refresh visibility and routing would differ from %d shards); use 1", k, n, n)
 			}
 		case "index.number_of_replicas":
 			n, err := strconv.Atoi(v)
