@@ -63,6 +63,11 @@ type RelayConfig struct {
 	// end-to-end latency of a quiet table; DynamoDB Streams allows 5
 	// GetRecords per second per shard.
 	IdlePoll, MaxIdlePoll time.Duration
+	// ShardReadsPerSecond caps the GetRecords calls per shard (see
+	// relay.Config). Default: DynamoDB Streams' limit of 5 on AWS, and
+	// no cap on a local endpoint (DynamoDB Local has no read limit, and
+	// pacing a busy shard would only add latency).
+	ShardReadsPerSecond int
 	// Registerer receives the relay's metrics, labelled stream=<Stream>
 	// (default: none).
 	Registerer prometheus.Registerer
@@ -120,7 +125,11 @@ func NewRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) {
 	rc := relay.Config{
 		EventsTable: table, LeaseTable: ep.LeasesTable, Topics: topics, StreamName: cfg.Stream,
 		WorkerID: cfg.WorkerID, LeaseDuration: cfg.LeaseDuration, DiscoveryInterval: cfg.DiscoveryInterval,
-		BatchSize: cfg.BatchSize, IdlePoll: cfg.IdlePoll, MaxIdlePoll: cfg.MaxIdlePoll, Registerer: cfg.Registerer, Logger: cfg.Logger,
+		BatchSize: cfg.BatchSize, IdlePoll: cfg.IdlePoll, MaxIdlePoll: cfg.MaxIdlePoll, ShardReadsPerSecond: cfg.ShardReadsPerSecond,
+		Registerer: cfg.Registerer, Logger: cfg.Logger,
+	}
+	if rc.ShardReadsPerSecond == 0 && dynamoConfig(ep).Local() {
+		rc.ShardReadsPerSecond = -1
 	}
 	clientID := "eventpipe-relay"
 	switch cfg.Stream {
