@@ -341,8 +341,13 @@ func TestSubscriptionStopsWhenItsContextEnds(t *testing.T) {
 	cancel1()
 	waitClosed(t, first, 10*time.Second)
 	waitMembers(t, obs, group, 1)
+	// The Subscriber forgets the stopped subscription once its stop has
+	// returned, just after the channel closed.
+	for deadline := time.Now().Add(5 * time.Second); kafka.SubscriptionCount(sub) != 1 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if n := kafka.SubscriptionCount(sub); n != 1 {
-		t.Errorf("after the first context ended the Subscriber holds %d subscriptions, want 1", n)
+		t.Errorf("5 s after the first context ended the Subscriber holds %d subscriptions, want 1", n)
 	}
 
 	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
