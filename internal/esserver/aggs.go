@@ -444,6 +444,9 @@ type aggState struct {
 	ordBuckets []*bucketState
 	lastKey    dval
 	lastBucket *bucketState
+	// typed: isBucket holds bucketAggs[spec.typ] (read once, not looked
+	// up per hit).
+	typed, isBucket bool
 }
 
 type bucketState struct {
@@ -813,8 +816,11 @@ const maxOrdCache = 1024
 // same as collect's.
 func (st *aggState) collectColumns(cols []*column, local uint64, doc [][]dval) {
 	a := st.spec
+	if !st.typed {
+		st.isBucket, st.typed = bucketAggs[a.typ], true
+	}
 	c := cols[a.slot]
-	if c == nil || len(doc[a.slot]) != 1 || !bucketAggs[a.typ] || a.include != nil || a.exclude != nil {
+	if c == nil || len(doc[a.slot]) != 1 || !st.isBucket || a.include != nil || a.exclude != nil {
 		st.collect(doc)
 		return
 	}

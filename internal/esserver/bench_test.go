@@ -134,7 +134,9 @@ func timed(b *testing.B, tg *target, path string, q any) time.Duration {
 //
 //   - bool_sort_aggs: bool (match + range filter), sort on a date, terms
 //     and date_histogram aggregations; 80,000 hits (no pruning: sorted
-//     on a field, and aggregations need every hit).
+//     on a field, and aggregations need every hit). Also run with the
+//     range filter evaluated by bleve's range searcher rather than the
+//     column of n (colfilter.go), everything else new: rangesearcher_*.
 //   - match: a match query ("number 7") that matches every document, no
 //     sort nor aggregation, hits.total counted up to 10,000: the pruned
 //     path knows from the postings of "number" that more than 10,000
@@ -160,44 +162,50 @@ func BenchmarkAggAndMatchAt100k(b *testing.B) {
 		b.ReportMetric(cols.pct(0.5)/base.pct(0.5), prefix+"p50_ratio")
 		b.ReportMetric(cols.pct(0.99)/base.pct(0.99), prefix+"p99_ratio")
 	}
-	run := func(name string, bulk bool, q any) {
+	// filtered: also run the query with its range filter evaluated by
+	// bleve's range searcher instead of columns (colfilter.go; everything
+	// else new), reported as rangesearcher_*.
+	run := func(name string, bulk, filtered bool, q any) {
 		b.Run(name, func(b *testing.B) {
-			var cols, base, bulkCols, bulkBase latencies
+			variants := 2
+			if filtered {
+				variants = 3
+			}
+			lats := make([]latencies, variants) // new, baseline, range searcher
+			bulkLats := make([]latencies, variants)
 			batch := 0
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				for j := 0; j < 2; j++ {
-					off := (i+j)%2 == 1
+				for j := 0; j < variants; j++ {
+					v := (i + j) % variants
+					off := v == 1
 					ix.cols.disabled.Store(off)
 					ix.noPrune.Store(off)
+					ix.noColFilter.Store(v == 2)
 					if bulk {
 						batch++
 						start := time.Now()
 						tg.do(b, "POST", "/_bulk?refresh=true", bulkBody("search", batch%200, 500)).must(b, 200)
-						if off {
-							bulkBase = append(bulkBase, time.Since(start))
-						} else {
-							bulkCols = append(bulkCols, time.Since(start))
-						}
+						bulkLats[v] = append(bulkLats[v], time.Since(start))
 					}
-					d := timed(b, tg, "/search/_search", q)
-					if off {
-						base = append(base, d)
-					} else {
-						cols = append(cols, d)
-					}
+					lats[v] = append(lats[v], timed(b, tg, "/search/_search", q))
 				}
 			}
 			ix.cols.disabled.Store(false)
 			ix.noPrune.Store(false)
+			ix.noColFilter.Store(false)
 			b.ReportMetric(0, "ns/op")
-			report(b, "", cols, base)
+			report(b, "", lats[0], lats[1])
 			if bulk {
-				report(b, "bulk_", bulkCols, bulkBase)
+				report(b, "bulk_", bulkLats[0], bulkLats[1])
+			}
+			if filtered {
+				b.ReportMetric(lats[2].pct(0.5), "rangesearcher_p50_ms")
+				b.ReportMetric(lats[2].pct(0.99), "rangesearcher_p99_ms")
 			}
 		})
 	}
-	run("bool_sort_aggs", false, benchAggQuery)
-	run("match", false, match)
-	run("bulk_refresh_aggs", true, benchAggQuery)
+	run("bool_sort_aggs", false, true, benchAggQuery)
+	run("match", false, false, match)
+	run("bulk_refresh_aggs", true, false, benchAggQuery)
 }

@@ -16,7 +16,8 @@ import (
 // Column-wise doc values.
 //
 // Aggregations and field sorts need the values of a few fields for every
-// matching document. Reading them from bleve's doc values per hit decodes
+// matching document (and so do the range filters of bool queries that
+// colfilter.go tests per candidate). Reading them from bleve's doc values per hit decodes
 // a compressed chunk and calls back per term, which dominates a search
 // that matches 100k documents. Instead, the values of a field are turned
 // into a column once per search-index segment: every value of the
@@ -40,13 +41,16 @@ import (
 // 2 MB if every value is distinct. Building a segment's columns costs
 // about one old-style aggregation over all its documents (~50 ms per
 // 100k documents and three fields here). Fields that no search uses are
-// never loaded. Only the columns of the segments in the current snapshot
-// are kept (merged-away segments drop theirs), and all of an index's
-// columns go with its search index.
+// never loaded (a range filter loads its field only when the query's
+// scoring clauses may match colFilterMinCandidates documents). Only the
+// columns of the segments in the current snapshot are kept (merged-away
+// segments drop theirs), and all of an index's columns go with its
+// search index.
 type columnCache struct {
 	mu       sync.Mutex
 	segs     map[uint64]*segColumns // by scorch segment id
 	built    atomic.Int64           // columns built, for tests
+	filtered atomic.Int64           // searchers testing range filters on columns (colfilter.go), for tests
 	disabled atomic.Bool            // read doc values per hit (the benchmarks' baseline)
 }
 

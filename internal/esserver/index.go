@@ -57,6 +57,9 @@ type index struct {
 	// noPrune scores every match of a match query (the benchmarks'
 	// baseline; topk.go).
 	noPrune atomic.Bool
+	// noColFilter evaluates range filters with bleve's searchers instead
+	// of columns (colfilter.go; the benchmarks' comparison).
+	noColFilter atomic.Bool
 }
 
 func newIndex(name, uuid string, created int64, st *indexSettings, m *mappings) *index {

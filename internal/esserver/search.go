@@ -915,7 +915,7 @@ func (s *Server) searchOne(ctx context.Context, ix *index, m *mappings, q query.
 	if single {
 		size, skip = req.size, req.from
 	}
-	base, err := ix.newSearcher(ctx, r, q, order, req, res.aggs, postFilter, after, size+skip)
+	base, err := ix.newSearcher(ctx, r, q, m, order, req, res.aggs, postFilter, after, size+skip)
 	if err != nil {
 		return shardFailure(ix.name, queryShardErr("failed to create query: %s", err.Error()))
 	}

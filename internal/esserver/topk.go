@@ -528,16 +528,36 @@ func (s *maxScoreSearcher) Close() error {
 	return first
 }
 
+// scoresUnused reports whether no score of a search can be observed: its
+// hits are sorted on fields only (no _score), which leaves _score and
+// max_score null, without track_scores nor min_score (aggregations do
+// not read scores).
+func scoresUnused(order search.SortOrder, req *searchRequest) bool {
+	if req.trackScores || req.minScore != nil {
+		return false
+	}
+	for _, so := range order {
+		if _, ok := so.(*search.SortScore); ok {
+			return false
+		}
+	}
+	return true
+}
+
 // newSearcher returns the searcher of q over r: a pruning one when the
-// search allows it (k is the number of hits the collector keeps), else
-// q's own.
-func (ix *index) newSearcher(ctx context.Context, r bindex.IndexReader, q query.Query, order search.SortOrder,
+// search allows it (k is the number of hits the collector keeps), one
+// testing range filters against columns (colfilter.go) when q has them,
+// else q's own. m is the index's mapping.
+func (ix *index) newSearcher(ctx context.Context, r bindex.IndexReader, q query.Query, m *mappings, order search.SortOrder,
 	req *searchRequest, aggs *aggCollector, postFilter query.Query, after []string, k int) (search.Searcher, error) {
 	if !ix.noPrune.Load() && topKEligible(order, req, aggs, postFilter, after) {
 		s, err := newMaxScoreSearcher(ctx, r, q, k, countUpTo(req))
 		if s != nil || err != nil {
 			return s, err
 		}
+	}
+	if s, err := ix.boolColumnSearcher(ctx, r, q, m, scoresUnused(order, req)); s != nil || err != nil {
+		return s, err
 	}
 	return q.Searcher(ctx, r, bleveIndexMapping, search.SearcherOptions{})
 }
