@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -243,14 +244,7 @@ const (
 // runRelayChildIfRequested runs a relay worker in this process when a
 // test started it as a child (the worker id is in the environment).
 func runRelayChildIfRequested() {
-	worker := os.Getenv(envRelayChild)
-	if worker == "" {
-		return
-	}
-	slog.SetLogLoggerLevel(slog.LevelWarn)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	err := func() error {
+	runChildIfRequested(envRelayChild, func(ctx context.Context, worker string) error {
 		var batch int32
 		fmt.Sscan(os.Getenv(envRelayBatch), &batch)
 		r, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Catalog: eventpipe.NewCatalog(), WorkerID: worker,
@@ -260,8 +254,23 @@ func runRelayChildIfRequested() {
 		}
 		defer r.Close()
 		return r.Run(ctx)
-	}()
-	if err != nil {
+	})
+}
+
+// runChildIfRequested is a child process's life when a test started
+// this binary with a worker id in envWorker: run the worker until
+// SIGTERM or an interrupt, then exit 0 after a clean stop or 1 with the
+// error. Without envWorker it returns at once.
+func runChildIfRequested(envWorker string, run func(ctx context.Context, worker string) error) {
+	worker := os.Getenv(envWorker)
+	if worker == "" {
+		return
+	}
+	slog.SetLogLoggerLevel(slog.LevelWarn)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	err := run(ctx, worker)
+	stop()
+	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "relay child:", err)
 		os.Exit(1)
 	}

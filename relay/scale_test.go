@@ -6,19 +6,14 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	st "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/oklog/ulid/v2"
 
@@ -296,39 +291,25 @@ const (
 // runSimRelayChildIfRequested runs a relay worker on a simulated stream
 // in this process when a test started it as a child.
 func runSimRelayChildIfRequested() {
-	worker := os.Getenv(envSimRelay)
-	if worker == "" {
-		return
-	}
-	slog.SetLogLoggerLevel(slog.LevelWarn)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	err := func() error {
+	runChildIfRequested(envSimRelay, func(ctx context.Context, worker string) error {
 		ep := endpoints.FromEnv()
 		db, err := dynamoclient.New(ctx, dynamoclient.Config{Endpoint: ep.DynamoDB})
 		if err != nil {
 			return err
 		}
-		streams := dynamodbstreams.New(dynamodbstreams.Options{Region: "us-east-1", BaseEndpoint: aws.String(os.Getenv(envSimURL)),
-			Credentials: credentials.NewStaticCredentialsProvider("sim", "sim", "")})
 		pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
 		if err != nil {
 			return err
 		}
 		defer pub.Close()
-		r, err := relay.New(relay.Config{Streams: streams, DynamoDB: db, StreamARN: os.Getenv(envSimARN), LeaseTable: ep.LeasesTable,
-			Publisher: pub, Topics: bus.Topics{Prefix: ep.TopicPrefix}, WorkerID: worker,
-			LeaseDuration: simLeaseDuration, DiscoveryInterval: simDiscovery})
+		r, err := relay.New(relay.Config{Streams: streamsim.NewClient(os.Getenv(envSimURL), streamsim.DefaultRegion), DynamoDB: db,
+			StreamARN: os.Getenv(envSimARN), LeaseTable: ep.LeasesTable, Publisher: pub, Topics: bus.Topics{Prefix: ep.TopicPrefix},
+			WorkerID: worker, LeaseDuration: simLeaseDuration, DiscoveryInterval: simDiscovery})
 		if err != nil {
 			return err
 		}
 		return r.Run(ctx)
-	}()
-	if err != nil && !strings.Contains(err.Error(), context.Canceled.Error()) {
-		fmt.Fprintln(os.Stderr, "sim relay child:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	})
 }
 
 // BenchmarkRelayScalingOnSimulatedShards measures relay throughput as

@@ -27,36 +27,9 @@ func TestSendAndWaitGetsEachCommandsOwnResult(t *testing.T) {
 	defer cancel()
 
 	// The responder: echo each command's aggregate id back as the reason.
-	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: aggType + "-handler", Logger: watermill.NopLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
-	in, err := sub.Subscribe(ctx, bus.CommandsTopic(aggType))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for msg := range in {
-			cmd, err := commands.FromMessage(msg)
-			if err != nil {
-				t.Errorf("responder: %v", err)
-				msg.Ack()
-				continue
-			}
-			reply, _ := commands.Result{CommandID: cmd.ID, Status: commands.StatusAccepted, Reason: cmd.AggregateID, Version: 1}.ToMessage(cmd.CorrelationID)
-			reply.Metadata.Set(bus.MetadataPartition, msg.Metadata.Get(commands.MetadataReplyPartition))
-			if err := pub.Publish(bus.RepliesTopic, reply); err != nil {
-				t.Errorf("responder publish: %v", err)
-			}
-			msg.Ack()
-		}
-	}()
+	respond(ctx, t, brokers, bus.Topics{}, aggType, func(cmd commands.Command, asked string, answer answerFunc) {
+		answer(cmd.AggregateID, asked)
+	})
 
 	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
 	if err != nil {
@@ -94,46 +67,15 @@ func TestSendersReadOnlyTheirOwnReplyPartition(t *testing.T) {
 	aggType := "agg"
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: topics.Prefix + "handler", Logger: watermill.NopLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
-	in, err := sub.Subscribe(ctx, topics.Commands(aggType))
-	if err != nil {
-		t.Fatal(err)
-	}
-	answer := func(cmd commands.Command, reason, partition string) {
-		reply, _ := commands.Result{CommandID: cmd.ID, Status: commands.StatusAccepted, Reason: reason, Version: 1}.ToMessage(cmd.CorrelationID)
-		reply.Metadata.Set(bus.MetadataPartition, partition)
-		if err := pub.Publish(topics.Replies(), reply); err != nil {
-			t.Errorf("responder publish: %v", err)
+	respond(ctx, t, brokers, topics, aggType, func(cmd commands.Command, asked string, answer answerFunc) {
+		other := "0"
+		if asked == "0" {
+			other = "1"
 		}
-	}
-	go func() {
-		for msg := range in {
-			cmd, err := commands.FromMessage(msg)
-			if err != nil {
-				t.Errorf("responder: %v", err)
-				msg.Ack()
-				continue
-			}
-			asked := msg.Metadata.Get(commands.MetadataReplyPartition)
-			other := "0"
-			if asked == "0" {
-				other = "1"
-			}
-			answer(cmd, "read another sender's partition", other)
-			time.Sleep(300 * time.Millisecond) // the wrong answer is read first by a sender that reads it
-			answer(cmd, "partition "+asked, asked)
-			msg.Ack()
-		}
-	}()
+		answer("read another sender's partition", other)
+		time.Sleep(300 * time.Millisecond) // the wrong answer is read first by a sender that reads it
+		answer("partition "+asked, asked)
+	})
 
 	for _, p := range []int32{0, 1} {
 		sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: brokers, Topics: topics, ReplyPartition: &p, Logger: watermill.NopLogger{}})
@@ -166,4 +108,48 @@ func TestSendersReadOnlyTheirOwnReplyPartition(t *testing.T) {
 	if _, err := sender.ReplyPartition(); err == nil || !strings.Contains(err.Error(), "4096") {
 		t.Fatalf("ReplyPartition 4096: %v, want an error naming it", err)
 	}
+}
+
+// answerFunc publishes an accepted answer to the command at hand with
+// reason, on the replies partition given ("" for the key's).
+type answerFunc func(reason, partition string)
+
+// respond runs a stand-in for the command handlers until ctx ends: it
+// reads the commands of aggType in the namespace topics and calls handle
+// with each command, the replies partition it asked for, and a function
+// that answers it on the replies topic.
+func respond(ctx context.Context, t *testing.T, brokers []string, topics bus.Topics, aggType string, handle func(cmd commands.Command, asked string, answer answerFunc)) {
+	t.Helper()
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: topics.Prefix + aggType + "-handler", Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Close() })
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	in, err := sub.Subscribe(ctx, topics.Commands(aggType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for msg := range in {
+			cmd, err := commands.FromMessage(msg)
+			if err != nil {
+				t.Errorf("responder: %v", err)
+				msg.Ack()
+				continue
+			}
+			handle(cmd, msg.Metadata.Get(commands.MetadataReplyPartition), func(reason, partition string) {
+				reply, _ := commands.Result{CommandID: cmd.ID, Status: commands.StatusAccepted, Reason: reason, Version: 1}.ToMessage(cmd.CorrelationID)
+				reply.Metadata.Set(bus.MetadataPartition, partition)
+				if err := pub.Publish(topics.Replies(), reply); err != nil {
+					t.Errorf("responder publish: %v", err)
+				}
+			})
+			msg.Ack()
+		}
+	}()
 }

@@ -110,7 +110,7 @@ func parseClusterSettingsUpdate(body []byte) (*clusterSettingsUpdate, *esError) 
 		default:
 			return nil, newErr(http.StatusBadRequest, "x_content_parse_exception", "[cluster_update_settings_request] unknown field [%s]", k)
 		}
-		if tok := jsonToken(top[k]); tok != "START_OBJECT" {
+		if tok := xcontentToken(top[k]); tok != "START_OBJECT" {
 			return nil, newErr(http.StatusBadRequest, "x_content_parse_exception", "[cluster_update_settings_request] %s doesn't support values of type: %s", k, tok)
 		}
 		if err := flattenClusterSettings(top[k], dst); err != nil {
@@ -121,28 +121,6 @@ func parseClusterSettingsUpdate(body []byte) (*clusterSettingsUpdate, *esError) 
 		return nil, newErr(http.StatusBadRequest, "action_request_validation_exception", "Validation Failed: 1: no settings to update;")
 	}
 	return u, nil
-}
-
-// jsonToken names the kind of a JSON value as Elasticsearch's parser
-// tokens do (XContentParser.Token).
-func jsonToken(raw json.RawMessage) string {
-	b := bytes.TrimSpace(raw)
-	if len(b) == 0 {
-		return "VALUE_NULL"
-	}
-	switch b[0] {
-	case '{':
-		return "START_OBJECT"
-	case '[':
-		return "START_ARRAY"
-	case '"':
-		return "VALUE_STRING"
-	case 't', 'f':
-		return "VALUE_BOOLEAN"
-	case 'n':
-		return "VALUE_NULL"
-	}
-	return "VALUE_NUMBER"
 }
 
 // flattenClusterSettings flattens a settings object as Settings.fromXContent
