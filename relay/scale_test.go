@@ -201,30 +201,40 @@ func TestRelayProcessesShareASplittingStreamOf256Shards(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	// Kill one relay while records flow, and watch its leases move.
+	// Kill one relay while records flow, at a moment when it holds
+	// shards with records past its checkpoint (work in flight), and
+	// watch its leases move.
 	victim := relays[3]
-	before := s.leases(t)
-	lastWrite := map[string]time.Time{}
-	for _, l := range before {
-		if l.Owner == victim.worker && !l.Finished {
+	var (
+		lastWrite     map[string]time.Time
+		behind        int // the victim's shards holding records past its checkpoint
+		writtenAtKill int64
+	)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		lastSeq := map[string]string{}
+		for _, sh := range sim.Truth() {
+			if n := len(sh.Records); n > 0 {
+				lastSeq[sh.ShardID] = sh.Records[n-1].SequenceNumber()
+			}
+		}
+		lastWrite, behind = map[string]time.Time{}, 0
+		for _, l := range s.leases(t) {
+			if l.Owner != victim.worker || l.Finished {
+				continue
+			}
 			lastWrite[l.ShardID] = l.UpdatedAt
+			if lastSeq[l.ShardID] != "" && l.Checkpoint < lastSeq[l.ShardID] {
+				behind++
+			}
 		}
-	}
-	if len(lastWrite) == 0 {
-		t.Fatalf("%s holds no lease to take over", victim.worker)
-	}
-	writtenAtKill := written.Load()
-	behind := 0 // the victim's shards holding records past its checkpoint: work in flight
-	lastSeq := map[string]string{}
-	for _, sh := range sim.Truth() {
-		if n := len(sh.Records); n > 0 {
-			lastSeq[sh.ShardID] = sh.Records[n-1].SequenceNumber()
+		if len(lastWrite) == 0 {
+			t.Fatalf("%s holds no lease to take over", victim.worker)
 		}
-	}
-	for _, l := range before {
-		if _, held := lastWrite[l.ShardID]; held && lastSeq[l.ShardID] != "" && l.Checkpoint < lastSeq[l.ShardID] {
-			behind++
+		writtenAtKill = written.Load()
+		if behind > 0 || time.Now().After(deadline) {
+			break
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	victim.kill()
 	delete(live, victim.worker)
