@@ -61,7 +61,7 @@ test-unit:
 # .bench.out).
 bench: stack-up
 	set -o pipefail; $(GO) test -run '^$$' -bench . $(BENCHFLAGS) -timeout 60m ./... 2>&1 | tee .bench.out
-	$(BIN) bench-report --in .bench.out --out docs/benchmarks.md --png docs/benchmarks.png
+	$(GO) run ./cmd/bench-report --in .bench.out --out docs/benchmarks.md --png docs/benchmarks.png
 
 demo: build
 	$(BIN) demo

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/parking"
 	"github.com/eventpipe/eventpipe/projections"
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
 
 // ConsumerKind says what a consumer is; status and the CLI show it.
@@ -105,7 +105,7 @@ type Resources struct {
 	History projections.HistoryPage
 	// DB and Search: set when a consumer's Needs asked for them.
 	DB     *pgxpool.Pool
-	Search *elasticsearch.Client
+	Search *esclient.Client
 	// Publisher publishes poisoned messages and the sagas' commands.
 	Publisher message.Publisher
 	// NewSubscriber, when set, replaces each kind's default Kafka

@@ -10,7 +10,6 @@ import (
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -51,7 +50,7 @@ type ConsumersConfig struct {
 	// Endpoints.Elasticsearch). Each search model writes through its
 	// alias, elastic.Alias(Endpoints.TopicPrefix, name), whose index is
 	// created when missing.
-	Search *elasticsearch.Client
+	Search *esclient.Client
 	// NewSubscriber replaces each kind's default Kafka subscriber (it
 	// must read the Kafka of Endpoints.KafkaBrokers, where a new group's
 	// start is committed, see kafka.StartGroup, unless NoKafka), and

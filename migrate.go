@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -37,7 +36,7 @@ type MigrateConfig struct {
 	DB *pgxpool.Pool
 	// Search, when set, is the search models' Elasticsearch, used instead
 	// of a client of Endpoints.Elasticsearch.
-	Search *elasticsearch.Client
+	Search *esclient.Client
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -72,7 +71,7 @@ type ParkedReplayConfig struct {
 	DB *pgxpool.Pool
 	// Search is the search models' Elasticsearch (default: a client of
 	// Endpoints.Elasticsearch).
-	Search *elasticsearch.Client
+	Search *esclient.Client
 	// Projection names the read or search model whose parked aggregates
 	// are re-driven. Required.
 	Projection string

@@ -10,7 +10,6 @@ import (
 
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe/bus"
@@ -36,7 +35,7 @@ type ReplayConfig struct {
 	DB *pgxpool.Pool
 	// Search, when set, is the search models' Elasticsearch, used instead
 	// of a client of Endpoints.Elasticsearch.
-	Search *elasticsearch.Client
+	Search *esclient.Client
 	// Store, when set, is the event store, used instead of one opened on
 	// Endpoints with the catalogue's schema (OpenStore); give it the same
 	// schema (upcasters).

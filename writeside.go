@@ -10,12 +10,9 @@ import (
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/analytics/analyticsapi"
 
-	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
-
-	"github.com/elastic/go-elasticsearch/v8"
-
 	"github.com/eventpipe/eventpipe/domains/order/orderapi"
 	"github.com/eventpipe/eventpipe/projections/elastic"
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 	"github.com/eventpipe/eventpipe/projections/rollups"
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
 
@@ -170,7 +167,7 @@ type WriteSide struct {
 	pub        message.Publisher
 	ownPub     bool          // pub was opened by NewWriteSide and is closed by Close
 	readModels *pgxpool.Pool // connects on first use
-	search     *elasticsearch.Client
+	search     *esclient.Client
 	analytics  *analytics.Store
 	auth       *auth.Authenticator // nil: the API is open
 
@@ -271,7 +268,7 @@ func (s *WriteSide) ReadModels() *pgxpool.Pool { return s.readModels }
 // Search returns the client of the search models' Elasticsearch, for HTTP
 // resources that answer from a search model. Aliases are
 // SearchAlias(name).
-func (s *WriteSide) Search() *elasticsearch.Client { return s.search }
+func (s *WriteSide) Search() *esclient.Client { return s.search }
 
 // Analytics returns the analytics store (package analytics), for HTTP
 // resources that ingest or read analytics.

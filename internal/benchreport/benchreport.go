@@ -2,8 +2,9 @@
 // docs/benchmarks.md: one table per package with every benchmark's
 // figures, the ratios against the baselines measured in the same run
 // first, and the machine and the date. Log lines mixed into the output
-// are ignored. `make bench` runs it through cmd/eventpipe's hidden
-// `bench-report` subcommand.
+// are ignored. `make bench` runs it through cmd/bench-report, a
+// developer tool of its own: the chart's plotting library stays out of
+// the eventpipe binary.
 package benchreport
 
 import (

@@ -85,9 +85,9 @@ func Postgres(ctx context.Context, url string) error {
 	return nil
 }
 
-// Elasticsearch sends GET / with sec's credentials and TLS (the official
-// Go client's, esclient.NewClient) and checks the product header that the
-// client insists on.
+// Elasticsearch sends GET / with sec's credentials and TLS through the
+// client every eventpipe use of Elasticsearch has (esclient.NewClient) and
+// checks the product header that the client insists on.
 func Elasticsearch(ctx context.Context, baseURL string, sec esclient.Security) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()

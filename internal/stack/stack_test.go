@@ -19,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
@@ -27,6 +26,7 @@ import (
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/stack"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
 
 func TestMain(m *testing.M) {
@@ -227,10 +227,10 @@ func TestUpIsIdempotentAndDownUpKeepsData(t *testing.T) {
 	}
 }
 
-// esClient is a go-elasticsearch client of the stack's Elasticsearch API.
-func esClient(t *testing.T, url string) *elasticsearch.Client {
+// esClient is a client of the stack's Elasticsearch API.
+func esClient(t *testing.T, url string) *esclient.Client {
 	t.Helper()
-	es, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{url}})
+	es, err := esclient.NewClient(url, esclient.Security{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func esClient(t *testing.T, url string) *elasticsearch.Client {
 }
 
 // esDo sends one request and checks its status; it returns the body.
-func esDo(t *testing.T, es *elasticsearch.Client, method, path, body string, want int) string {
+func esDo(t *testing.T, es *esclient.Client, method, path, body string, want int) string {
 	t.Helper()
 	req, err := http.NewRequest(method, path, strings.NewReader(body))
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -74,11 +73,11 @@ func Postgres(tb testing.TB) *pgxpool.Pool {
 	return integration.Postgres(tb)
 }
 
-// Elasticsearch returns a go-elasticsearch client of the configured
+// Elasticsearch returns an esclient.Client of the configured
 // Elasticsearch (the stack's Elasticsearch-API server, or a real one named
 // by ELASTICSEARCH_URL); it fails tb when nothing answers
 // (integration.Elasticsearch).
-func Elasticsearch(tb testing.TB) *elasticsearch.Client {
+func Elasticsearch(tb testing.TB) *esclient.Client {
 	tb.Helper()
 	return integration.Elasticsearch(tb)
 }
@@ -117,7 +116,7 @@ type SearchDocument struct {
 
 // SearchDocuments refreshes index (or alias) and returns every document
 // in it by id (up to 10,000).
-func SearchDocuments(tb testing.TB, es *elasticsearch.Client, index string) map[string]SearchDocument {
+func SearchDocuments(tb testing.TB, es *esclient.Client, index string) map[string]SearchDocument {
 	tb.Helper()
 	ctx := context.Background()
 	if err := esclient.Do(ctx, es, esapi.IndicesRefreshRequest{Index: []string{index}}, nil); err != nil {

@@ -16,11 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
-
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
 	"github.com/eventpipe/eventpipe"
@@ -33,6 +30,7 @@ import (
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 	"github.com/eventpipe/eventpipe/projections/elastic"
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
 )
 
@@ -80,7 +78,7 @@ func runConsumeChildIfRequested() {
 // versionSum is the sum of the versions of the documents ids in index
 // alias (real time): the number of events applied when every aggregate's
 // sequence starts at 1.
-func versionSum(t testing.TB, es *elasticsearch.Client, alias string, ids []string) int64 {
+func versionSum(t testing.TB, es *esclient.Client, alias string, ids []string) int64 {
 	t.Helper()
 	var res struct {
 		Docs []struct {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
 	"github.com/eventpipe/eventpipe/domains/order"
@@ -21,6 +20,7 @@ import (
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/elastic"
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
 
 func TestMain(m *testing.M) {
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 type world struct {
 	t      testing.TB
 	store  *store.Store
-	es     *elasticsearch.Client
+	es     *esclient.Client
 	prefix string
 }
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
@@ -167,7 +166,7 @@ func Postgres(tb testing.TB) *pgxpool.Pool {
 // Elasticsearch returns a client of the environment's Elasticsearch (the
 // stack's Elasticsearch-API server, or the one ELASTICSEARCH_URL names);
 // it fails tb when nothing answers.
-func Elasticsearch(tb testing.TB) *elasticsearch.Client {
+func Elasticsearch(tb testing.TB) *esclient.Client {
 	tb.Helper()
 	Mark(tb)
 	ep := endpointsFromEnv(tb)

@@ -6,13 +6,13 @@ import (
 	"log/slog"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore/memstore"
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
 
 // DefaultBuffer is Config.Buffer's default.
@@ -45,7 +45,7 @@ type Config struct {
 	DB *pgxpool.Pool
 	// Search is the Elasticsearch of the search models among Consumers.
 	// Required when one of them is.
-	Search *elasticsearch.Client
+	Search *esclient.Client
 	// NoParking poisons the read and search models' permanent failures
 	// instead of parking them in DB (see eventpipe.ConsumersConfig).
 	NoParking bool

@@ -3,6 +3,15 @@
 // into a typed error, and that error. It depends on nothing else of
 // eventpipe, so that code which only reads an index (an HTTP API) does not
 // pull in the consumers.
+//
+// The client is built from go-elasticsearch's esapi (the request types)
+// and elastic-transport-go (connections, authentication, retries), not
+// from the root package github.com/elastic/go-elasticsearch/v8: that
+// package also defines NewTypedClient and so links the whole typed API,
+// some 800 packages eventpipe never calls (issue 36). The official
+// client is those same two parts; Client keeps its behaviour that
+// matters here: the settings of Security, its retries and its product
+// check.
 package esclient
 
 import (
@@ -13,28 +22,96 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
 
-	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/elastic/elastic-transport-go/v8/elastictransport"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 )
 
-// NewClient returns a go-elasticsearch client of the Elasticsearch at url
-// (a real Elasticsearch 8, or the stack's Elasticsearch-API server) that
-// authenticates and verifies the server as sec says.
-func NewClient(url string, sec Security) (*elasticsearch.Client, error) {
+// DefaultURL is the Elasticsearch NewClient talks to when given no URL
+// and ELASTICSEARCH_URL is not set either: loopback, as every eventpipe
+// address by default (the official client says localhost).
+const DefaultURL = "http://127.0.0.1:9200"
+
+// ErrNotElasticsearch is the error of a request whose successful answer
+// lacks the header X-Elastic-Product: Elasticsearch, that is, a server
+// that is not Elasticsearch 8 (or the stack's Elasticsearch-API server,
+// which sends it). Client checks the first successful answer, as the
+// official client does, so that a proxy or another product answering 2xx
+// is not mistaken for Elasticsearch.
+var ErrNotElasticsearch = errors.New("the server is not Elasticsearch: its answer lacks the header X-Elastic-Product: Elasticsearch")
+
+// userAgent names the client in every request's User-Agent header.
+var userAgent = fmt.Sprintf("eventpipe-esclient go-elasticsearch-esapi/%s (%s %s; %s)",
+	esapi.Version, runtime.GOOS, runtime.GOARCH, runtime.Version())
+
+// Client is an Elasticsearch client: go-elasticsearch's functional API
+// (es.Search(...), es.Indices.Create(...), …) over elastic-transport-go.
+// It is what elasticsearch.Client of the root go-elasticsearch package is
+// made of, without linking that package and with it the typed API (about
+// 800 packages). A Client is an esapi.Transport, so req.Do(ctx, es) and
+// Do(ctx, es, req, out) work with it. It is safe for concurrent use.
+type Client struct {
+	// API is go-elasticsearch's functional API, sending through the
+	// Client itself.
+	*esapi.API
+
+	url            string
+	transport      *elastictransport.Client
+	productChecked atomic.Bool
+}
+
+// NewClient returns a client of the Elasticsearch at url (a real
+// Elasticsearch 8, or the stack's Elasticsearch-API server) that
+// authenticates and verifies the server as sec says. It does not connect.
+// An empty url means ELASTICSEARCH_URL (comma-separated URLs), else
+// DefaultURL, as with the official client. Credentials in the URL
+// (https://user:password@host) are sent as basic auth, before sec's.
+func NewClient(url string, sec Security) (*Client, error) {
+	c, err := newClient(url, sec)
+	if err != nil {
+		return nil, fmt.Errorf("elasticsearch client for %s: %w", redact(url), err)
+	}
+	return c, nil
+}
+
+// redact hides a password in raw, for an error message.
+func redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return raw
+}
+
+func newClient(rawURL string, sec Security) (*Client, error) {
 	if err := sec.Validate(); err != nil {
-		return nil, fmt.Errorf("elasticsearch client for %s: %w", url, err)
+		return nil, err
+	}
+	urls, err := parseURLs(rawURL)
+	if err != nil {
+		return nil, err
 	}
 	tlsCfg, err := sec.TLS.Build()
 	if err != nil {
-		return nil, fmt.Errorf("elasticsearch client for %s: %w", url, err)
+		return nil, err
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	if tlsCfg != nil {
 		transport.TLSClientConfig = tlsCfg
 	}
-	c, err := elasticsearch.NewClient(elasticsearch.Config{
-		Addresses:              []string{url},
+	// elastictransport sends the API key (APIKey …) or else the basic
+	// credentials, and with a fingerprint dials TLS itself, accepting a
+	// server whose chain holds a certificate of that SHA-256; otherwise
+	// the transport's TLS configuration verifies the server. Unset retry
+	// settings mean its defaults: up to 3 retries of a network error or a
+	// 502, 503 or 504.
+	tp, err := elastictransport.New(elastictransport.Config{
+		UserAgent:              userAgent,
+		URLs:                   urls,
 		APIKey:                 sec.APIKey,
 		Username:               sec.Username,
 		Password:               sec.Password,
@@ -42,9 +119,54 @@ func NewClient(url string, sec Security) (*elasticsearch.Client, error) {
 		Transport:              transport,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("elasticsearch client for %s: %w", url, err)
+		return nil, err
 	}
+	c := &Client{url: urls[0].Redacted(), transport: tp}
+	c.API = esapi.New(c)
 	return c, nil
+}
+
+// parseURLs is the node URLs of raw: itself, or when empty the
+// comma-separated ELASTICSEARCH_URL, or DefaultURL.
+func parseURLs(raw string) ([]*url.URL, error) {
+	addrs := []string{raw}
+	if raw == "" {
+		addrs = []string{DefaultURL}
+		if env := os.Getenv("ELASTICSEARCH_URL"); strings.TrimSpace(env) != "" {
+			addrs = strings.Split(env, ",")
+		}
+	}
+	urls := make([]*url.URL, 0, len(addrs))
+	for _, a := range addrs {
+		u, err := url.Parse(strings.TrimRight(strings.TrimSpace(a), "/"))
+		if err != nil {
+			return nil, fmt.Errorf("cannot parse url: %w", err)
+		}
+		urls = append(urls, u)
+	}
+	return urls, nil
+}
+
+// Perform sends req to Elasticsearch (the esapi.Transport method every
+// esapi request is sent with): elastic-transport-go sets the node's
+// address, the credentials and the User-Agent and retries as configured.
+// Until one has passed, each successful (2xx) answer is checked for the
+// header X-Elastic-Product: Elasticsearch; one without it is closed and
+// becomes ErrNotElasticsearch. Error answers are returned as they are,
+// as Elasticsearch sends them.
+func (c *Client) Perform(req *http.Request) (*http.Response, error) {
+	res, err := c.transport.Perform(req)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode >= 200 && res.StatusCode < 300 && !c.productChecked.Load() {
+		if got := res.Header.Get("X-Elastic-Product"); got != "Elasticsearch" {
+			res.Body.Close()
+			return nil, fmt.Errorf("elasticsearch %s: %w (X-Elastic-Product is %q)", c.url, ErrNotElasticsearch, got)
+		}
+		c.productChecked.Store(true)
+	}
+	return res, nil
 }
 
 // ResponseError is an error answer of Elasticsearch: its HTTP status and
@@ -55,6 +177,7 @@ type ResponseError struct {
 	Reason string
 }
 
+// Error describes the answer as "elasticsearch <status> <type>: <reason>".
 func (e *ResponseError) Error() string {
 	return fmt.Sprintf("elasticsearch %d %s: %s", e.Status, e.Type, e.Reason)
 }
@@ -85,7 +208,7 @@ type ErrorBody struct {
 	Reason string `json:"reason"`
 }
 
-// do sends req and decodes a 2xx answer's body into out (when not nil);
+// Do sends req and decodes a 2xx answer's body into out (when not nil);
 // any other answer becomes a *ResponseError.
 func Do(ctx context.Context, es esapi.Transport, req esapi.Request, out any) error {
 	res, err := req.Do(ctx, es)
