@@ -21,6 +21,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	"github.com/eventpipe/eventpipe/rollup"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // scratch is a from-scratch count of a source's raw events, written
@@ -146,17 +147,12 @@ func (sc scratch) differences(t *testing.T, store *analytics.Store, source strin
 // waitEqual waits until the table equals a fresh scratch count.
 func waitEqual(t *testing.T, store *analytics.Store, source string, lo, hi time.Time, what string) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		diffs := countFromScratch(t, store, source).differences(t, store, source, lo, hi)
-		if len(diffs) == 0 {
-			return
+	integration.Await(t, what+": the table to equal a count from scratch", func() error {
+		if diffs := countFromScratch(t, store, source).differences(t, store, source, lo, hi); len(diffs) > 0 {
+			return fmt.Errorf("the table still differs:\n%s", strings.Join(diffs, "\n"))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: after 90 s the table still differs from a count from scratch:\n%s", what, strings.Join(diffs, "\n"))
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestAnalyticsRecountOfARangeEqualsAFreshCountBesideTheLiveAggregator

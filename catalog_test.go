@@ -24,6 +24,7 @@ import (
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
 	"github.com/eventpipe/eventpipe/relay"
 	"github.com/eventpipe/eventpipe/sagas/transfersaga"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // counterDomain is a tiny domain whose one event changed shape: version 1
@@ -204,8 +205,8 @@ func TestAnUpcasterRegisteredOnceIsAppliedByTheStoreTheFacetAndTheRelay(t *testi
 				t.Fatalf("relay: unexpected %s", e)
 			}
 			payloads[e.Sequence-1] = string(e.Payload)
-		case <-time.After(60 * time.Second):
-			t.Fatalf("relay: %d of 3 events published after 60 s", got)
+		case <-time.After(integration.HangAfter()):
+			t.Fatalf("relay: %d of 3 events published, then none for %v (%s)", got, integration.HangAfter(), integration.EnvHangAfter)
 		}
 	}
 	if want := []string{`{"count":2}`, `{"count":3}`, `{"count":4}`}; !slices.Equal(payloads, want) {

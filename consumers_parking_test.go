@@ -2,12 +2,12 @@ package eventpipe_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -25,6 +25,7 @@ import (
 	"github.com/eventpipe/eventpipe/parking"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // migratedPostgres creates a Postgres schema for t with eventpipe's own
@@ -209,19 +210,16 @@ func (p *parkingPipeline) todosGroup(t *testing.T) (eventpipe.GroupStatus, event
 	return r.Groups[i], r
 }
 
-// waitUntil polls cond for up to a minute.
+// waitUntil polls cond until it holds; it fails t, with the state cond
+// last reported, when cond does not hold within integration.HangAfter.
 func waitUntil(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); ; {
-		ok, state := cond()
-		if ok {
-			return
+	integration.Await(t, what, func() error {
+		if ok, state := cond(); !ok {
+			return errors.New(state)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %s", what, state)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestConsumersParkAPermanentlyFailingAggregateAndStatusCountsIt runs,

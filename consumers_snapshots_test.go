@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestConsumeSnapshotsSnapshotsWhatTheWriteSideAppended runs the pipeline
@@ -56,28 +58,26 @@ func TestConsumeSnapshotsSnapshotsWhatTheWriteSideAppended(t *testing.T) {
 	running := []*background{goRun(t, "relay", rel.Run), goRun(t, "snapshot consumer", consumers.Run)}
 
 	ref := eventstore.Ref{Type: bankaccount.AggregateType, ID: id}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	var snap eventstore.Stored
+	integration.Await(t, "the snapshot at 12", func() error {
 		for _, b := range running {
 			b.check(t)
 		}
-		snap, err := svc.Store.Snapshot(ctx, ref)
+		var err error
+		snap, err = svc.Store.Snapshot(ctx, ref)
 		if err != nil && !errors.Is(err, eventstore.ErrAggregateNotFound) {
 			t.Fatal(err)
 		}
-		if snap.Seq == 12 {
-			state, err := svc.Store.State(ctx, ref)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(snap.Data, state.Data) || state.Seq != 12 {
-				t.Errorf("snapshot %s at 12, STATE %s at %d", snap.Data, state.Data, state.Seq)
-			}
-			return
+		if snap.Seq != 12 {
+			return fmt.Errorf("snapshot at %d", snap.Seq)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("snapshot at %d after a minute, want 12", snap.Seq)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	state, err := svc.Store.State(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snap.Data, state.Data) || state.Seq != 12 {
+		t.Errorf("snapshot %s at 12, STATE %s at %d", snap.Data, state.Data, state.Seq)
 	}
 }

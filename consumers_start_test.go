@@ -167,7 +167,7 @@ func TestAPlainWatermillHandlerRunsAsAConsumerWithItsGroupPoisonMetricsAndStatus
 	runConsumers(t, eventpipe.ConsumersConfig{Catalog: cat, Endpoints: ep, Names: []string{"audit"}, Registerer: reg})
 	// The group's start (the end of the topic) is committed before it
 	// joins: what was published before is never seen.
-	waitFor(t, 30*time.Second, "the handler's group to start", func() bool { return groupCommitted(t, adm, group, topic) >= 0 })
+	waitFor(t, "the handler's group to start", func() bool { return groupCommitted(t, adm, group, topic) >= 0 })
 	if got := groupCommitted(t, adm, group, topic); got != 3 {
 		t.Fatalf("the handler's group started at %d, want 3 (the end of the topic)", got)
 	}
@@ -177,7 +177,7 @@ func TestAPlainWatermillHandlerRunsAsAConsumerWithItsGroupPoisonMetricsAndStatus
 		}
 	}
 	poison := topics.Poison("handler.audit")
-	waitFor(t, 30*time.Second, "the new events and the poisoned one", func() bool {
+	waitFor(t, "the new events and the poisoned one", func() bool {
 		mu.Lock()
 		n := len(seen)
 		mu.Unlock()
@@ -245,28 +245,28 @@ func TestASagaFirstDeployedOnHistoryActsOnNoneOfItUnlessStartedAtEarliest(t *tes
 			adm := kafkaAdmin(t)
 			topics := bus.Topics{Prefix: rig.ep.TopicPrefix}
 			eventsTopic := topics.Events(transfer.AggregateType)
-			waitFor(t, time.Minute, "the old transfers' events on the saga's topic", func() bool {
+			waitFor(t, "the old transfers' events on the saga's topic", func() bool {
 				return topicEnd(t, adm, eventsTopic) >= int64(len(old))
 			})
 			cons, _ := rig.cat.Consumer(eventpipe.SagaConsumer(transfersaga.Name))
 			info := cons.Describe(topics)
 			runConsumers(t, eventpipe.ConsumersConfig{Catalog: rig.cat, Endpoints: rig.ep, DB: rig.db, Start: tc.start,
 				Names: []string{eventpipe.SagaConsumer(transfersaga.Name)}})
-			waitFor(t, 30*time.Second, "the saga's group to start", func() bool { return groupCommitted(t, adm, info.Group, info.Topics...) >= 0 })
+			waitFor(t, "the saga's group to start", func() bool { return groupCommitted(t, adm, info.Group, info.Topics...) >= 0 })
 			if tc.start.IsEarliest() {
-				waitFor(t, time.Minute, "the saga to finish the old transfers", func() bool { return rig.finished() == int64(len(old)) })
+				waitFor(t, "the saga to finish the old transfers", func() bool { return rig.finished() == int64(len(old)) })
 				for _, id := range old {
 					// The saga's last command completes the transfer after
 					// the instance finished.
-					waitFor(t, 30*time.Second, "transfer "+id+" to complete", func() bool { return rig.transferStatus(id) == transfer.StatusCompleted })
+					waitFor(t, "transfer "+id+" to complete", func() bool { return rig.transferStatus(id) == transfer.StatusCompleted })
 				}
 				return
 			}
 			rig.requestTransfer("new-1", "a", "b", 10)
-			waitFor(t, time.Minute, "the saga to finish the new transfer", func() bool { return rig.transferStatus("new-1") == transfer.StatusCompleted })
+			waitFor(t, "the saga to finish the new transfer", func() bool { return rig.transferStatus("new-1") == transfer.StatusCompleted })
 			// The saga's group is past every old event: it will never
 			// act on them.
-			waitFor(t, 30*time.Second, "the saga's group to commit past the new transfer", func() bool {
+			waitFor(t, "the saga's group to commit past the new transfer", func() bool {
 				return groupCommitted(t, adm, info.Group, eventsTopic) == topicEnd(t, adm, eventsTopic)
 			})
 			if n := rig.finished(); n != 1 {
@@ -338,11 +338,11 @@ func TestAReadModelStartedAtLatestShowsNoHistory(t *testing.T) {
 	}
 	adm := kafkaAdmin(t)
 	topic := bus.Topics{Prefix: ep.TopicPrefix}.Events(todo.AggregateType)
-	waitFor(t, time.Minute, "the old todos on the topic", func() bool { return topicEnd(t, adm, topic) == 3 })
+	waitFor(t, "the old todos on the topic", func() bool { return topicEnd(t, adm, topic) == 3 })
 
 	runConsumers(t, eventpipe.ConsumersConfig{Endpoints: ep, DB: db, Names: []string{"todos"}, Start: bus.StartLatest})
 	group := bus.Topics{Prefix: ep.TopicPrefix}.Prefix + "projection.todos"
-	waitFor(t, 30*time.Second, "the read model's group to start", func() bool { return groupCommitted(t, adm, group, topic) >= 0 })
+	waitFor(t, "the read model's group to start", func() bool { return groupCommitted(t, adm, group, topic) >= 0 })
 	create("new-1")
 	rows := func() []string {
 		var ids []string
@@ -360,8 +360,8 @@ func TestAReadModelStartedAtLatestShowsNoHistory(t *testing.T) {
 		}
 		return ids
 	}
-	waitFor(t, 30*time.Second, "the new todo in the read model", func() bool { return slices.Contains(rows(), "new-1") })
-	waitFor(t, 30*time.Second, "the group past the new todo", func() bool { return groupCommitted(t, adm, group, topic) == 4 })
+	waitFor(t, "the new todo in the read model", func() bool { return slices.Contains(rows(), "new-1") })
+	waitFor(t, "the group past the new todo", func() bool { return groupCommitted(t, adm, group, topic) == 4 })
 	if got := rows(); !slices.Equal(got, []string{"new-1"}) {
 		t.Errorf("read model started at latest holds %v, want only new-1", got)
 	}
@@ -412,7 +412,7 @@ func TestACommandUnderASagasIDIsRefusedUnlessTheSagaSignedIt(t *testing.T) {
 	}
 
 	rig.requestTransfer("tr-1", "a", "b", 300)
-	waitFor(t, time.Minute, "the transfer to complete", func() bool { return rig.transferStatus("tr-1") == transfer.StatusCompleted })
+	waitFor(t, "the transfer to complete", func() bool { return rig.transferStatus("tr-1") == transfer.StatusCompleted })
 	a, _ := rig.account("a")
 	b, _ := rig.account("b")
 	if a.Balance != 700 || b.Balance != 300 {

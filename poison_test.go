@@ -16,6 +16,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	"github.com/eventpipe/eventpipe/poison"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // fragileHandler is a todo command handler with a bug while broken is
@@ -134,7 +135,7 @@ func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
 	}
 	// A later command of the same todo, answered: everything before it on
 	// the partition was handled.
-	waitCtx, waitCancel := context.WithTimeout(ctx, time.Minute)
+	waitCtx, waitCancel := context.WithTimeout(ctx, integration.HangAfter())
 	defer waitCancel()
 	if r, err := sender.SendAndWait(waitCtx, todoCmd(t, todo.UpdateTodo, id, todo.TodoData{Title: "after"}, ver(1))); err != nil || r.Status != commands.StatusAccepted || r.Version != 2 {
 		t.Fatalf("update after the redrives: %+v, %v", r, err)

@@ -101,7 +101,7 @@ func TestSagaOpsShowRetryAndAbortInstancesBesideALiveSaga(t *testing.T) {
 		return out
 	}
 	var stuck map[string]sagas.Overview
-	waitFor(t, time.Minute, "three stuck instances, tr-abort at its credit", func() bool {
+	waitFor(t, "three stuck instances, tr-abort at its credit", func() bool {
 		stuck = list(sagas.StatusStuck)
 		p := stuck["tr-abort"].Pending
 		return len(stuck) == 3 && len(p) == 1 && p[0].Step == transfersaga.StepCredit
@@ -158,7 +158,7 @@ func TestSagaOpsShowRetryAndAbortInstancesBesideALiveSaga(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"tr-stuck", "tr-outbox"} {
-		waitFor(t, time.Minute, id+" to complete", func() bool { return rig.transferStatus(id) == transfer.StatusCompleted })
+		waitFor(t, id+" to complete", func() bool { return rig.transferStatus(id) == transfer.StatusCompleted })
 	}
 
 	if _, err := eventpipe.SagaAbort(ctx, eventpipe.SagaAbortConfig{SagaOpsConfig: ops, Saga: transfersaga.Name, Instance: "tr-abort"}); !isValidation(err) {
@@ -171,8 +171,8 @@ func TestSagaOpsShowRetryAndAbortInstancesBesideALiveSaga(t *testing.T) {
 	if len(res.Effects) != 1 || res.Effects[0].Kind != "cancel" || res.Effects[0].CommandID != creditAbort || res.Err != nil || !res.Compensated {
 		t.Errorf("abort: %+v", res)
 	}
-	waitFor(t, time.Minute, "tr-abort to be compensated", func() bool { return rig.transferStatus("tr-abort") == transfer.StatusCompensated })
-	waitFor(t, 10*time.Second, "tr-abort's instance to end aborted", func() bool {
+	waitFor(t, "tr-abort to be compensated", func() bool { return rig.transferStatus("tr-abort") == transfer.StatusCompensated })
+	waitFor(t, "tr-abort's instance to end aborted", func() bool {
 		in, err := sagas.Get(ctx, rig.db, transfersaga.Name, "tr-abort")
 		return err == nil && in.Outcome == transfersaga.OutcomeAborted
 	})

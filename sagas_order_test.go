@@ -63,16 +63,16 @@ func TestTheOrderSagaShipsPaidOrdersAndRefundsOneThatCannotShip(t *testing.T) {
 		}
 		return o
 	}
-	waitFor(t, time.Minute, "o-ok to ship", func() bool { return state("o-ok").Status == order.StatusShipped })
+	waitFor(t, "o-ok to ship", func() bool { return state("o-ok").Status == order.StatusShipped })
 	if o := state("o-ok"); o.TrackingNumber != "TRK-o-ok" {
 		t.Errorf("o-ok tracking %q", o.TrackingNumber)
 	}
-	waitFor(t, time.Minute, "o-late to be refunded", func() bool { return state("o-late").Status == order.StatusRefunded })
+	waitFor(t, "o-late to be refunded", func() bool { return state("o-late").Status == order.StatusRefunded })
 	if o := state("o-late"); o.Refunded != 4200 || o.TrackingNumber != "" {
 		t.Errorf("o-late %+v, want refunded 4200 and never shipped", o)
 	}
 	for id, want := range map[string]string{"o-ok": ordersaga.OutcomeShipped, "o-late": ordersaga.OutcomeRefunded} {
-		waitFor(t, 10*time.Second, id+"'s saga to finish", func() bool {
+		waitFor(t, id+"'s saga to finish", func() bool {
 			in, err := sagas.Get(context.Background(), rig.db, ordersaga.Name, id)
 			return err == nil && in.Outcome == want
 		})

@@ -33,6 +33,7 @@ import (
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 	"github.com/eventpipe/eventpipe/sagas"
 	"github.com/eventpipe/eventpipe/sagas/transfersaga"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // envSagaChild, set to a transfer deadline (a Go duration), makes the
@@ -235,7 +236,7 @@ func (r *transferRig) waitSagaStarted(name string) {
 	}
 	info := cons.Describe(bus.Topics{Prefix: r.ep.TopicPrefix})
 	adm := kafkaAdmin(r.t)
-	waitFor(r.t, time.Minute, "saga "+name+" to start its group", func() bool { return groupCommitted(r.t, adm, info.Group, info.Topics...) >= 0 })
+	waitFor(r.t, "saga "+name+" to start its group", func() bool { return groupCommitted(r.t, adm, info.Group, info.Topics...) >= 0 })
 }
 
 // startSaga starts the saga's child process.
@@ -457,14 +458,17 @@ func TestKilledTransferSagaConservesMoneyAndFinishesEveryTransferOnce(t *testing
 	var atKill []int64
 	for range kills {
 		before := rig.finished()
-		waitFor(t, 2*time.Minute, "the saga to finish transfers", func() bool { allSent(); return rig.finished() > before })
+		waitFor(t, "the saga to finish transfers", func() bool { allSent(); return rig.finished() > before })
 		time.Sleep(time.Duration(100+rand.IntN(700)) * time.Millisecond)
 		rig.killSaga()
 		atKill = append(atKill, rig.finished())
 		rig.startSaga()
 	}
-	waitFor(t, time.Minute, "every transfer to be requested", allSent)
-	waitFor(t, 4*time.Minute, "every transfer to finish", func() bool { return rig.finished() == transfers })
+	waitFor(t, "every transfer to be requested", allSent)
+	integration.AwaitProgress(t, "transfers finished", rig.finished, transfers)
+	if n := rig.finished(); n != transfers {
+		t.Fatalf("%d transfers finished, want %d", n, transfers)
+	}
 	inFlight := 0
 	for _, n := range atKill {
 		if n < transfers {
@@ -484,7 +488,7 @@ func TestKilledTransferSagaConservesMoneyAndFinishesEveryTransferOnce(t *testing
 	for _, id := range ids {
 		p := plans[id]
 		var st transfer.Status
-		waitFor(t, time.Minute, "transfer "+id+" to record its outcome", func() bool {
+		waitFor(t, "transfer "+id+" to record its outcome", func() bool {
 			st = rig.transferStatus(id)
 			return st.Finished()
 		})
@@ -540,7 +544,10 @@ func TestKilledTransferSagaConservesMoneyAndFinishesEveryTransferOnce(t *testing
 // then changes nothing.
 func TestATransferWhoseCreditNeverAnswersIsCompensatedAfterItsDeadlineAcrossARestart(t *testing.T) {
 	t.Parallel() // slow, and independent: tables, topics and groups of its own
-	const timeout = 4 * time.Second
+	// The debit and the credit's send must be done before the deadline
+	// for the kill to land before it: about 1.5 s on a quiet machine, so
+	// 12 s leaves a machine several times slower room.
+	const timeout = 12 * time.Second
 	id := "tr-slow"
 	creditID := sagas.CommandID(transfersaga.Name, id, transfersaga.StepCredit)
 	var dropped sync.Map
@@ -561,10 +568,13 @@ func TestATransferWhoseCreditNeverAnswersIsCompensatedAfterItsDeadlineAcrossARes
 	rig.startSaga()
 	requested := time.Now()
 	rig.requestTransfer(id, "a", "b", 300)
-	waitFor(t, time.Minute, "the debit", func() bool { a, _ := rig.account("a"); return a.Balance == 700 })
-	waitFor(t, time.Minute, "the credit to be sent (and dropped)", func() bool { _, ok := dropped.Load(creditID); return ok })
+	waitFor(t, "the debit", func() bool { a, _ := rig.account("a"); return a.Balance == 700 })
+	waitFor(t, "the credit to be sent (and dropped)", func() bool { _, ok := dropped.Load(creditID); return ok })
 	rig.killSaga()
 	killedAfter := time.Since(requested)
+	if killedAfter >= timeout {
+		t.Fatalf("the saga was killed %v after the request, past the transfer's deadline %v: nothing left to test", killedAfter, timeout)
+	}
 	time.Sleep(time.Until(requested.Add(timeout + time.Second)))
 	inst, err := sagas.Get(context.Background(), rig.db, transfersaga.Name, id)
 	if err != nil {
@@ -576,7 +586,7 @@ func TestATransferWhoseCreditNeverAnswersIsCompensatedAfterItsDeadlineAcrossARes
 	t.Logf("saga killed %v after the request, restarted %v after it (deadline %v)", killedAfter.Round(time.Millisecond), time.Since(requested).Round(time.Millisecond), timeout)
 
 	rig.startSaga()
-	waitFor(t, time.Minute, "the transfer to be compensated", func() bool { return rig.transferStatus(id) == transfer.StatusCompensated })
+	waitFor(t, "the transfer to be compensated", func() bool { return rig.transferStatus(id) == transfer.StatusCompensated })
 	a, _ := rig.account("a")
 	b, bVersion := rig.account("b")
 	if a.Balance != 1000 || b.Balance != 0 {

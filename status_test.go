@@ -32,6 +32,7 @@ import (
 	"github.com/eventpipe/eventpipe/parking"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestStatusShowsEachGroupsPositionLagAndPoison sends three todo
@@ -59,7 +60,7 @@ func TestStatusShowsEachGroupsPositionLagAndPoison(t *testing.T) {
 		commands.New(todo.UpdateTodo, todo.AggregateType, id, json.RawMessage(`{"title":"b"}`)),
 		commands.New(todo.UpdateTodo, todo.AggregateType, id, json.RawMessage(`{"title":"c","bogus":1}`)),
 	} {
-		waitCtx, waitCancel := context.WithTimeout(ctx, 30*time.Second)
+		waitCtx, waitCancel := context.WithTimeout(ctx, integration.HangAfter())
 		if _, err := sender.SendAndWait(waitCtx, c); err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +68,7 @@ func TestStatusShowsEachGroupsPositionLagAndPoison(t *testing.T) {
 	}
 
 	var todoGroup eventpipe.GroupStatus
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	integration.Await(t, "the todo commands group committed 3 of 3 and 1 poisoned", func() error {
 		r := eventpipe.Status(ctx, eventpipe.StatusConfig{Endpoints: ep, CommandGroup: group})
 		for _, g := range r.Groups {
 			if g.Group == group+"."+ep.TopicPrefix+"commands.todo" {
@@ -77,14 +78,11 @@ func TestStatusShowsEachGroupsPositionLagAndPoison(t *testing.T) {
 				t.Fatalf("read model group without events: %+v", g)
 			}
 		}
-		if todoGroup.Lag == 0 && todoGroup.Committed == 3 && todoGroup.Poisoned == 1 {
-			break
+		if todoGroup.Lag != 0 || todoGroup.Committed != 3 || todoGroup.Poisoned != 1 {
+			return fmt.Errorf("todo commands group %+v (errors %v)", todoGroup, r.Errors)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("todo commands group %+v (errors %v), want committed 3 of 3 and 1 poisoned", todoGroup, r.Errors)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	})
 	if todoGroup.Newest != 3 || todoGroup.PoisonTopic != ep.TopicPrefix+"poison."+group {
 		t.Fatalf("todo commands group %+v", todoGroup)
 	}
@@ -183,15 +181,13 @@ func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *tes
 	go func() { done <- consumers.Run(runCtx) }()
 	defer func() { cancel(); <-done }()
 	want.Committed, want.Lag, want.Poisoned = 4, 0, 1
-	for deadline := time.Now().Add(60 * time.Second); ; {
+	integration.Await(t, fmt.Sprintf("the aggregator group at %+v", want), func() error {
 		r = eventpipe.Status(ctx, eventpipe.StatusConfig{Endpoints: ep})
-		if g := aggGroup(r); reflect.DeepEqual(g, want) {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("aggregator group %+v (errors %v), want %+v", g, r.Errors, want)
+		if g := aggGroup(r); !reflect.DeepEqual(g, want) {
+			return fmt.Errorf("aggregator group %+v (errors %v)", g, r.Errors)
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	})
 	if an, _ = r.Relay(eventpipe.RelayAnalytics); an.Err != nil || an.Stream == "" || len(an.Leases) != 0 || len(r.Errors) != 0 {
 		t.Fatalf("analytics relay %+v (errors %v), want its stream and no leases (no relay ran)", an, r.Errors)
 	}

@@ -3,6 +3,7 @@ package eventpipe_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"math"
@@ -35,6 +36,7 @@ import (
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/relay"
 	"github.com/eventpipe/eventpipe/statuspage"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestStatusPageInChromiumShowsWhatStatusReadsAndTheEventsRate puts known
@@ -169,19 +171,15 @@ func TestStatusPageInChromiumShowsWhatStatusReadsAndTheEventsRate(t *testing.T) 
 	checkPageAgainstJSON(t, dom, rep)
 
 	publish(topics.Events(todo.AggregateType), 7)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	integration.Await(t, "the page to count the 7 todo events", func() error {
 		dom, rep = readStatusPage(t, browser, srv.URL)
 		peak, _ := strconv.ParseFloat(dom.Top["chart-peak"], 64)
-		if dom.Types[todo.AggregateType]["events-in-history"] == "7" && peak > 0 && dom.Chart.TotalPoints > 0 {
-			break
+		if dom.Types[todo.AggregateType]["events-in-history"] != "7" || peak <= 0 || dom.Chart.TotalPoints == 0 {
+			return fmt.Errorf("the page counts %q todo events in its history (want 7) with a chart peak of %q events/min over %d points",
+				dom.Types[todo.AggregateType]["events-in-history"], dom.Top["chart-peak"], dom.Chart.TotalPoints)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60s the page counts %q todo events in its history (want 7) with a chart peak of %q events/min",
-				dom.Types[todo.AggregateType]["events-in-history"], dom.Top["chart-peak"])
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	})
 	if got := dom.Types[todo.AggregateType]["events-newest"]; got != "12" {
 		t.Errorf("todo events newest %q after 7 more, want 12", got)
 	}

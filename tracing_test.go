@@ -100,7 +100,7 @@ func TestATraceFollowsTheCommandItsEventsAndTheProjection(t *testing.T) {
 	}
 
 	for _, id := range []string{"traced-http", "traced-bus"} {
-		waitFor(t, 30*time.Second, "todo "+id+" in the read model", func() bool {
+		waitFor(t, "todo "+id+" in the read model", func() bool {
 			var n int
 			if err := db.QueryRow(ctx, `SELECT count(*) FROM todos WHERE todo_id = $1`, id).Scan(&n); err != nil {
 				t.Fatal(err)
@@ -111,7 +111,7 @@ func TestATraceFollowsTheCommandItsEventsAndTheProjection(t *testing.T) {
 	// The consumer span ends right after the apply's transaction, the
 	// relay's once Kafka acknowledged the batch (possibly later).
 	var spans []sdktrace.ReadOnlySpan
-	waitFor(t, 10*time.Second, "two projection and two relay spans ended", func() bool {
+	waitFor(t, "two projection and two relay spans ended", func() bool {
 		spans = rec.Ended()
 		applied, published := 0, 0
 		for _, s := range spans {

@@ -33,6 +33,7 @@ import (
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // envAnalyticsChild makes the test binary a child process (runAnalyticsChildIfRequested):
@@ -185,18 +186,15 @@ func (r *analyticsRig) counted(source string, period analytics.Period) int64 {
 	}
 }
 
-// waitCounted waits (up to 2 minutes) until the hourly and daily
-// aggregations of source count want events, then 3 s more, and fails
-// unless they count exactly want.
+// waitCounted waits until the hourly and daily aggregations of source
+// count want events (failing when their counts stop moving for
+// integration.HangAfter), then 3 s more, and fails unless they count
+// exactly want.
 func (r *analyticsRig) waitCounted(source string, want int64) {
 	r.t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for r.counted(source, analytics.Daily) < want || r.counted(source, analytics.Hourly) < want {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("after 2 minutes the aggregations count %d daily, %d hourly events of %d", r.counted(source, analytics.Daily), r.counted(source, analytics.Hourly), want)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	integration.AwaitProgress(r.t, fmt.Sprintf("events of %s counted by the daily and hourly aggregations, %d each", source, want), func() int64 {
+		return min(r.counted(source, analytics.Daily), want) + min(r.counted(source, analytics.Hourly), want)
+	}, 2*want)
 	time.Sleep(3 * time.Second) // a copy would arrive now
 	if d, h := r.counted(source, analytics.Daily), r.counted(source, analytics.Hourly); d != want || h != want {
 		t := r.t
@@ -460,20 +458,19 @@ func TestAnalyticsKilledServeStoresAndCountsRetriedBatchesOnce(t *testing.T) {
 	// postUntilCreated posts until 201 (serve may be restarting).
 	postUntilCreated := func(key string, events []map[string]any) analyticsapi.Ingested {
 		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for {
+		var created analyticsapi.Ingested
+		integration.Await(t, "a 201 to the post", func() error {
 			status, out, err := postEvents(base, source, key, events)
 			if err == nil && status == http.StatusCreated {
-				return out
+				created = out
+				return nil
 			}
 			if err == nil && status != http.StatusServiceUnavailable {
 				t.Fatalf("post: %d %+v", status, out)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no 201 in 90 s: %d %v %+v", status, err, out)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return fmt.Errorf("%d %v %+v", status, err, out)
+		})
+		return created
 	}
 	var keyAnswer analyticsapi.Ingested
 	var keyEvents []map[string]any
@@ -515,9 +512,12 @@ func TestAnalyticsKilledServeStoresAndCountsRetriedBatchesOnce(t *testing.T) {
 		// Once the running aggregator has counted events, the batch is
 		// posted until 201, and the aggregator killed at a random moment
 		// while the events just stored come in.
-		for deadline := time.Now().Add(45 * time.Second); r.counted(source, analytics.Daily) <= lastAggKill && time.Now().Before(deadline); {
-			time.Sleep(100 * time.Millisecond)
-		}
+		integration.Await(t, fmt.Sprintf("round %d: the running aggregator to count events", round), func() error {
+			if n := r.counted(source, analytics.Daily); n <= lastAggKill {
+				return fmt.Errorf("%d events counted, as at the last kill", n)
+			}
+			return nil
+		})
 		out := postUntilCreated(key, events)
 		time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
 		children.Lock()
@@ -598,13 +598,12 @@ func TestAnalyticsKilledServeStoresAndCountsRetriedBatchesOnce(t *testing.T) {
 		}
 		return wrong
 	}
-	deadline := time.Now().Add(time.Minute)
-	for wrong := sessionCounts(); len(wrong) > 0; wrong = sessionCounts() {
-		if time.Now().After(deadline) {
-			t.Fatalf("a minute after the aggregations were complete, sessions differ from 10 events each: %v", wrong)
+	integration.Await(t, "every session at 10 events", func() error {
+		if wrong := sessionCounts(); len(wrong) > 0 {
+			return fmt.Errorf("sessions differ from 10 events each: %v", wrong)
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	})
 	time.Sleep(3 * time.Second) // a copy would arrive now
 	if wrong := sessionCounts(); len(wrong) > 0 {
 		t.Errorf("sessions differ from 10 events each: %v", wrong)
@@ -649,23 +648,18 @@ func mustJSON(t *testing.T, v any) string {
 // has not written yet is a 404) and decodes it into v.
 func getJSONRetry(t *testing.T, u string, v any) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	integration.Await(t, "GET "+u+" to answer 200", func() error {
 		resp, err := http.Get(u)
-		if err == nil {
-			if resp.StatusCode == http.StatusOK {
-				err = json.NewDecoder(resp.Body).Decode(v)
-				resp.Body.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			resp.Body.Close()
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: not 200 within a minute (%v)", u, err)
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", u, resp.Status)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	})
 }

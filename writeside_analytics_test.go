@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -14,6 +13,7 @@ import (
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/analytics/analyticsapi"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestServeMountsTheAnalyticsAPI runs the write side's HTTP server (as
@@ -65,12 +65,7 @@ func TestServeMountsTheAnalyticsAPI(t *testing.T) {
 	r.runAggregator()
 
 	var session analytics.Session
-	deadline := time.Now().Add(time.Minute)
-	for session.EventCount < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("session s1 after a minute: %+v", session)
-		}
-		time.Sleep(200 * time.Millisecond)
+	integration.AwaitProgress(t, "events of session s1", func() int64 {
 		resp, err := http.Get(base + "/sources/my-site/sessions/s1")
 		if err != nil {
 			t.Fatal(err)
@@ -79,20 +74,21 @@ func TestServeMountsTheAnalyticsAPI(t *testing.T) {
 			_ = json.NewDecoder(resp.Body).Decode(&session)
 		}
 		resp.Body.Close()
-	}
+		return int64(session.EventCount)
+	}, 3)
 	if session.EventCount != 3 || session.EntryURL != "/" || session.ExitURL != "/pricing" {
 		t.Errorf("session s1 = %+v, want 3 events from / to /pricing", session)
 	}
 	var hourly analyticsapi.Aggregations
 	var events, pageViews, sessions int64
-	for events < 4 && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
+	integration.AwaitProgress(t, "events in the hourly aggregations", func() int64 {
 		getJSON(t, base+"/sources/my-site/aggregations?period=hourly", http.StatusOK, &hourly)
 		events, pageViews, sessions = 0, 0, 0
 		for _, a := range hourly.Aggregations {
 			events, pageViews, sessions = events+a.Events, pageViews+a.PageViews, sessions+a.Sessions
 		}
-	}
+		return events
+	}, 4)
 	if events != 4 || pageViews != 3 || sessions != 2 {
 		t.Errorf("hourly aggregations %+v: %d events, %d page views, %d sessions; want 4, 3, 2", hourly.Aggregations, events, pageViews, sessions)
 	}

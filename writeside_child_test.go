@@ -23,6 +23,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 const (
@@ -175,12 +176,12 @@ func TestKillingServeLosesNoCommandAndAppliesNoneTwice(t *testing.T) {
 	for k := 0; k < kills; k++ {
 		// Wait until this child applies commands, then kill it mid-stream.
 		before := applied()
-		for deadline := time.Now().Add(90 * time.Second); applied() == before; {
-			if time.Now().After(deadline) {
-				t.Fatalf("kill %d: the serve child applied nothing in 90 s", k+1)
+		integration.Await(t, fmt.Sprintf("kill %d: commands applied by the serve child", k+1), func() error {
+			if n := applied(); n == before {
+				return fmt.Errorf("still %d applied", n)
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 		time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond)
 		_ = child.Process.Signal(syscall.SIGKILL)
 		_, _ = child.Process.Wait()
@@ -202,18 +203,11 @@ func TestKillingServeLosesNoCommandAndAppliesNoneTwice(t *testing.T) {
 		t.Errorf("only %d of %d kills landed with commands in flight (%+v)", inFlight, kills, killed)
 	}
 
-	deadline := time.Now().Add(120 * time.Second)
+	integration.AwaitProgress(t, "commands applied after the kills", applied, sentCount.Load())
 	for i := range todos {
 		id := todoID(i)
 		want := len(sent[id])
-		var evs []eventstore.Envelope
-		for {
-			evs = events(t, svc, todo.AggregateType, id)
-			if len(evs) >= want || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
+		evs := events(t, svc, todo.AggregateType, id)
 		causes := map[string]int{}
 		for _, e := range evs {
 			causes[e.Metadata.CausationID]++

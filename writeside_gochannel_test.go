@@ -3,6 +3,7 @@ package eventpipe_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // sharedSubscriber hands out one GoChannel to every consumer and ignores
@@ -129,29 +131,25 @@ func TestPipelineRunsOnGoChannelWithTheRealStore(t *testing.T) {
 			if err != nil || res.CommandID != c.ID || res.Status != want[i] {
 				t.Fatalf("command %d: answer %+v, %v; want %s for %s", i, res, err, want[i], c.ID)
 			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("command %d: no answer on the GoChannel within 30 s", i)
+		case <-time.After(integration.HangAfter()):
+			t.Fatalf("command %d: no answer on the GoChannel within %v (%s)", i, integration.HangAfter(), integration.EnvHangAfter)
 		}
 	}
 
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var title string
-		var completed bool
-		var version, applied int64
+	var title string
+	var completed bool
+	var version, applied int64
+	integration.Await(t, "the read model of "+id+" at version 2", func() error {
 		err := pool.QueryRow(ctx, `SELECT title, completed, version, apply_count FROM todos WHERE todo_id = $1`, id).Scan(&title, &completed, &version, &applied)
-		if err == nil && version == 2 {
-			if title != "still on a GoChannel" || !completed || applied != 2 {
-				t.Fatalf("read model row: %q completed=%v version %d applied %d times", title, completed, version, applied)
-			}
-			return
-		}
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("read model of %s not at version 2 after 60 s (version %d, %v)", id, version, err)
+		if err != nil || version != 2 {
+			return fmt.Errorf("version %d, %v", version, err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if title != "still on a GoChannel" || !completed || applied != 2 {
+		t.Fatalf("read model row: %q completed=%v version %d applied %d times", title, completed, version, applied)
 	}
 }

@@ -2,6 +2,7 @@ package eventpipe_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // The crash tests in this file run their own Kafka broker as a child
@@ -46,14 +48,14 @@ func TestCommandGroupRecoversFromTwoQuickDoubleKills(t *testing.T) {
 	procs.start("A")
 	procs.start("B")
 	// Both members hold partitions and answer commands.
-	waitFor(t, 90*time.Second, "A and B to share the group", func() bool {
+	waitFor(t, "A and B to share the group", func() bool {
 		snap, ok := watch.last()
 		return ok && snap.State == "Stable" && len(snap.Members) == 2 &&
 			len(snap.Members[0].Partitions) > 0 && len(snap.Members[1].Partitions) > 0
 	})
 	load := sendCommands(t, sender, since, 200*time.Millisecond)
 	defer load.stop()
-	waitFor(t, 30*time.Second, "A and B to answer commands", func() bool { return load.answeredCount() >= 5 })
+	waitFor(t, "A and B to answer commands", func() bool { return load.answeredCount() >= 5 })
 
 	var inFlight []int
 	killPair := func(first, second string) {
@@ -130,7 +132,7 @@ func TestServeStopsPromptlyWhileItsGroupRebalances(t *testing.T) {
 
 	procs.start("A")
 	procs.start("B")
-	waitFor(t, 90*time.Second, "A and B to share the group and answer commands", func() bool {
+	waitFor(t, "A and B to share the group and answer commands", func() bool {
 		snap, ok := watch.last()
 		return ok && snap.State == "Stable" && len(snap.Members) == 2 && load.answeredCount() >= 5
 	})
@@ -139,7 +141,7 @@ func TestServeStopsPromptlyWhileItsGroupRebalances(t *testing.T) {
 	killedAt := time.Now()
 	procs.start("C")
 	// C joins; B rejoins; the group waits for A's session to run out.
-	waitFor(t, 30*time.Second, "C to join the rebalance", func() bool {
+	waitFor(t, "C to join the rebalance", func() bool {
 		snap, ok := watch.last()
 		return ok && snap.State == "PreparingRebalance" && len(snap.Members) == 3
 	})
@@ -507,13 +509,14 @@ func (l *commandLoad) report() loadReport {
 	return r
 }
 
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+// waitFor waits until cond holds; it fails t when cond does not hold
+// within integration.HangAfter.
+func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", within, what)
+	integration.Await(t, what, func() error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }

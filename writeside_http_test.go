@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -258,7 +257,7 @@ func TestOperatorSurfaceMovesToItsOwnListener(t *testing.T) {
 		_ = resp.Body.Close()
 		return resp.StatusCode
 	}
-	waitFor(t, 30*time.Second, "both listeners", func() bool { return get(ep.HTTPAddr, "/healthz") == 200 && get(operator, "/healthz") == 200 })
+	waitFor(t, "both listeners", func() bool { return get(ep.HTTPAddr, "/healthz") == 200 && get(operator, "/healthz") == 200 })
 	for path, want := range map[string][2]int{ // API, operator
 		"/metrics":     {404, 200},
 		"/status":      {404, 200},

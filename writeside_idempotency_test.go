@@ -27,6 +27,7 @@ import (
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 const (
@@ -115,20 +116,18 @@ func startHTTPChild(t *testing.T, ep endpoints.Endpoints, addr, killKey string) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	integration.Await(t, "the HTTP child on "+addr+" to be ready", func() error {
 		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return cmd
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("HTTP child on %s not ready after 60s: %v", addr, err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/healthz: %s", resp.Status)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return cmd
 }
 
 // answer is one HTTP answer as a client sees it.

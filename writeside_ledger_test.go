@@ -16,6 +16,7 @@ import (
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestThousandConcurrentCommandsApplyExactlyOnce sends 1,000 transaction
@@ -39,12 +40,17 @@ func TestThousandConcurrentCommandsApplyExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sender.Close()
-	wait, waitCancel := context.WithTimeout(ctx, 4*time.Minute)
-	defer waitCancel()
+	// Each command's answer may take long on a loaded machine; only one
+	// that never comes fails (integration.HangAfter).
+	sendAndWait := func(cmd commands.Command) (commands.Result, error) {
+		wait, waitCancel := context.WithTimeout(ctx, integration.HangAfter())
+		defer waitCancel()
+		return sender.SendAndWait(wait, cmd)
+	}
 	id := func(i int) string { return fmt.Sprintf("acc-%d", i) }
 	for i := range accounts {
 		cmd, _ := commands.NewJSON(bankaccount.OpenAccount, bankaccount.AggregateType, id(i), struct{}{})
-		if res, err := sender.SendAndWait(wait, cmd); err != nil || res.Status != commands.StatusAccepted {
+		if res, err := sendAndWait(cmd); err != nil || res.Status != commands.StatusAccepted {
 			t.Fatalf("open %s: %+v, %v", id(i), res, err)
 		}
 	}
@@ -69,7 +75,7 @@ func TestThousandConcurrentCommandsApplyExactlyOnce(t *testing.T) {
 					amount = 1
 				}
 				cmd, _ := commands.NewJSON(bankaccount.RecordTransaction, bankaccount.AggregateType, acc, bankaccount.TransactionAcceptedData{Desc: fmt.Sprint(n), Amount: amount})
-				res, err := sender.SendAndWait(wait, cmd)
+				res, err := sendAndWait(cmd)
 				if err != nil {
 					t.Errorf("command %d: %v", n, err)
 					continue

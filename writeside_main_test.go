@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -25,6 +24,7 @@ import (
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestMain turns the test binary into a child process when a test
@@ -244,7 +244,7 @@ func TestBusCommandsDuplicatesAndPoison(t *testing.T) {
 	if err := pub.Publish(topic, msg, msg2); err != nil {
 		t.Fatal(err)
 	}
-	waitCtx, waitCancel := context.WithTimeout(ctx, 60*time.Second)
+	waitCtx, waitCancel := context.WithTimeout(ctx, integration.HangAfter())
 	defer waitCancel()
 	res, err := sender.SendAndWait(waitCtx, todoCmd(t, todo.UpdateTodo, id, todo.TodoData{Title: "after"}, ver(1)))
 	if err != nil || res.Status != commands.StatusAccepted || res.Version != 2 {

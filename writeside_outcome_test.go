@@ -20,6 +20,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // replyLog collects every result published on the replies topic, by
@@ -56,22 +57,20 @@ func collectReplies(t *testing.T, ep endpoints.Endpoints) *replyLog {
 }
 
 // wait returns the replies to id once there are at least n, or fails t
-// after timeout.
-func (l *replyLog) wait(t *testing.T, id string, n int, timeout time.Duration) []commands.Result {
+// when they do not come (integration.Await).
+func (l *replyLog) wait(t *testing.T, id string, n int) []commands.Result {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var got []commands.Result
+	integration.Await(t, fmt.Sprintf("%d replies to command %s", n, id), func() error {
 		l.mu.Lock()
-		got := append([]commands.Result(nil), l.got[id]...)
+		got = append([]commands.Result(nil), l.got[id]...)
 		l.mu.Unlock()
-		if len(got) >= n {
-			return got
+		if len(got) < n {
+			return fmt.Errorf("%d replies: %+v", len(got), got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("command %s: %d replies after %v, want %d: %+v", id, len(got), timeout, n, got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
 }
 
 func accountCmd(t *testing.T, typ, id string, payload any) commands.Command {
@@ -79,9 +78,11 @@ func accountCmd(t *testing.T, typ, id string, payload any) commands.Command {
 	return mustCmd(t, typ, bankaccount.AggregateType, id, payload)
 }
 
-// waitKilled waits for child to exit and fails t unless SIGKILL ended it.
-func waitKilled(t *testing.T, child *exec.Cmd, timeout time.Duration) {
+// waitKilled waits for child to exit and fails t unless SIGKILL ended it
+// (or it is still running after integration.HangAfter).
+func waitKilled(t *testing.T, child *exec.Cmd) {
 	t.Helper()
+	timeout := integration.HangAfter()
 	done := make(chan error, 1)
 	go func() { done <- child.Wait() }()
 	select {
@@ -157,8 +158,8 @@ func TestRedeliveredRefusalsAreAnsweredAsFirstAfterAKill(t *testing.T) {
 		if err := pub.Publish(c.cmd.Topic(topics), msg); err != nil {
 			t.Fatal(err)
 		}
-		waitKilled(t, child, 90*time.Second)
-		first := replies.wait(t, c.cmd.ID, 1, 30*time.Second)[0]
+		waitKilled(t, child)
+		first := replies.wait(t, c.cmd.ID, 1)[0]
 		if first.Status != c.want || first.Duplicate {
 			t.Fatalf("%s: first answer %+v, want %s", c.name, first, c.want)
 		}
@@ -168,7 +169,7 @@ func TestRedeliveredRefusalsAreAnsweredAsFirstAfterAKill(t *testing.T) {
 	}
 	startServeChild(t, ep, group)
 	for _, c := range cases {
-		got := replies.wait(t, c.cmd.ID, 2, 90*time.Second)
+		got := replies.wait(t, c.cmd.ID, 2)
 		for i, res := range got {
 			if res.Status != c.want || res.Reason != got[0].Reason || res.Version != got[0].Version || res.Duplicate != (i > 0) {
 				t.Errorf("%s: answer %d of %d is %+v; want the first %+v repeated (duplicate)", c.name, i+1, len(got), res, got[0])
@@ -226,7 +227,7 @@ func TestTwoProcessesDeliveringOneCommandAnswerOnce(t *testing.T) {
 	}
 	startServeChild(t, ep, testenv.UniqueName(t, "g1"))
 	startServeChild(t, ep, testenv.UniqueName(t, "g2"))
-	replies.wait(t, warm.ID, 2, 90*time.Second)
+	replies.wait(t, warm.ID, 2)
 
 	overdraw := int64(-bankaccount.DefaultMinimumBalance + 50)
 	withdrawals := make([]commands.Command, accounts)
@@ -250,7 +251,7 @@ func TestTwoProcessesDeliveringOneCommandAnswerOnce(t *testing.T) {
 	wg.Wait()
 	outcomes := map[commands.Status]int{}
 	for i, w := range withdrawals {
-		got := replies.wait(t, w.ID, 2, 60*time.Second)
+		got := replies.wait(t, w.ID, 2)
 		fresh := 0
 		for _, res := range got {
 			if !res.Duplicate {

@@ -12,6 +12,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestCommandFromAPlainKafkaProducerIsHandledAndAnswered publishes
@@ -59,8 +60,7 @@ func TestCommandFromAPlainKafkaProducerIsHandledAndAnswered(t *testing.T) {
 		Version   int64  `json:"version"`
 	}
 	replies := map[string]reply{}
-	deadline := time.Now().Add(60 * time.Second)
-	for len(replies) < 2 && time.Now().Before(deadline) {
+	integration.AwaitProgress(t, "replies to the two commands", func() int64 {
 		pollCtx, pollCancel := context.WithTimeout(ctx, 2*time.Second)
 		fetches := cl.PollFetches(pollCtx)
 		pollCancel()
@@ -75,7 +75,8 @@ func TestCommandFromAPlainKafkaProducerIsHandledAndAnswered(t *testing.T) {
 			}
 			replies[rep.CommandID] = rep
 		})
-	}
+		return int64(len(replies))
+	}, 2)
 	if r := replies[good]; r.Status != "accepted" || r.Version != 1 {
 		t.Errorf("valid command: reply %+v, want accepted at version 1", r)
 	}

@@ -25,6 +25,7 @@ import (
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 	"github.com/eventpipe/eventpipe/projections/elastic"
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestSearchModelsFollowCommandsEndToEnd runs the whole pipeline into
@@ -162,20 +163,19 @@ func TestSearchModelsFollowCommandsEndToEnd(t *testing.T) {
 	orderAlias := elastic.Alias(ep.TopicPrefix, models[1])
 	wantVersions := func(alias string, want map[string]int64) {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for {
-			got := testenv.SearchDocuments(t, es, alias)
-			same := len(got) == len(want)
+		var got map[string]testenv.SearchDocument
+		integration.AwaitProgress(t, alias+": documents at the versions of their aggregates", func() int64 {
+			got = testenv.SearchDocuments(t, es, alias)
+			var n int64
 			for id, v := range want {
-				same = same && got[id].Version == v
+				if got[id].Version == v {
+					n++
+				}
 			}
-			if same {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: documents did not reach the versions of their aggregates (%d documents, want %d)", alias, len(got), len(want))
-			}
-			time.Sleep(200 * time.Millisecond)
+			return n
+		}, int64(len(want)))
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d documents, want %d", alias, len(got), len(want))
 		}
 	}
 	todoVersions, orderVersions := map[string]int64{}, map[string]int64{}

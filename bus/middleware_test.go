@@ -15,6 +15,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // runRouter runs handler on topic "in" behind bus.Middlewares over an
@@ -63,7 +64,7 @@ func TestPermanentErrorsArePoisonedWithTheReasonAndNotRetried(t *testing.T) {
 			t.Errorf("correlation id lost: %q", middleware.MessageCorrelationID(p))
 		}
 		p.Ack()
-	case <-time.After(5 * time.Second):
+	case <-time.After(integration.HangAfter()):
 		t.Fatal("permanent error was not poisoned")
 	}
 	if n := calls.Load(); n != 1 {
@@ -86,7 +87,7 @@ func TestTransientErrorsAreRetriedNotPoisoned(t *testing.T) {
 	}
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(integration.HangAfter()):
 		t.Fatalf("handler called %d times, never succeeded", calls.Load())
 	}
 	select {
@@ -106,7 +107,7 @@ func TestPanicsArePoisonedWithTheStack(t *testing.T) {
 		if reason := p.Metadata.Get(bus.ReasonMetadataKey); !strings.Contains(reason, "boom") || !strings.Contains(reason, "goroutine") {
 			t.Fatalf("reason %q lacks the panic value or stack", reason)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(integration.HangAfter()):
 		t.Fatal("panic was not poisoned")
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/poison"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // Environment of a redrive child (TestMain).
@@ -120,10 +121,10 @@ func TestPoisonRedriveKilledBeforeOrAfterItsPublishIsCompletedOnceByTheNextRedri
 				_ = cmd.Wait()
 				t.Fatalf("%s: child did not stall: %s", mode, stderr.String())
 			}
-		case <-time.After(30 * time.Second):
+		case <-time.After(integration.HangAfter()):
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			t.Fatalf("%s: child did not stall within 30s: %s", mode, stderr.String())
+			t.Fatalf("%s: child did not stall within %v (%s): %s", mode, integration.HangAfter(), integration.EnvHangAfter, stderr.String())
 		}
 		var state string
 		if err := e.db.QueryRow(ctx, `SELECT state FROM poison_redrives WHERE poison_topic = $1 AND poison_partition = $2 AND poison_offset = $3`,
@@ -137,11 +138,12 @@ func TestPoisonRedriveKilledBeforeOrAfterItsPublishIsCompletedOnceByTheNextRedri
 
 		r := e.redriver(t, "parent")
 		var got poison.Result
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			if got = r.Redrive(ctx, m); got.Outcome != poison.Busy || time.Now().After(deadline) {
-				break // Busy until Postgres has seen the killed session go
+		integration.Await(t, mode+": a redrive after the kill that is not Busy", func() error {
+			if got = r.Redrive(ctx, m); got.Outcome == poison.Busy {
+				return fmt.Errorf("%+v", got) // Busy until Postgres has seen the killed session go
 			}
-		}
+			return nil
+		})
 		want := map[string]poison.Outcome{"before": poison.Redriven, "after": poison.Recovered}[mode]
 		if got.Outcome != want || (mode == "before" && !got.Resumed) {
 			t.Fatalf("%s: redrive after the kill: %+v, want %s", mode, got, want)

@@ -3,6 +3,7 @@ package sagas_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/sagas"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // commandsDown fails every publish onto the bank accounts' commands
@@ -46,17 +48,16 @@ func TestOperatorRetriesAnOutboxRowNoRunnerCouldSendAndAbortsWithoutCompensation
 	r.instance("p1", func(in sagas.Instance) bool { return in.Version == 1 })
 
 	var list []sagas.Overview
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	integration.Await(t, "one stuck instance", func() error {
 		var err error
 		if list, err = sagas.List(ctx, r.db, sagas.Filter{Saga: "ping", Status: sagas.StatusStuck, StuckAfter: 500 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
-		if len(list) == 1 || time.Now().After(deadline) {
-			break
+		if len(list) != 1 {
+			return fmt.Errorf("stuck instances %+v", list)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if len(list) != 1 || list[0].Status != sagas.StatusStuck || len(list[0].Pending) != 1 || !list[0].Pending[0].Queued ||
 		list[0].Pending[0].CommandID != "ping.p1.open" || len(list[0].Timeouts) != 1 {
 		t.Fatalf("stuck instances %+v", list)

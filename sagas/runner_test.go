@@ -3,6 +3,7 @@ package sagas_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 	"github.com/eventpipe/eventpipe/sagas"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // pingState is the state of the test saga.
@@ -185,31 +187,29 @@ func (r *rig) handled(instance string, status commands.Status) {
 // instance waits until the instance id exists and cond holds for it.
 func (r *rig) instance(id string, cond func(sagas.Instance) bool) sagas.Instance {
 	r.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		in, err := sagas.Get(context.Background(), r.db, "ping", id)
+	var in sagas.Instance
+	integration.Await(r.t, "instance "+id, func() error {
+		var err error
+		in, err = sagas.Get(context.Background(), r.db, "ping", id)
 		if err != nil && !errors.Is(err, sagas.ErrNoInstance) {
 			r.t.Fatal(err)
 		}
-		if err == nil && cond(in) {
-			return in
+		if err != nil || !cond(in) {
+			return fmt.Errorf("%+v, %v", in, err)
 		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("instance %s: %+v, %v after 30 s", id, in, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return in
 }
 
-// drained waits up to 30 s until the saga's consumer group has committed
+// drained waits until the saga's consumer group has committed
 // every message published so far on each of topics (no lag on any
 // partition). The runner acks an input once its transaction committed,
 // so every input published before the call has been handled.
 func (r *rig) drained(topics ...string) {
 	r.t.Helper()
 	group := sagas.ConsumerGroup(r.topics, "ping")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	integration.Await(r.t, fmt.Sprintf("group %s to commit everything on %v", group, topics), func() error {
 		lag, err := kafka.ConsumerLag(context.Background(), kafka.Cluster{Brokers: testenv.KafkaBrokers(r.t)}, group, topics)
 		if err != nil {
 			r.t.Fatal(err)
@@ -220,14 +220,11 @@ func (r *rig) drained(topics ...string) {
 			seen[p.Topic] = true
 			behind += p.Lag
 		}
-		if len(seen) == len(topics) && behind == 0 {
-			return
+		if len(seen) != len(topics) || behind != 0 {
+			return fmt.Errorf("still behind: %+v", lag)
 		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("group %s still behind on %v after 30 s: %+v", group, topics, lag)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // sent reads the commands the saga published for bank accounts.
@@ -347,20 +344,16 @@ func TestEffectsThatFailedAfterTheCommitAreRunByTheSweep(t *testing.T) {
 	if pub.failed.Load() != 1 || cmds[0].ID != "ping.i1.open" {
 		t.Errorf("failed publishes %d, sent %+v", pub.failed.Load(), cmds[0])
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	integration.Await(t, "no effects left, 1 running with its timeout", func() error {
 		s, err := sagas.Summarize(context.Background(), r.db, "ping")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Effects == 0 && s.Running == 1 && s.Timeouts == 1 {
-			break
+		if s.Effects != 0 || s.Running != 1 || s.Timeouts != 1 {
+			return fmt.Errorf("summary %+v", s)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("summary %+v, want no effects left, 1 running with its timeout", s)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestTheInputsOfAFinishedInstanceArePrunedAndItStillTakesNoMore(t *testing.T) {
@@ -380,13 +373,12 @@ func TestTheInputsOfAFinishedInstanceArePrunedAndItStillTakesNoMore(t *testing.T
 		}
 		return n
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for inputs("i1") > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("i1 (finished) still has %d input ids after 10 s", inputs("i1"))
+	integration.Await(t, "the input ids of i1 (finished) to be pruned", func() error {
+		if n := inputs("i1"); n > 0 {
+			return fmt.Errorf("i1 still has %d input ids", n)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if n := inputs("i2"); n != 1 {
 		t.Errorf("i2 (running) has %d input ids, want its 1 kept", n)
 	}

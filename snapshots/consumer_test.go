@@ -20,6 +20,7 @@ import (
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/snapshots"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // fakeSnapshots is a SnapshotFunc per aggregate type over an in-memory
@@ -284,8 +285,8 @@ func TestAPoisonedAggregateDoesNotBlockTheOthers(t *testing.T) {
 		case p := <-poisoned:
 			reasons = append(reasons, p.Metadata.Get(bus.ReasonMetadataKey))
 			p.Ack()
-		case <-time.After(10 * time.Second):
-			t.Fatalf("poisoned %d messages, want 2 (bad's triggers 5 and 10)", len(reasons))
+		case <-time.After(integration.HangAfter()):
+			t.Fatalf("poisoned %d messages, want 2 (bad's triggers 5 and 10), then none for %v (%s)", len(reasons), integration.HangAfter(), integration.EnvHangAfter)
 		}
 	}
 	for _, r := range reasons {
@@ -293,11 +294,10 @@ func TestAPoisonedAggregateDoesNotBlockTheOthers(t *testing.T) {
 			t.Errorf("poison reason %q", r)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for fmt.Sprint(fake.taken("a1"), fake.taken("a2")) != "[10] [10]" {
-		if time.Now().After(deadline) {
-			t.Fatalf("snapshots of a1 %v, a2 %v; want one at 10 each", fake.taken("a1"), fake.taken("a2"))
+	integration.Await(t, "one snapshot at 10 of a1 and of a2", func() error {
+		if got := fmt.Sprint(fake.taken("a1"), fake.taken("a2")); got != "[10] [10]" {
+			return fmt.Errorf("snapshots of a1 and a2: %s", got)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

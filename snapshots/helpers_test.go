@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -19,6 +18,7 @@ import (
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // eventsPerAppend is how many events one facet append writes when a test
@@ -60,7 +60,7 @@ func newStreamlessStore(tb testing.TB) (*ddbstore.Store, *dynamodb.Client) {
 	if _, err := client.CreateTable(ctx, in); err != nil {
 		tb.Fatalf("create table: %v", err)
 	}
-	if err := dynamodb.NewTableExistsWaiter(client).Wait(ctx, &dynamodb.DescribeTableInput{TableName: in.TableName}, time.Minute); err != nil {
+	if err := dynamodb.NewTableExistsWaiter(client).Wait(ctx, &dynamodb.DescribeTableInput{TableName: in.TableName}, integration.HangAfter()); err != nil {
 		testenv.DeleteTable(tb, client, *in.TableName)
 		tb.Fatalf("table %s not active: %v", *in.TableName, err)
 	}
@@ -178,18 +178,14 @@ func (s *countingLoads) Load(ctx context.Context, ref eventstore.Ref, after int6
 	return evs, err
 }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+// waitFor polls cond until it holds; it fails tb, with the state cond
+// last reported, when cond does not hold within integration.HangAfter.
+func waitFor(tb testing.TB, what string, cond func() (bool, string)) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
+	integration.Await(tb, what, func() error {
+		if ok, state := cond(); !ok {
+			return errors.New(state)
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: not within %s; %s", what, timeout, state)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -237,7 +237,7 @@ func TestConsumerSnapshotsEveryNEventsAndPoisonsALogTheRulesReject(t *testing.T)
 		t.Errorf("poison reason %q, want a-broken's insufficient funds", reason)
 	}
 
-	waitFor(t, time.Minute, "every aggregate with at least N events snapshotted at its version", func() (bool, string) {
+	waitFor(t, "every aggregate with at least N events snapshotted at its version", func() (bool, string) {
 		var lagging []string
 		for ref, v := range versions {
 			snap, _ := storedPair(t, store, ref)
@@ -275,7 +275,7 @@ func TestConsumerSnapshotsEveryNEventsAndPoisonsALogTheRulesReject(t *testing.T)
 	// Live: a-mid goes from 57 to 87, crossing 75.
 	mid := eventstore.Ref{Type: bankaccount.AggregateType, ID: "a-mid"}
 	publish(t, pub, topics, appendAccount(t, accounts, mid.ID, 87))
-	waitFor(t, time.Minute, "a-mid's snapshot moves past 75", func() (bool, string) {
+	waitFor(t, "a-mid's snapshot moves past 75", func() (bool, string) {
 		snap, _ := storedPair(t, store, mid)
 		return snap.Seq >= 75, fmt.Sprintf("at %d", snap.Seq)
 	})

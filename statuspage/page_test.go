@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // fakeReader returns a fixed snapshot whose todo events topic grows by
@@ -63,7 +65,7 @@ func TestPageSamplesFromTheFirstRequestAndServesTheRatesAsJSONAndHTML(t *testing
 		t.Fatalf("read %d times before any request", n)
 	}
 	var rep Report
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	integration.AwaitProgress(t, "samples", func() int64 {
 		rec := get(t, p, "/status.json")
 		if rec.Code != http.StatusOK {
 			t.Fatalf("GET /status.json: %d %s", rec.Code, rec.Body)
@@ -72,13 +74,8 @@ func TestPageSamplesFromTheFirstRequestAndServesTheRatesAsJSONAndHTML(t *testing
 		if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
 			t.Fatal(err)
 		}
-		if rep.Samples >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d samples after 5s", rep.Samples)
-		}
-	}
+		return int64(rep.Samples)
+	}, 3)
 	if len(rep.Rates) != rep.Samples-1 || rep.Latest == nil || len(rep.Latest.Groups) != 3 {
 		t.Fatalf("report %+v", rep)
 	}

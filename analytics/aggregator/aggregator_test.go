@@ -9,6 +9,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/analytics/aggregator"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // runConsumer runs an aggregation consumer in this process until the
@@ -31,21 +32,15 @@ func runConsumer(t *testing.T, w *world) *aggregator.Consumer {
 	return c
 }
 
-// waitCounted waits up to three minutes (DynamoDB Local under the load
-// of a whole test run can be slow) for the source's daily aggregations
-// to count want events.
+// waitCounted waits until the source's daily aggregations count want
+// events, failing when the count goes past want or stops moving for
+// integration.HangAfter (DynamoDB Local under the load of a whole test
+// run can be slow).
 func waitCounted(t *testing.T, w *world, source string, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		got := w.eventsCounted(source)
-		if got == want {
-			return
-		}
-		if got > want || time.Now().After(deadline) {
-			t.Fatalf("%d events counted, want %d", got, want)
-		}
-		time.Sleep(100 * time.Millisecond)
+	integration.AwaitProgress(t, "events counted of "+source, func() int64 { return w.eventsCounted(source) }, want)
+	if got := w.eventsCounted(source); got != want {
+		t.Fatalf("%d events counted, want %d", got, want)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 func TestLagConfigValidateRejectsMissingFields(t *testing.T) {
@@ -239,17 +240,14 @@ func gaugeSum(t *testing.T, reg *prometheus.Registry, group, topic string) (floa
 // waitLag polls m until its last measurement adds up to want.
 func waitLag(t *testing.T, m *kafka.LagMonitor, want int64) []kafka.PartitionLag {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		last := m.Last()
-		if len(last) > 0 && totalLag(last) == want {
-			return last
+	var last []kafka.PartitionLag
+	integration.Await(t, fmt.Sprintf("a total lag of %d", want), func() error {
+		if last = m.Last(); len(last) == 0 || totalLag(last) != want {
+			return fmt.Errorf("monitor's last measurement %+v", last)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("monitor's last measurement %+v, want total lag %d", last, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return last
 }
 
 // TestLagMonitorExportsGauge runs a monitor on a registry: the gauge
@@ -282,8 +280,8 @@ func TestLagMonitorExportsGauge(t *testing.T) {
 			if err != nil {
 				t.Errorf("Run returned %v after cancel, want nil", err)
 			}
-		case <-time.After(10 * time.Second):
-			t.Error("Run did not return within 10s of cancel")
+		case <-time.After(integration.HangAfter()):
+			t.Errorf("Run did not return within %v of cancel (%s)", integration.HangAfter(), integration.EnvHangAfter)
 		}
 	}()
 

@@ -26,6 +26,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/certs"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 	"github.com/eventpipe/eventpipe/tlsconfig"
 )
 
@@ -96,7 +97,7 @@ func (c secureCluster) security(mechanism string) kafka.Security {
 func TestSecureClusterEveryClient(t *testing.T) {
 	c := startSecureCluster(t)
 	sec := c.security(kafka.SASLScramSHA512)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 	const topic, group = "secure-events", "secure-group"
 
@@ -218,7 +219,7 @@ func TestSecureClusterMechanisms(t *testing.T) {
 	for _, mech := range []string{kafka.SASLPlain, kafka.SASLScramSHA256, kafka.SASLScramSHA512} {
 		t.Run(mech, func(t *testing.T) {
 			sec := c.security(mech)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 			defer cancel()
 			topic, group := "mech-"+mech, "mech-group-"+mech
 			did, err := kafka.StartGroup(ctx, kafka.GroupStartConfig{Brokers: c.brokers, Security: sec, Group: group, Topics: []string{topic}, Start: bus.StartEarliest})
@@ -330,7 +331,7 @@ func TestSecureClusterRefusesWrongSettings(t *testing.T) {
 			}
 			for _, cl := range clients {
 				t.Run(cl.name, func(t *testing.T) {
-					err := failsWithin(t, 20*time.Second, cl.run)
+					err := failsWithin(t, integration.HangAfter(), cl.run)
 					if err == nil {
 						t.Fatal("connected with wrong settings")
 					}

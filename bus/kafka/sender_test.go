@@ -15,6 +15,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestSendAndWaitGetsEachCommandsOwnResult sends commands concurrently
@@ -23,7 +24,7 @@ import (
 func TestSendAndWaitGetsEachCommandsOwnResult(t *testing.T) {
 	brokers := testenv.KafkaBrokers(t)
 	aggType := testenv.UniqueName(t, "agg")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 
 	// The responder: echo each command's aggregate id back as the reason.
@@ -65,7 +66,7 @@ func TestSendersReadOnlyTheirOwnReplyPartition(t *testing.T) {
 	brokers := testenv.KafkaBrokers(t)
 	topics := bus.Topics{Prefix: testenv.UniqueName(t, "rp") + "."}
 	aggType := "agg"
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 	respond(ctx, t, brokers, topics, aggType, func(cmd commands.Command, asked string, answer answerFunc) {
 		other := "0"

@@ -12,6 +12,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestStartGroupCommitsWhereTheStartSaysOnceAndOnlyForANewGroup writes
@@ -21,7 +22,7 @@ import (
 // nothing, and a topic that did not exist is created and started too.
 func TestStartGroupCommitsWhereTheStartSaysOnceAndOnlyForANewGroup(t *testing.T) {
 	brokers := testenv.KafkaBrokers(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 	topic := testenv.UniqueName(t, "start")
 	missing := testenv.UniqueName(t, "start-missing")

@@ -15,6 +15,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // newAdmin returns a cluster admin on brokers, closed when t ends.
@@ -97,8 +98,8 @@ func readAll(t *testing.T, brokers []string, topic string) map[int32][]*sarama.C
 			select {
 			case rec := <-pc.Messages():
 				out[p] = append(out[p], rec)
-			case <-time.After(10 * time.Second):
-				t.Fatalf("%s/%d: read %d of %d records in 10 s", topic, p, len(out[p]), end)
+			case <-time.After(integration.HangAfter()):
+				t.Fatalf("%s/%d: read %d of %d records, then none for %v (%s)", topic, p, len(out[p]), end, integration.HangAfter(), integration.EnvHangAfter)
 			}
 		}
 		_ = pc.Close()
@@ -267,10 +268,11 @@ func TestSubscribeInitializeCreatesMissingTopicsWithBrokerDefaults(t *testing.T)
 	}
 }
 
-// waitClosed fails t unless ch is closed within d (messages still
-// arriving are nacked).
-func waitClosed(t *testing.T, ch <-chan *message.Message, d time.Duration) {
+// waitClosed fails t unless ch is closed within integration.HangAfter
+// (messages still arriving are nacked).
+func waitClosed(t *testing.T, ch <-chan *message.Message) {
 	t.Helper()
+	d := integration.HangAfter()
 	deadline := time.After(d)
 	for {
 		select {
@@ -285,27 +287,25 @@ func waitClosed(t *testing.T, ch <-chan *message.Message, d time.Duration) {
 	}
 }
 
-// waitMembers waits up to 20 s until group has n members and returns
-// their ids.
+// waitMembers waits until group has n members and returns their ids.
 func waitMembers(t *testing.T, obs *testenv.GroupObserver, group string, n int) []string {
 	t.Helper()
-	var snap testenv.GroupSnapshot
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		var err error
-		if snap, err = obs.Describe(group); err != nil {
+	var ids []string
+	integration.Await(t, fmt.Sprintf("group %s with %d members", group, n), func() error {
+		snap, err := obs.Describe(group)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if len(snap.Members) == n {
-			ids := make([]string, n)
-			for i, m := range snap.Members {
-				ids[i] = m.ID
-			}
-			return ids
+		if len(snap.Members) != n {
+			return fmt.Errorf("group %s", snap)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group %s never had %d members: %s", group, n, snap)
+		ids = make([]string, n)
+		for i, m := range snap.Members {
+			ids[i] = m.ID
 		}
-	}
+		return nil
+	})
+	return ids
 }
 
 // TestSubscriptionStopsWhenItsContextEnds runs two subscriptions of one
@@ -339,16 +339,16 @@ func TestSubscriptionStopsWhenItsContextEnds(t *testing.T) {
 	}
 
 	cancel1()
-	waitClosed(t, first, 10*time.Second)
+	waitClosed(t, first)
 	waitMembers(t, obs, group, 1)
 	// The Subscriber forgets the stopped subscription once its stop has
 	// returned, just after the channel closed.
-	for deadline := time.Now().Add(5 * time.Second); kafka.SubscriptionCount(sub) != 1 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := kafka.SubscriptionCount(sub); n != 1 {
-		t.Errorf("5 s after the first context ended the Subscriber holds %d subscriptions, want 1", n)
-	}
+	integration.Await(t, "the Subscriber to forget the stopped subscription", func() error {
+		if n := kafka.SubscriptionCount(sub); n != 1 {
+			return fmt.Errorf("the Subscriber holds %d subscriptions, want 1", n)
+		}
+		return nil
+	})
 
 	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
 	if err != nil {
@@ -372,8 +372,8 @@ func TestSubscriptionStopsWhenItsContextEnds(t *testing.T) {
 			}
 			delete(want, m.UUID)
 			m.Ack()
-		case <-time.After(20 * time.Second):
-			t.Fatalf("the second subscription did not get %v within 20 s", want)
+		case <-time.After(integration.HangAfter()):
+			t.Fatalf("the second subscription got no message for %v (%s), still waiting for %v", integration.HangAfter(), integration.EnvHangAfter, want)
 		}
 	}
 
@@ -382,7 +382,7 @@ func TestSubscriptionStopsWhenItsContextEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("Close stopped the second subscription in %s", time.Since(start).Round(time.Millisecond))
-	waitClosed(t, second, time.Second)
+	waitClosed(t, second)
 	waitMembers(t, obs, group, 0)
 	if _, err := sub.Subscribe(context.Background(), topic); err == nil {
 		t.Error("Subscribe after Close succeeded")
@@ -426,7 +426,7 @@ func TestInitialOffsetNewestAppliesOnlyToUncommittedPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 	msgs, err := sub.Subscribe(ctx, topic)
 	if err != nil {
@@ -439,20 +439,20 @@ func TestInitialOffsetNewestAppliesOnlyToUncommittedPartitions(t *testing.T) {
 		}
 		m.Ack()
 	case <-ctx.Done():
-		t.Fatal("the group did not resume from its committed offset within 20 s")
+		t.Fatalf("the group did not resume from its committed offset within %v (%s)", integration.HangAfter(), integration.EnvHangAfter)
 	}
 }
 
 // consumeNewest subscribes with sub, a subscriber starting at the newest
 // offset of a one-partition topic that holds one record ("before"), and
 // publishes "after-N" every 300 ms until a message arrives: it fails t if
-// "before" arrives, or nothing within 20 s. It acks every message up to
+// "before" arrives, or nothing within integration.HangAfter. It acks every message up to
 // the last one published, then calls committed with the number of
 // records on the topic, to wait for their commit, and cancels the
 // subscription.
 func consumeNewest(t *testing.T, sub message.Subscriber, topic string, publish func(id string), committed func(records int64)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 	msgs, err := sub.Subscribe(ctx, topic)
 	if err != nil {
@@ -482,7 +482,7 @@ func consumeNewest(t *testing.T, sub message.Subscriber, topic string, publish f
 				continue
 			}
 		case <-ctx.Done():
-			t.Fatalf("no message within 20 s (%d published)", published)
+			t.Fatalf("no message within %v (%s; %d published)", integration.HangAfter(), integration.EnvHangAfter, published)
 		}
 		break
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -52,23 +51,10 @@ func TestDemoOnceTellsAStoryItsReadModelsConfirm(t *testing.T) {
 	cmd.Env = append(os.Environ(), "EVENTPIPE_EVENTS_TABLE="+events, "EVENTPIPE_LEASES_TABLE="+leases, "EVENTPIPE_ANALYTICS_TABLE="+analytics,
 		"EVENTPIPE_TOPIC_PREFIX="+testenv.UniqueName(t, "ns")+".", "EVENTPIPE_HTTP_ADDR="+free(),
 		"EVENTPIPE_POSTGRES_URL="+pgURL)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	story, err := runWatched(t, cmd)
+	if err != nil {
+		t.Fatalf("demo --once: %v\n%s", err, story)
 	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("demo --once: %v\n%s", err, out.String())
-		}
-	case <-time.After(4 * time.Minute):
-		_ = cmd.Process.Kill()
-		t.Fatalf("demo --once still running after 4 minutes\n%s", out.String())
-	}
-	story := out.String()
 	if !strings.Contains(story, "every read model shows what the commands imply") {
 		t.Fatalf("the story did not end as it should:\n%s", story)
 	}

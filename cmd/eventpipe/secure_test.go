@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"net/url"
 	"os"
 	"os/exec"
@@ -10,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/eventpipe/eventpipe/internal/certs"
 	"github.com/eventpipe/eventpipe/internal/testenv"
@@ -54,34 +51,26 @@ func TestThePipelineRunsOnSecuredServicesAndRefusesBadCredentials(t *testing.T) 
 	env = append(env, "EVENTPIPE_EVENTS_TABLE="+events, "EVENTPIPE_LEASES_TABLE="+leases, "EVENTPIPE_ANALYTICS_TABLE="+analytics,
 		"EVENTPIPE_TOPIC_PREFIX="+testenv.UniqueName(t, "ns")+".", "EVENTPIPE_HTTP_ADDR="+free(),
 		"EVENTPIPE_POSTGRES_URL="+pgURL, "PGPASSFILE="+pgPass)
-	run := func(timeout time.Duration, env []string, args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, args...)
+	run := func(env []string, args ...string) (string, error) {
+		cmd := exec.Command(bin, args...)
 		cmd.Env = env
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		if ctx.Err() != nil {
-			t.Fatalf("eventpipe %s still running after %v (a hang, not a clear failure):\n%s", strings.Join(args, " "), timeout, out.String())
-		}
-		return out.String(), err
+		return runWatched(t, cmd)
 	}
 
-	story, err := run(4*time.Minute, env, "demo", "--once", "--log-dir", t.TempDir(), "--relay-metrics-addr", free(), "--consume-metrics-addr", free())
+	story, err := run(env, "demo", "--once", "--log-dir", t.TempDir(), "--relay-metrics-addr", free(), "--consume-metrics-addr", free())
 	if err != nil || !strings.Contains(story, "every read model shows what the commands imply") {
 		t.Fatalf("demo --once on the secured services: %v\n%s", err, story)
 	}
 	if !strings.Contains(story, "in schema "+schema) {
 		t.Fatalf("the demo did not use the schema %s of the TLS URL:\n%s", schema, story)
 	}
-	if out, err := run(time.Minute, env, "status"); err != nil || strings.Contains(out, "could not") {
+	if out, err := run(env, "status"); err != nil || strings.Contains(out, "could not") {
 		t.Errorf("status on the secured services: %v\n%s", err, out)
 	}
-	if out, err := run(2*time.Minute, env, "replay", "todos"); err != nil {
+	if out, err := run(env, "replay", "todos"); err != nil {
 		t.Errorf("replay todos on the secured services: %v\n%s", err, out)
 	}
-	if out, err := run(2*time.Minute, env, "replay", "todos-search"); err != nil {
+	if out, err := run(env, "replay", "todos-search"); err != nil {
 		t.Errorf("replay todos-search on the secured services: %v\n%s", err, out)
 	}
 
@@ -125,7 +114,7 @@ func TestThePipelineRunsOnSecuredServicesAndRefusesBadCredentials(t *testing.T) 
 		{"postgres: wrong password", with("PGPASSFILE=" + wrong), []string{"migrate"}, []string{"password authentication failed", "SASL", "no password"}},
 		{"postgres: unknown CA", with("EVENTPIPE_POSTGRES_URL=" + badPG), []string{"migrate"}, []string{"certificate signed by unknown authority"}},
 	} {
-		out, err := run(90*time.Second, c.env, c.args...)
+		out, err := run(c.env, c.args...)
 		if err == nil {
 			t.Errorf("%s: eventpipe %s succeeded:\n%s", c.name, c.args[0], out)
 			continue

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -17,6 +16,7 @@ import (
 	store "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // newTable creates a uniquely named events table with the migration and
@@ -146,7 +146,7 @@ func appendEvents(tb testing.TB, s *store.Store, ref eventstore.Ref, expected in
 }
 
 func ctxT(tb testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	tb.Cleanup(cancel)
 	return ctx
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/eventstore/memstore"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 func TestConfigDefaultsAndValidate(t *testing.T) {
@@ -184,7 +185,7 @@ func TestChangesReportCommitsInOrder(t *testing.T) {
 // in position order, each aggregate's events in sequence order; and that
 // Wait gives up when its context ends.
 func TestWaitWakesAnInProcessRelay(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 	s := newStore(t, memstore.Config{PageSize: 7})
 	const writers, each = 4, 25

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // Subject is a store under test.
@@ -46,7 +47,9 @@ type Subject struct {
 	Outbound func(ctx context.Context, ref eventstore.Ref) ([]eventstore.OutboundRecord, error)
 	// Settle bounds how long by-type reads and AggregateIDs may lag
 	// behind appends (an eventually consistent index); the suite polls
-	// that long before failing. Default 15s.
+	// that long before failing. Default integration.HangAfter(): a store
+	// that is slow on a loaded machine is no failure, one whose index
+	// never catches up is.
 	Settle time.Duration
 }
 
@@ -141,14 +144,14 @@ type env struct {
 // setup opens a store with schema for t.
 func setup(t *testing.T, open Opener, schema eventstore.Schema) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	t.Cleanup(cancel)
 	sub := open(t, schema)
 	if sub.Store == nil {
 		t.Fatal("storetest: the opener returned no Store")
 	}
 	if sub.Settle <= 0 {
-		sub.Settle = 15 * time.Second
+		sub.Settle = integration.HangAfter()
 	}
 	return &env{t: t, ctx: ctx, sub: sub, s: sub.Store, schema: schema, token: token(t)}
 }

@@ -172,7 +172,7 @@ func TestRefreshVisibility(t *testing.T) {
 		tg.do(t, "PUT", "/"+name+"/_settings", map[string]any{"index": map[string]any{"refresh_interval": "200ms"}}).must(t, 200)
 		tg.do(t, "PUT", "/"+name+"/_doc/4", map[string]any{"v": 4}).must(t, 201)
 		start := time.Now()
-		waitFor(t, 10*time.Second, "periodic refresh", func() bool { return count() == 3 })
+		waitFor(t, "periodic refresh", func() bool { return count() == 3 })
 		t.Logf("visible after %v", time.Since(start))
 		if s := tg.do(t, "GET", "/"+name+"/_settings", nil).must(t, 200); s.str(name+".settings.index.refresh_interval") != "200ms" {
 			t.Fatalf("settings: %s", s.raw)
@@ -186,7 +186,7 @@ func TestRefreshIntervalBound(t *testing.T) {
 	tg := &target{name: "local", url: url, client: http.DefaultClient, prefix: "bound-"}
 	tg.do(t, "PUT", "/v/_doc/1", map[string]any{"v": 1}).must(t, 201)
 	start := time.Now()
-	waitFor(t, 5*time.Second, "visibility", func() bool {
+	waitFor(t, "visibility", func() bool {
 		return tg.do(t, "GET", "/v/_count", nil).must(t, 200).num(t, "count") == 1
 	})
 	if d := time.Since(start); d > 2*time.Second {

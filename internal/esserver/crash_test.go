@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 const (
@@ -77,7 +79,7 @@ func startChild(t *testing.T, dir string) *child {
 		close(c.exited)
 	}()
 	t.Cleanup(c.kill)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(integration.HangAfter())
 	for {
 		if b, err := os.ReadFile(addrFile); err == nil {
 			c.url = "http://" + string(b)
@@ -89,7 +91,7 @@ func startChild(t *testing.T, dir string) *child {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("child did not start")
+			t.Fatalf("child did not start within %v (%s)", integration.HangAfter(), integration.EnvHangAfter)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -243,7 +245,7 @@ func TestCrashRecovery(t *testing.T) {
 		}
 		// Let writes flow, then kill while requests are outstanding.
 		time.Sleep(600 * time.Millisecond)
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(integration.HangAfter())
 		for inflight.Load() == 0 && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Microsecond)
 		}

@@ -122,7 +122,7 @@ func TestCheckpointTornTailAndRebuild(t *testing.T) {
 		tg.do(t, "POST", "/_bulk", ndjson(lines...)).must(t, 200)
 	}
 	tg.do(t, "DELETE", "/cp/_doc/0-0", nil).must(t, 200)
-	waitFor(t, 10*time.Second, "a checkpoint", func() bool {
+	waitFor(t, "a checkpoint", func() bool {
 		snaps, _ := listGens(srv.stateDir(), "snapshot-", ".dat")
 		return len(snaps) > 0
 	})
@@ -168,7 +168,7 @@ func TestTombstoneGC(t *testing.T) {
 	tg.do(t, "DELETE", "/gc/_doc/1?version=20&version_type=external", nil).must(t, 200)
 	tg.do(t, "PUT", "/gc/_doc/1?version=15&version_type=external", map[string]any{"v": 2}).expectError(t, 409, "version_conflict_engine_exception")
 	// After index.gc_deletes the tombstone is gone, as in Elasticsearch.
-	waitFor(t, 5*time.Second, "tombstone expiry", func() bool {
+	waitFor(t, "tombstone expiry", func() bool {
 		return tg.do(t, "PUT", "/gc/_doc/1?version=15&version_type=external", map[string]any{"v": 3}).status == 201
 	})
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/eventpipe/eventpipe/internal/certs"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 const (
@@ -88,7 +89,7 @@ func serve(t testing.TB, cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.ListenAndServe(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(integration.HangAfter())
 	for srv.Addr() == "127.0.0.1:0" {
 		if time.Now().After(deadline) {
 			t.Fatal("server did not start listening")
@@ -152,7 +153,7 @@ func decode(t *testing.T) func(res *esapi.Response, err error) (int, map[string]
 // go-elasticsearch the ways an application configures it.
 func TestSecureGoClient(t *testing.T) {
 	env := startSecure(t, true)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 	addrs := []string{env.url}
 
@@ -328,7 +329,7 @@ func TestSecureGoClient(t *testing.T) {
 // certificate the server sends).
 func TestSecureChainWithoutCA(t *testing.T) {
 	env := startSecure(t, false)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 	es := newClient(t, elasticsearch.Config{Addresses: []string{env.url}, APIKey: env.key.Encoded(), CertificateFingerprint: env.ca.Fingerprint()})
 	if res, err := es.Info(es.Info.WithContext(ctx)); err == nil {

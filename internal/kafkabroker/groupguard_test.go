@@ -3,6 +3,7 @@ package kafkabroker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // The tests below drive kfake's classic group protocol by hand, one
@@ -40,7 +42,7 @@ func TestMemberThatDiesWaitingToJoinLeavesTheGroup(t *testing.T) {
 				broker := startBroker(t, guarded)
 				obs := testenv.NewGroupObserver(t, []string{broker.Addr})
 				group := testenv.UniqueName(t, "g")
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 				defer cancel()
 
 				brokers := []string{broker.Addr}
@@ -100,7 +102,7 @@ func TestLiveMemberWaitingToJoinIsNotExpired(t *testing.T) {
 			broker := startBroker(t, guarded)
 			obs := testenv.NewGroupObserver(t, []string{broker.Addr})
 			group := testenv.UniqueName(t, "g")
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 			defer cancel()
 
 			// silent holds the next barrier open for its 12 s session;
@@ -184,7 +186,7 @@ func TestLeaderThatDiesBeforeSyncingDoesNotHoldTheGroup(t *testing.T) {
 			broker := startBroker(t, guarded)
 			obs := testenv.NewGroupObserver(t, []string{broker.Addr})
 			group := testenv.UniqueName(t, "g")
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 			defer cancel()
 			cfg := testenv.RawMemberConfig{Brokers: []string{broker.Addr}, Group: group, SessionTimeout: 10 * time.Second, RebalanceTimeout: 8 * time.Second}
 			a, b := testenv.NewRawMember(t, cfg), testenv.NewRawMember(t, cfg)
@@ -255,11 +257,17 @@ func members(t *testing.T, obs *testenv.GroupObserver, group string) []string {
 
 func waitMembers(t *testing.T, obs *testenv.GroupObserver, group string, n int) {
 	t.Helper()
-	if !eventually(10*time.Second, func() bool { return len(members(t, obs, group)) == n }) {
-		t.Fatalf("group %s never had %d members: %v", group, n, members(t, obs, group))
-	}
+	integration.Await(t, fmt.Sprintf("group %s with %d members", group, n), func() error {
+		if ids := members(t, obs, group); len(ids) != n {
+			return fmt.Errorf("members %v", ids)
+		}
+		return nil
+	})
 }
 
+// eventually reports whether cond holds within within: for the checks
+// that something happens (or does not) within a bound the broker's
+// behaviour sets, not for waiting.
 func eventually(within time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
 	for {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/eventpipe/eventpipe/internal/certs"
 	"github.com/eventpipe/eventpipe/internal/kafkabroker"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // secureBroker is a broker child serving TLS and SCRAM-SHA-512.
@@ -76,17 +78,7 @@ func startSecureBroker(t *testing.T) *secureBroker {
 			t.Logf("broker log:\n%s", out)
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := b.ping(b.clientOpts(ca, b.password)...)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("secure broker at %s not reachable: %v", b.addr, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	integration.Await(t, "the secure broker at "+b.addr, func() error { return b.ping(b.clientOpts(ca, b.password)...) })
 	return b
 }
 
@@ -99,9 +91,9 @@ func (b *secureBroker) clientOpts(ca *certs.CA, password string) []kgo.Opt {
 	}
 }
 
-// ping sends ApiVersions and Metadata within 5 s.
+// ping sends ApiVersions and Metadata within 30 s.
 func (b *secureBroker) ping(opts ...kgo.Opt) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	client, err := kgo.NewClient(append(opts, kgo.DialTimeout(2*time.Second))...)
 	if err != nil {
@@ -116,7 +108,7 @@ func (b *secureBroker) ping(opts ...kgo.Opt) error {
 // wrong way in to fail promptly.
 func TestSecureBrokerServesTLSAndSCRAM(t *testing.T) {
 	b := startSecureBroker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 	topic, group := testenv.UniqueName(t, "secure"), testenv.UniqueName(t, "secure-group")
 
@@ -141,7 +133,7 @@ func TestSecureBrokerServesTLSAndSCRAM(t *testing.T) {
 	for len(got) < len(want) {
 		fetches := consumer.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			t.Fatalf("consumed %v before the deadline, want %v", got, want)
+			t.Fatalf("consumed %v within %v (%s), want %v", got, integration.HangAfter(), integration.EnvHangAfter, want)
 		}
 		fetches.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
 		fetches.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
@@ -188,7 +180,7 @@ func TestSecureBrokerServesTLSAndSCRAM(t *testing.T) {
 // the barrier is removed at once, by the guard's LeaveGroup.
 func TestSecureBrokerGuardEvictsDeadJoiner(t *testing.T) {
 	b := startSecureBroker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 	group := testenv.UniqueName(t, "guarded")
 	newMember := func() *kgo.Client {
@@ -253,9 +245,12 @@ func TestSecureBrokerGuardEvictsDeadJoiner(t *testing.T) {
 	id2 := memberID(m2)
 	joined := make(chan error, 1)
 	go func() { _, err := join(m2, id2); joined <- err }() // waits for m1 to rejoin
-	if !eventually(10*time.Second, func() bool { return slices.Contains(membersOf(), id2) }) {
-		t.Fatalf("m2 never entered the group: %v", membersOf())
-	}
+	integration.Await(t, "m2 to enter the group", func() error {
+		if ids := membersOf(); !slices.Contains(ids, id2) {
+			return fmt.Errorf("members %v", ids)
+		}
+		return nil
+	})
 	m2.Close() // dies while its JoinGroup waits
 	<-joined
 	if !eventually(3*time.Second, func() bool { return !slices.Contains(membersOf(), id2) }) {

@@ -5,13 +5,13 @@ import (
 	"crypto/tls"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/certs"
 	"github.com/eventpipe/eventpipe/internal/probe"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 	"github.com/eventpipe/eventpipe/tlsconfig"
 )
 
@@ -34,7 +34,7 @@ func TestKafkaProbeUsesSecurity(t *testing.T) {
 	brokers := cluster.ListenAddrs()
 	good := kafka.Security{TLS: tlsconfig.Config{CAFile: caFile}, SASL: kafka.SASL{Mechanism: kafka.SASLScramSHA512, Username: "probe", Password: "pw"}}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 	if err := probe.Kafka(ctx, brokers, good); err != nil {
 		t.Fatalf("probe with the right settings: %v", err)
@@ -53,7 +53,7 @@ func TestKafkaProbeUsesSecurity(t *testing.T) {
 		"no security":    {kafka.Security{}, "plaintext"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 			defer cancel()
 			err := probe.Kafka(ctx, brokers, c.sec)
 			if err == nil {

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // fakeClock is a Config.Clock that moves only when told.
@@ -49,8 +51,10 @@ func start(t *testing.T, cfg Config) *Sim {
 	return s
 }
 
+// ctxT is the context of a test's calls: one that only a hang outlives
+// (integration.HangAfter), cancelled when the test ends.
 func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	t.Cleanup(cancel)
 	return ctx
 }

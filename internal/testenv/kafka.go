@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,13 +12,14 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // Consume reads n messages from topic as a member of group through the
 // project's Watermill subscriber, acking each, then waits until the
 // group's committed offsets cover them (closing right after the last Ack
-// can drop the final offset marks). It fails tb if n messages do not
-// arrive within 30 s.
+// can drop the final offset marks). It fails tb if no message arrives
+// for integration.HangAfter while it waits for the n.
 func Consume(tb testing.TB, brokers []string, group, topic string, n int) []*message.Message {
 	tb.Helper()
 	start := sumOffsets(CommittedOffsets(tb, brokers, group, topic))
@@ -26,20 +28,21 @@ func Consume(tb testing.TB, brokers []string, group, topic string, n int) []*mes
 		tb.Fatal(err)
 	}
 	defer sub.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, err := sub.Subscribe(ctx, topic)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	hang := integration.HangAfter()
 	var got []*message.Message
 	for len(got) < n {
 		select {
 		case m := <-ch:
 			got = append(got, m)
 			m.Ack()
-		case <-ctx.Done():
-			tb.Fatalf("group %s got %d of %d messages from %s", group, len(got), n, topic)
+		case <-time.After(hang):
+			tb.Fatalf("group %s got %d of %d messages from %s, then none for %v (%s)", group, len(got), n, topic, hang, integration.EnvHangAfter)
 		}
 	}
 	WaitCommitted(tb, brokers, group, topic, start+int64(n))
@@ -81,21 +84,17 @@ func CommittedOffsets(tb testing.TB, brokers []string, group, topic string) map[
 	return out
 }
 
-// WaitCommitted waits up to 15 s until group's committed offsets on topic
-// add up to at least min, and returns them.
+// WaitCommitted waits until group's committed offsets on topic add up to
+// at least min, and returns them. It fails tb when they stop growing for
+// integration.HangAfter.
 func WaitCommitted(tb testing.TB, brokers []string, group, topic string, min int64) map[int32]int64 {
 	tb.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		offs := CommittedOffsets(tb, brokers, group, topic)
-		if sumOffsets(offs) >= min {
-			return offs
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("group %s committed %d offsets on %s, want %d", group, sumOffsets(offs), topic, min)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	var offs map[int32]int64
+	integration.AwaitProgress(tb, fmt.Sprintf("offsets committed by group %s on %s", group, topic), func() int64 {
+		offs = CommittedOffsets(tb, brokers, group, topic)
+		return sumOffsets(offs)
+	}, min)
+	return offs
 }
 
 func sumOffsets(offs map[int32]int64) int64 {

@@ -11,10 +11,11 @@ import (
 // KillRepeatedly kills the child that start starts with SIGKILL kills
 // times, restarting it each time, while it works towards total
 // (progress reports how far it is): each kill waits until the running
-// child made progress (or 30 s), then a random moment up to 400 ms. It
-// then waits (up to 3 minutes) for progress to reach total, fails tb
-// unless most kills landed before that (work in flight), and returns the
-// progress at each kill (integration.KillRepeatedly). The last child is
+// child made progress, then a random moment up to 400 ms. It then waits
+// for progress to reach total, fails tb unless most kills landed before
+// that (work in flight), and returns the progress at each kill; its
+// waits fail tb only when progress stops moving for
+// integration.HangAfter (integration.KillRepeatedly). The last child is
 // killed when tb ends.
 func KillRepeatedly(tb testing.TB, start func() *exec.Cmd, progress func() int64, total int64, kills int) []int64 {
 	tb.Helper()

@@ -21,6 +21,7 @@ import (
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // catchUpRow is a read model's row of projection_catchup as the test
@@ -169,7 +170,7 @@ func TestKilledCatchUpResumesAndEndsEqualToTheStore(t *testing.T) {
 	for k := range kills {
 		// Wait for the running child to commit a batch beyond the
 		// previous kill's state.
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(integration.HangAfter()) // polled every 5 ms, to kill soon after the batch
 		for {
 			r := observe()
 			if r.Done {
@@ -179,7 +180,7 @@ func TestKilledCatchUpResumesAndEndsEqualToTheStore(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("kill %d: the catch-up did not move past %d events in 60 s (state %+v)", k+1, prev.Events, r)
+				t.Fatalf("kill %d: the catch-up did not move past %d events in %v (%s; state %+v)", k+1, prev.Events, integration.HangAfter(), integration.EnvHangAfter, r)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -206,17 +207,13 @@ func TestKilledCatchUpResumesAndEndsEqualToTheStore(t *testing.T) {
 	}
 
 	// The last child finishes the catch-up and hands over to the topics.
-	deadline := time.Now().Add(2 * time.Minute)
 	var final catchUpRow
-	for {
+	integration.AwaitProgress(t, "the catch-up after the last kill (its events, then done)", func() int64 {
 		if final = observe(); final.Done {
-			break
+			return total + 1
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the catch-up is not done 2 minutes after the last kill: %+v", final)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return min(final.Events, total)
+	}, total+1)
 	t.Logf("caught up %v after the first start, through %d kills; state events=%d after=%s; events counts seen: %v",
 		time.Since(catchUpStarted).Round(time.Millisecond), kills, final.Events, final.After, seen)
 	if final.Events != total {
@@ -227,12 +224,12 @@ func TestKilledCatchUpResumesAndEndsEqualToTheStore(t *testing.T) {
 	}
 	brokers := testenv.KafkaBrokers(t)
 	group, topic := topics.Prefix+"projection."+name, topics.Events(bankaccount.AggregateType)
-	for deadline := time.Now().Add(30 * time.Second); len(testenv.CommittedOffsets(t, brokers, group, topic)) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the group %s never started on %s after the catch-up", group, topic)
+	integration.Await(t, "the group "+group+" to start on "+topic+" after the catch-up", func() error {
+		if len(testenv.CommittedOffsets(t, brokers, group, topic)) == 0 {
+			return errors.New("no offset committed")
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 
 	w.assertAccountsEqual(t, stored)
 	t.Logf("test took %v", time.Since(began).Round(time.Millisecond))

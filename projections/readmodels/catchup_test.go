@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 
@@ -16,6 +15,7 @@ import (
 	store "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	"github.com/eventpipe/eventpipe/projections"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 func history(s *store.Store) projections.HistoryPage {
@@ -87,19 +87,16 @@ func TestNewProjectionCatchesUpFromTheStoreThenFollowsLive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	positions := func() int64 {
 		var n int64
 		if err := w.db.QueryRow(ctx, `SELECT coalesce(sum(seq), 0) FROM projection_positions`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == int64(total+live) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("positions add up to %d, want %d", n, total+live)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return n
+	}
+	integration.AwaitProgress(t, "positions", positions, int64(total+live))
+	if n := positions(); n != int64(total+live) {
+		t.Fatalf("positions add up to %d, want %d", n, total+live)
 	}
 	t.Logf("%d events read from the store's history, %d published live", caughtUp.Load(), live)
 	if caughtUp.Load() < int64(total) {

@@ -19,6 +19,7 @@ import (
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestStoreRelayKafkaPostgresEqualsAReplay runs the whole read path:
@@ -74,19 +75,16 @@ func TestStoreRelayKafkaPostgresEqualsAReplay(t *testing.T) {
 
 	waitApplied := func() {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
+		applied := func() int64 {
 			var n int64
 			if err := live.db.QueryRow(ctx, `SELECT coalesce(sum(seq), 0) FROM projection_positions WHERE projection = 'accounts'`).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
-			if n == int64(len(all)) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("applied %d of %d events", n, len(all))
-			}
-			time.Sleep(100 * time.Millisecond)
+			return n
+		}
+		integration.AwaitProgress(t, "events applied", applied, int64(len(all)))
+		if n := applied(); n != int64(len(all)) {
+			t.Fatalf("applied %d of %d events", n, len(all))
 		}
 	}
 	waitApplied()
@@ -98,8 +96,7 @@ func TestStoreRelayKafkaPostgresEqualsAReplay(t *testing.T) {
 	}
 	// The Kafka offset lag of the projection's group falls to 0 once the
 	// applied messages' offsets are committed and the monitor has polled.
-	lagDeadline := time.Now().Add(30 * time.Second)
-	for {
+	integration.Await(t, "a consumer lag of 0", func() error {
 		series, lag := 0, 0.0
 		families, err := reg.Gather()
 		if err != nil {
@@ -113,14 +110,11 @@ func TestStoreRelayKafkaPostgresEqualsAReplay(t *testing.T) {
 				}
 			}
 		}
-		if series > 0 && lag == 0 {
-			break
+		if series == 0 || lag != 0 {
+			return fmt.Errorf("consumer lag %v over %d series", lag, series)
 		}
-		if time.Now().After(lagDeadline) {
-			t.Fatalf("consumer lag %v over %d series, want 0", lag, series)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 
 	replay := newWorld(t)
 	replay.store = live.store

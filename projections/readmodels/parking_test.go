@@ -2,6 +2,7 @@ package readmodels_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	"github.com/eventpipe/eventpipe/parking"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // refusingAccounts is the accounts read model with a bug: while broken
@@ -180,20 +182,16 @@ func (r *parkingRig) parked(t *testing.T, id string) ([]int64, []string) {
 	return seqs, reasons
 }
 
-// waitFor polls cond for up to a minute.
+// waitFor polls cond until it holds; it fails t, with the state cond
+// last reported, when cond does not hold within integration.HangAfter.
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ok, state := cond()
-		if ok {
-			return
+	integration.Await(t, what, func() error {
+		if ok, state := cond(); !ok {
+			return errors.New(state)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %s", what, state)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestAPoisonedEventParksItsAggregateOnlyAndReplayAppliesItOnceInOrder

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -19,6 +18,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	"github.com/eventpipe/eventpipe/projections"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestRunnerBatchesAndPoisonsOnlyTheBadMessage publishes 24 accounts'
@@ -70,19 +70,16 @@ func TestRunnerBatchesAndPoisonsOnlyTheBadMessage(t *testing.T) {
 	if got := poisoned[0].UUID; got != bad.EventID {
 		t.Errorf("poisoned message %s, want the bad event %s", got, bad.EventID)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	positions := func() int64 {
 		var n int64
 		if err := w.db.QueryRow(ctx, `SELECT coalesce(sum(seq), 0) FROM projection_positions`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == int64(len(all)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("positions add up to %d, want %d", n, len(all))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return n
+	}
+	integration.AwaitProgress(t, "positions", positions, int64(len(all)))
+	if n := positions(); n != int64(len(all)) {
+		t.Fatalf("positions add up to %d, want %d", n, len(all))
 	}
 	var twice, rows int
 	if err := w.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE apply_count <> version), count(*) FROM accounts`).Scan(&twice, &rows); err != nil {

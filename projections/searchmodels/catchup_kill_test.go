@@ -2,6 +2,7 @@ package searchmodels_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/eventpipe/eventpipe/projections/elastic"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // storeTodos appends n todos to w's store, each in one append of
@@ -177,7 +179,7 @@ func TestKilledSearchCatchUpResumesAndEndsEqualToTheStore(t *testing.T) {
 	for k := range kills {
 		// Wait for the running child to record a batch beyond the
 		// previous kill's state.
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(integration.HangAfter()) // polled every 5 ms, to kill soon after the batch
 		for {
 			st := observe()
 			if st.Done != nil {
@@ -187,7 +189,7 @@ func TestKilledSearchCatchUpResumesAndEndsEqualToTheStore(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("kill %d: the catch-up did not move past %d events in 60 s (state %+v)", k+1, prev.Events, st)
+				t.Fatalf("kill %d: the catch-up did not move past %d events in %v (%s; state %+v)", k+1, prev.Events, integration.HangAfter(), integration.EnvHangAfter, st)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -213,17 +215,13 @@ func TestKilledSearchCatchUpResumesAndEndsEqualToTheStore(t *testing.T) {
 	}
 
 	// The last child finishes the catch-up and hands over to the topics.
-	deadline := time.Now().Add(2 * time.Minute)
 	var final searchCatchUp
-	for {
+	integration.AwaitProgress(t, "the catch-up after the last kill (its events, then done)", func() int64 {
 		if final = observe(); final.Done != nil {
-			break
+			return total + 1
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the catch-up is not done 2 minutes after the last kill: %+v", final)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return min(final.Events, total)
+	}, total+1)
 	t.Logf("caught up %v after the first start, through %d kills; state events=%d after=%s; events counts seen: %v",
 		time.Since(catchUpStarted).Round(time.Millisecond), kills, final.Events, final.After, seen)
 	if final.Events != total {
@@ -234,12 +232,12 @@ func TestKilledSearchCatchUpResumesAndEndsEqualToTheStore(t *testing.T) {
 	}
 	brokers := testenv.KafkaBrokers(t)
 	group, topic := topics.Prefix+"projection."+p.Name(), topics.Events(todo.AggregateType)
-	for deadline := time.Now().Add(30 * time.Second); len(testenv.CommittedOffsets(t, brokers, group, topic)) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the group %s never started on %s after the catch-up", group, topic)
+	integration.Await(t, "the group "+group+" to start on "+topic+" after the catch-up", func() error {
+		if len(testenv.CommittedOffsets(t, brokers, group, topic)) == 0 {
+			return errors.New("no offset committed")
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 
 	got, want := w.documents(alias), w.scratch(p, all)
 	if len(want) != todos {

@@ -80,7 +80,9 @@ type ChildConfig struct {
 	// health check of its listen address): each start waits until it
 	// returns nil, calling it every 100 ms.
 	Ready func(ctx context.Context) error
-	// ReadyTimeout bounds that wait (default 30 s).
+	// ReadyTimeout bounds that wait (default HangAfter(): a child that
+	// is slow to start on a loaded machine is no failure, one that never
+	// gets ready is).
 	ReadyTimeout time.Duration
 }
 
@@ -89,7 +91,7 @@ func (c *ChildConfig) setDefaults() {
 		c.Output = os.Stderr
 	}
 	if c.ReadyTimeout == 0 {
-		c.ReadyTimeout = 30 * time.Second
+		c.ReadyTimeout = HangAfter()
 	}
 }
 
@@ -263,7 +265,8 @@ func (c *Child) Signal(sig os.Signal) error {
 
 // Wait waits up to timeout for the child to exit and returns how it
 // exited: nil for status 0, an *exec.ExitError otherwise. It fails the
-// test when the child is still running after timeout.
+// test when the child is still running after timeout. To wait for an
+// exit that is due to come, however slow the machine, pass HangAfter().
 func (c *Child) Wait(timeout time.Duration) error {
 	c.tb.Helper()
 	c.mu.Lock()

@@ -21,6 +21,10 @@
 //     the module, so that a test can kill it with SIGKILL, restart it and
 //     wait for it; KillRepeatedly kills a child at random moments while
 //     it works.
+//   - Await and AwaitProgress wait for something to happen without a
+//     wall-clock deadline that a slow, loaded machine could hit: they
+//     fail the test only when nothing moved for HangAfter (3 minutes,
+//     or EVENTPIPE_TEST_HANG_AFTER), saying how far things got.
 //
 // The endpoints it returns are eventpipe.Endpoints: eventpipe's
 // Endpoints type is an alias of the internal type these signatures name

@@ -106,7 +106,7 @@ func TestChildIsKilledRestartedAndWaitedFor(t *testing.T) {
 	if c.Running() || dial(addr)(context.Background()) == nil {
 		t.Fatal("the child still runs after Kill")
 	}
-	err := c.Wait(time.Second)
+	err := c.Wait(integration.HangAfter())
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("a killed child exited with %v, want SIGKILL", err)
@@ -119,7 +119,7 @@ func TestChildIsKilledRestartedAndWaitedFor(t *testing.T) {
 	if err := c.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Wait(10 * time.Second); err != nil {
+	if err := c.Wait(integration.HangAfter()); err != nil {
 		t.Fatalf("child stopped by SIGTERM: %v, want status 0", err)
 	}
 }
@@ -128,7 +128,7 @@ func TestChildThatFailsSaysWhy(t *testing.T) {
 	var out bytes.Buffer
 	c := integration.StartChild(t, integration.ChildConfig{Main: "fail", Output: &out})
 	var exit *exec.ExitError
-	if err := c.Wait(10 * time.Second); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+	if err := c.Wait(integration.HangAfter()); !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("failing child: %v, want exit status 1", err)
 	}
 	if !strings.Contains(out.String(), `fail child: it broke`) {
@@ -144,7 +144,7 @@ func TestKillRepeatedlyKillsAChildMidWork(t *testing.T) {
 	if len(at) != 3 {
 		t.Fatalf("kills at %v, want 3", at)
 	}
-	if err := c.Wait(10 * time.Second); err != nil {
+	if err := c.Wait(integration.HangAfter()); err != nil {
 		t.Fatalf("the last child: %v", err)
 	}
 }
@@ -182,7 +182,7 @@ func TestUnreachableServicesFailLoudly(t *testing.T) {
 			"EVENTPIPE_POSTGRES_URL=postgres://x@127.0.0.1:" + closed + "/x?connect_timeout=2", "ELASTICSEARCH_URL=http://127.0.0.1:" + closed},
 		Output: &out,
 	})
-	if err := c.Wait(2 * time.Minute); err == nil {
+	if err := c.Wait(integration.HangAfter()); err == nil {
 		t.Fatalf("the stack check passed against closed ports:\n%s", out.String())
 	}
 	for _, want := range []string{"--- FAIL: TestStackChild", "DynamoDB is not reachable", "Kafka is not reachable", "Postgres is not reachable",

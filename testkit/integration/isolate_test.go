@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -73,12 +72,9 @@ func TestAReadModelOnAnIsolatedPipeline(t *testing.T) {
 		}
 		defer db.Close()
 		var title string
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			err := db.QueryRow(ctx, `SELECT title FROM todos WHERE todo_id = 't1'`).Scan(&title)
-			if err == nil || time.Now().After(deadline) {
-				break
-			}
-		}
+		integration.Await(t, "the todos read model's row of t1", func() error {
+			return db.QueryRow(ctx, `SELECT title FROM todos WHERE todo_id = 't1'`).Scan(&title)
+		})
 		if title != "buy milk" {
 			t.Fatalf("the todos read model holds %q for t1, want \"buy milk\"", title)
 		}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -18,33 +19,31 @@ type Process interface {
 // KillRepeatedly kills the running process p with SIGKILL kills times,
 // starting it again each time, while it works towards total (progress
 // reports how far it is): each kill waits until the running process made
-// progress (or 30 s), then a random moment up to 400 ms. It then waits (up
-// to 3 minutes) for progress to reach total, fails tb unless most kills
-// landed before that (with work in flight), and returns the progress at
-// each kill. p is left running.
+// progress, then a random moment up to 400 ms. It then waits for
+// progress to reach total, fails tb unless most kills landed before that
+// (with work in flight), and returns the progress at each kill. p is
+// left running. Its waits fail tb only when progress does not move for
+// HangAfter (AwaitProgress), saying where it stopped and where the kills
+// landed.
 func KillRepeatedly(tb testing.TB, p Process, progress func() int64, total int64, kills int) []int64 {
 	tb.Helper()
 	began := time.Now()
 	var killedAt []int64
-	for range kills {
+	for i := range kills {
 		before := progress()
-		deadline := time.Now().Add(30 * time.Second)
-		for progress() == before && progress() < total && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
+		Await(tb, fmt.Sprintf("progress before kill %d of %d (kills so far at %v)", i+1, kills, killedAt), func() error {
+			if n := progress(); n == before && n < total {
+				return fmt.Errorf("progress still %d of %d", n, total)
+			}
+			return nil
+		})
 		time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond)
 		p.Kill()
 		killedAt = append(killedAt, progress())
 		p.Start()
 	}
 	lastKill := time.Now()
-	deadline := lastKill.Add(3 * time.Minute)
-	for progress() < total {
-		if time.Now().After(deadline) {
-			tb.Fatalf("progress %d of %d, 3 minutes after %d kills at %v", progress(), total, kills, killedAt)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	AwaitProgress(tb, fmt.Sprintf("work after %d kills at %v", kills, killedAt), progress, total)
 	tb.Logf("%d kills at progress %v of %d, over %v; the rest took %v", kills, killedAt, total,
 		lastKill.Sub(began).Round(time.Millisecond), time.Since(lastKill).Round(time.Millisecond))
 	inFlight := 0

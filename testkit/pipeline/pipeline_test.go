@@ -20,6 +20,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/eventstore/memstore"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 	"github.com/eventpipe/eventpipe/testkit/pipeline"
 )
 
@@ -60,22 +61,17 @@ func (c *collect) from(t *testing.T, ctx context.Context, p *pipeline.Pipeline, 
 // wait returns the messages once there are n, by UUID.
 func (c *collect) wait(t *testing.T, what string, n int) map[string]*message.Message {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var got map[string]*message.Message
+	integration.AwaitProgress(t, what+": distinct messages", func() int64 {
 		c.mu.Lock()
-		got := map[string]*message.Message{}
+		defer c.mu.Unlock()
+		got = map[string]*message.Message{}
 		for _, m := range c.msgs {
 			got[m.UUID] = m
 		}
-		c.mu.Unlock()
-		if len(got) >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d distinct messages after 10 s, want %d", what, len(got), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return int64(len(got))
+	}, int64(n))
+	return got
 }
 
 // TestCommandsRunThroughTheWholePipelineWithoutServices sends bank
@@ -85,7 +81,7 @@ func (c *collect) wait(t *testing.T, what string, n int) map[string]*message.Mes
 // publishes them, handled by a handler consumer, and the snapshot
 // consumer snapshots the account.
 func TestCommandsRunThroughTheWholePipelineWithoutServices(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 	cat := eventpipe.Builtin()
 	alertsCh := make(chan *message.Message, 16)
@@ -225,7 +221,7 @@ func TestCommandsRunThroughTheWholePipelineWithoutServices(t *testing.T) {
 // upcaster refuses, goes to the relay's poison topic with the reason,
 // while the pipeline keeps running.
 func TestTheRelayPublishesAGivenStoresHistoryAndPoisonsWhatItCannotUpcast(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 	store, err := memstore.New(memstore.Config{}) // any type, no upcasters
 	if err != nil {

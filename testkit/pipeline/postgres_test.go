@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,6 +18,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 	"github.com/eventpipe/eventpipe/testkit/pipeline"
 )
 
@@ -37,20 +37,10 @@ func migratedPool(t *testing.T) *pgxpool.Pool {
 	return pool
 }
 
-// eventually runs check until it returns nil, failing t after 20 s.
+// eventually runs check until it returns nil (integration.Await).
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not so after 20 s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	integration.Await(t, what, check)
 }
 
 // TestCommandsReachThePostgresReadModelsAndTheSaga runs the in-process
@@ -60,7 +50,7 @@ func eventually(t *testing.T, what string, check func() error) {
 // through the same pipeline.
 func TestCommandsReachThePostgresReadModelsAndTheSaga(t *testing.T) {
 	testenv.Integration(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 	db := migratedPool(t)
 	p, err := pipeline.Start(ctx, pipeline.Config{DB: db, Consumers: []string{"todos", "accounts", eventpipe.SagaConsumer("transfer")}, Logger: quiet})

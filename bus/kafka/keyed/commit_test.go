@@ -11,6 +11,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestCommitNeverPassesAHeldMessage consumes one partition of 112
@@ -65,7 +66,7 @@ func TestCommitNeverPassesAHeldMessage(t *testing.T) {
 	}
 
 	sub := newSubscriber(t, keyed.Config{Brokers: brokers, ConsumerGroup: group, CommitInterval: 50 * time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	msgs, err := sub.Subscribe(ctx, topic)
 	if err != nil {
@@ -76,8 +77,8 @@ func TestCommitNeverPassesAHeldMessage(t *testing.T) {
 		select {
 		case m := <-msgs:
 			return m
-		case <-ctx.Done():
-			t.Fatal("timed out waiting for a message")
+		case <-time.After(integration.HangAfter()):
+			t.Fatalf("no message for %v (%s)", integration.HangAfter(), integration.EnvHangAfter)
 			return nil
 		}
 	}
@@ -96,10 +97,12 @@ func TestCommitNeverPassesAHeldMessage(t *testing.T) {
 	if held == nil {
 		t.Fatal("held:0 never arrived")
 	}
-	if !waitFor(10*time.Second, func() bool { c, _ := current(); return c == heldOffset }) {
-		c, _ := current()
-		t.Fatalf("committed offset %d with every message below %d acked, want %d", c, heldOffset, heldOffset)
-	}
+	integration.Await(t, "the commit of the acked prefix", func() error {
+		if c, _ := current(); c != heldOffset {
+			return fmt.Errorf("committed offset %d with every message below %d acked, want %d", c, heldOffset, heldOffset)
+		}
+		return nil
+	})
 	time.Sleep(time.Second) // commits keep coming every 50 ms; none may pass the held message
 	_, highestHeld := current()
 	if highestHeld > heldOffset {
@@ -117,10 +120,12 @@ func TestCommitNeverPassesAHeldMessage(t *testing.T) {
 	} else {
 		m.Ack()
 	}
-	if !waitFor(10*time.Second, func() bool { c, _ := current(); return c == total }) {
-		c, _ := current()
-		t.Fatalf("committed offset %d after every message was acked, want %d", c, total)
-	}
+	integration.Await(t, "the commit of every message", func() error {
+		if c, _ := current(); c != total {
+			return fmt.Errorf("committed offset %d after every message was acked, want %d", c, total)
+		}
+		return nil
+	})
 	t.Logf("committed offset reached %d and stayed there while it was held (highest seen: %d), then %d", heldOffset, highestHeld, total)
 }
 
@@ -142,7 +147,7 @@ func TestNackRedeliversBeforeLaterMessagesOfItsKeyWhileOtherKeysFlow(t *testing.
 	publish(t, brokers, topic, ids)
 
 	sub := newSubscriber(t, keyed.Config{Brokers: brokers, ConsumerGroup: topic + "-group", NackResendSleep: 200 * time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	msgs, err := sub.Subscribe(ctx, topic)
 	if err != nil {
@@ -154,8 +159,8 @@ func TestNackRedeliversBeforeLaterMessagesOfItsKeyWhileOtherKeysFlow(t *testing.
 		var m *message.Message
 		select {
 		case m = <-msgs:
-		case <-ctx.Done():
-			t.Fatalf("timed out after %v", order)
+		case <-time.After(integration.HangAfter()):
+			t.Fatalf("no message for %v (%s) after %v", integration.HangAfter(), integration.EnvHangAfter, order)
 		}
 		order = append(order, m.UUID)
 		switch m.UUID {
@@ -214,8 +219,8 @@ func TestCloseCommitsTheAckedPrefixAndAbandonsTheRest(t *testing.T) {
 		var m *message.Message
 		select {
 		case m = <-msgs:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("received %d messages in 30 s", received)
+		case <-time.After(integration.HangAfter()):
+			t.Fatalf("received %d messages, then none for %v (%s)", received, integration.HangAfter(), integration.EnvHangAfter)
 		}
 		if m.UUID == ids[heldAt] {
 			held = m

@@ -6,14 +6,16 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
-// done reports whether ctx ends within d.
-func done(ctx context.Context, d time.Duration) bool {
+// done reports whether ctx ends within integration.HangAfter.
+func done(ctx context.Context) bool {
 	select {
 	case <-ctx.Done():
 		return true
-	case <-time.After(d):
+	case <-time.After(integration.HangAfter()):
 		return false
 	}
 }
@@ -45,7 +47,7 @@ func TestMessageContextEndsOnAckNackAndRevoke(t *testing.T) {
 	}
 
 	a.Ack()
-	if !done(a.Context(), time.Second) {
+	if !done(a.Context()) {
 		t.Fatal("the context of an acked message was not cancelled")
 	}
 	if b.Context().Err() != nil || c.Context().Err() != nil {
@@ -53,7 +55,7 @@ func TestMessageContextEndsOnAckNackAndRevoke(t *testing.T) {
 	}
 
 	b.Nack()
-	if !done(b.Context(), time.Second) {
+	if !done(b.Context()) {
 		t.Fatal("the context of a nacked message was not cancelled")
 	}
 	again := u.receive(t)
@@ -70,7 +72,7 @@ func TestMessageContextEndsOnAckNackAndRevoke(t *testing.T) {
 		t.Errorf("redelivered message: offset %d (%v) in its context, want 1", o, ok)
 	}
 	again.Ack()
-	if !done(again.Context(), time.Second) {
+	if !done(again.Context()) {
 		t.Fatal("the context of the acked redelivery was not cancelled")
 	}
 

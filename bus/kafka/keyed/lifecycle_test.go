@@ -13,12 +13,14 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
-// drainUntilClosed fails t unless ch is closed within d (messages still
-// arriving are nacked).
-func drainUntilClosed(t *testing.T, ch <-chan *message.Message, d time.Duration) {
+// drainUntilClosed fails t unless ch is closed within
+// integration.HangAfter (messages still arriving are nacked).
+func drainUntilClosed(t *testing.T, ch <-chan *message.Message) {
 	t.Helper()
+	d := integration.HangAfter()
 	deadline := time.After(d)
 	for {
 		select {
@@ -33,19 +35,19 @@ func drainUntilClosed(t *testing.T, ch <-chan *message.Message, d time.Duration)
 	}
 }
 
-// waitGroupSize waits up to 20 s until group has n members.
+// waitGroupSize waits until group has n members.
 func waitGroupSize(t *testing.T, obs *testenv.GroupObserver, group string, n int) {
 	t.Helper()
-	var snap testenv.GroupSnapshot
-	if !waitFor(20*time.Second, func() bool {
-		var err error
-		if snap, err = obs.Describe(group); err != nil {
+	integration.Await(t, fmt.Sprintf("group %s with %d members", group, n), func() error {
+		snap, err := obs.Describe(group)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return len(snap.Members) == n
-	}) {
-		t.Fatalf("group %s never had %d members: %s", group, n, snap)
-	}
+		if len(snap.Members) != n {
+			return fmt.Errorf("group %s", snap)
+		}
+		return nil
+	})
 }
 
 // TestSubscriptionStopsWhenItsContextEnds runs two subscriptions of one
@@ -75,16 +77,16 @@ func TestSubscriptionStopsWhenItsContextEnds(t *testing.T) {
 	}
 
 	cancel1()
-	drainUntilClosed(t, first, 10*time.Second)
+	drainUntilClosed(t, first)
 	waitGroupSize(t, obs, group, 1)
 	// The Subscriber forgets the stopped subscription once its stop has
 	// returned, just after the channel closed.
-	for deadline := time.Now().Add(5 * time.Second); keyed.SubscriptionCount(sub) != 1 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := keyed.SubscriptionCount(sub); n != 1 {
-		t.Errorf("5 s after the first context ended the Subscriber holds %d subscriptions, want 1", n)
-	}
+	integration.Await(t, "the Subscriber to forget the stopped subscription", func() error {
+		if n := keyed.SubscriptionCount(sub); n != 1 {
+			return fmt.Errorf("the Subscriber holds %d subscriptions, want 1", n)
+		}
+		return nil
+	})
 
 	var ids []string
 	for i := range 4 {
@@ -103,8 +105,8 @@ func TestSubscriptionStopsWhenItsContextEnds(t *testing.T) {
 			}
 			delete(want, m.UUID)
 			m.Ack()
-		case <-time.After(20 * time.Second):
-			t.Fatalf("the second subscription did not get %v within 20 s", want)
+		case <-time.After(integration.HangAfter()):
+			t.Fatalf("the second subscription got no message for %v (%s), still waiting for %v", integration.HangAfter(), integration.EnvHangAfter, want)
 		}
 	}
 
@@ -113,7 +115,7 @@ func TestSubscriptionStopsWhenItsContextEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("Close stopped the second subscription in %s", time.Since(start).Round(time.Millisecond))
-	drainUntilClosed(t, second, time.Second)
+	drainUntilClosed(t, second)
 	waitGroupSize(t, obs, group, 0)
 	if _, err := sub.Subscribe(context.Background(), topic); !errors.Is(err, keyed.ErrClosed) {
 		t.Errorf("Subscribe after Close: %v, want ErrClosed", err)

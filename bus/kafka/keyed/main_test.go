@@ -228,15 +228,3 @@ func runRouter(t *testing.T, sub message.Subscriber, topic string, h message.NoP
 	})
 	return r
 }
-
-// waitFor polls cond every 20 ms until it holds or timeout passes.
-func waitFor(timeout time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-}

@@ -11,6 +11,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	wmkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // fakeSession records the marked offsets of one partition.
@@ -106,8 +108,8 @@ func (u *partitionUnderTest) receive(t *testing.T) *message.Message {
 	select {
 	case m := <-u.out:
 		return m
-	case <-time.After(5 * time.Second):
-		t.Fatal("no message handed out within 5 s")
+	case <-time.After(integration.HangAfter()):
+		t.Fatalf("no message handed out within %v (%s)", integration.HangAfter(), integration.EnvHangAfter)
 		return nil
 	}
 }
@@ -139,9 +141,12 @@ func TestRevokeAbandonsUnackedMessagesAndMarksOnlyTheAckedPrefix(t *testing.T) {
 	u.none(t, 100*time.Millisecond) // b@3 waits for b@1
 	got["a@0"].Ack()
 	got["c@2"].Ack()
-	if !waitUntil(time.Second, func() bool { return u.sess.last() == 1 }) {
-		t.Fatalf("marked %v, want 1 (a@0 acked, b@1 not)", u.sess.marked)
-	}
+	integration.Await(t, "the mark of a@0", func() error {
+		if last := u.sess.last(); last != 1 {
+			return fmt.Errorf("marked up to %d, want 1 (a@0 acked, b@1 not)", last)
+		}
+		return nil
+	})
 
 	start := time.Now()
 	u.revoke()
@@ -202,8 +207,8 @@ func TestWindowStopsReadingUntilACommitCoversAckedRecords(t *testing.T) {
 	}
 	select {
 	case <-u.commits:
-	case <-time.After(time.Second):
-		t.Fatal("a full window of acked records did not ask for a commit")
+	case <-time.After(integration.HangAfter()):
+		t.Fatalf("a full window of acked records did not ask for a commit within %v (%s)", integration.HangAfter(), integration.EnvHangAfter)
 	}
 	u.none(t, 200*time.Millisecond) // acked but not committed: still in the window
 	mark, dirty := u.p.commitMark()
@@ -238,15 +243,4 @@ func TestNackedMessageIsHandedOutAgainBeforeTheNextOfItsKey(t *testing.T) {
 		t.Fatalf("got %s, want a@1", next.UUID)
 	}
 	next.Ack()
-}
-
-func waitUntil(timeout time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
 }

@@ -1,6 +1,7 @@
 package keyed_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
 	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestSecondMemberTakesOverPartitionsWithoutBreakingKeyOrder consumes
@@ -26,7 +28,6 @@ func TestSecondMemberTakesOverPartitionsWithoutBreakingKeyOrder(t *testing.T) {
 	publish(t, brokers, topic, roundRobin(keys, perKey))
 
 	ledger := newKeyLedger(t)
-	done := make(chan struct{})
 	var processedBy [2]atomic.Int64
 	var aAfterB atomic.Int64 // messages the first member processed after the second began
 	handler := func(member int) message.NoPublishHandlerFunc {
@@ -34,53 +35,40 @@ func TestSecondMemberTakesOverPartitionsWithoutBreakingKeyOrder(t *testing.T) {
 		return func(msg *message.Message) error {
 			ledger.begin(name, msg.UUID)
 			time.Sleep(time.Duration(15+rand.IntN(21)) * time.Millisecond)
-			n := ledger.end(msg.UUID)
+			ledger.end(msg.UUID)
 			processedBy[member].Add(1)
 			if member == 0 && processedBy[1].Load() > 0 {
 				aAfterB.Add(1)
-			}
-			if n == keys*perKey {
-				close(done)
 			}
 			return nil
 		}
 	}
 	cfg := keyed.Config{Brokers: brokers, ConsumerGroup: group}
 	runRouter(t, newSubscriber(t, cfg), topic, handler(0))
-	if !waitFor(30*time.Second, func() bool { return processedBy[0].Load() >= 400 }) {
-		t.Fatalf("the first member processed %d messages in 30 s", processedBy[0].Load())
-	}
+	integration.AwaitProgress(t, "messages processed by the first member", processedBy[0].Load, 400)
 	joinedAt := processedBy[0].Load()
 	runRouter(t, newSubscriber(t, cfg), topic, handler(1))
 
 	obs := testenv.NewGroupObserver(t, brokers)
 	var snap testenv.GroupSnapshot
-	bothAssigned := waitFor(30*time.Second, func() bool {
+	integration.Await(t, "both members with partitions", func() error {
 		var err error
 		if snap, err = obs.Describe(group); err != nil {
 			t.Fatal(err)
 		}
 		if snap.State != "Stable" || len(snap.Members) != 2 {
-			return false
+			return fmt.Errorf("group %s", snap)
 		}
 		for _, m := range snap.Members {
 			if len(m.Partitions[topic]) == 0 {
-				return false
+				return fmt.Errorf("group %s", snap)
 			}
 		}
-		return true
+		return nil
 	})
-	if !bothAssigned {
-		t.Fatalf("the group never had both members with partitions: %s", snap)
-	}
 	t.Logf("second member joined after %d messages; group %s", joinedAt, snap)
 
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		unique, _, _ := ledger.counts()
-		t.Fatalf("processed %d of %d messages in 60 s", unique, keys*perKey)
-	}
+	integration.AwaitProgress(t, "messages processed", func() int64 { unique, _, _ := ledger.counts(); return int64(unique) }, keys*perKey)
 	unique, dups, violations := ledger.counts()
 	t.Logf("%d messages, %d duplicates, %d order violations; first member %d (%d after the second began), second %d",
 		unique, dups, violations, processedBy[0].Load(), aAfterB.Load(), processedBy[1].Load())
