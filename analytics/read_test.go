@@ -27,12 +27,16 @@ func sessionID(minutes int) string {
 }
 
 // sessionItem is a session in the documented layout; a user adds the GSI1 keys.
+// Its ttl is 90 days from now, not from day0: the table has TTL enabled,
+// and DynamoDB Local deletes an expired item about a second after it is
+// written (day0 + 90 days is in the past since August 2026), so a test
+// that took longer than that found its sessions gone.
 func sessionItem(source, id, user string) map[string]types.AttributeValue {
 	it := map[string]types.AttributeValue{
 		"pk": s("SOURCE#" + source), "sk": s("SESSION#" + id),
 		"eventCount": n(12), "entryUrl": s("/"), "exitUrl": s("/pricing"),
 		"firstSeenAt": s("2026-05-12T14:00:00Z"), "lastSeenAt": s("2026-05-12T14:05:40.5Z"),
-		"duration": n(340), "ttl": n(day0.Add(90 * 24 * time.Hour).Unix()),
+		"duration": n(340), "ttl": n(time.Now().Add(90 * 24 * time.Hour).Unix()),
 	}
 	if user != "" {
 		it["userId"], it["gsi1pk"], it["gsi1sk"] = s(user), s("USER#"+user), s("SESSION#"+id)
