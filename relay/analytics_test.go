@@ -21,6 +21,7 @@ import (
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestAnalyticsRelayCarriesRawEventsBesideTheEventsRelay ingests 300 raw
@@ -106,12 +107,13 @@ func TestAnalyticsRelayCarriesRawEventsBesideTheEventsRelay(t *testing.T) {
 	}
 	waitFor := func(what string, done func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(45 * time.Second); !done(); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not after 45s (analytics published %v skipped %v; events published %v)", what,
+		integration.Await(t, what, func() error {
+			if !done() {
+				return fmt.Errorf("analytics published %v skipped %v; events published %v",
 					records("analytics", "published"), records("analytics", "skipped"), records("events", "published"))
 			}
-		}
+			return nil
+		})
 	}
 	waitFor("all 300 raw events and 3 events published", func() bool {
 		return records("analytics", "published") == 300 && records("events", "published") == 3
@@ -205,7 +207,7 @@ func TestAnalyticsRelayCarriesRawEventsBesideTheEventsRelay(t *testing.T) {
 	// The events relay kept publishing the event store's events, and
 	// nothing of the analytics table reached an events topic.
 	want := map[string]int64{tick.ID: 3}
-	if d := readEvents(t, ep.KafkaBrokers, e.topics.Events("tick"), 30*time.Second, complete(want)); coverage(t, d, want) != 0 || len(d) != 3 {
+	if d := readUntil(t, ep.KafkaBrokers, e.topics.Events("tick"), complete(want)); coverage(t, d, want) != 0 || len(d) != 3 {
 		t.Errorf("events topic holds %d records, want the 3 ticks once", len(d))
 	}
 
@@ -247,8 +249,9 @@ func TestAnalyticsRelayCarriesRawEventsBesideTheEventsRelay(t *testing.T) {
 }
 
 // readAll reads topics from their start until at least n records
-// arrived, then for one more second to catch any extra, and returns
-// them in partition order.
+// arrived (failing t when none arrives for integration.HangAfter), then
+// for one more second to catch any extra, and returns them in partition
+// order.
 func readAll(t testing.TB, brokers, topics []string, n int) []*kgo.Record {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
@@ -257,16 +260,13 @@ func readAll(t testing.TB, brokers, topics []string, n int) []*kgo.Record {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	var got []*kgo.Record
-	for len(got) < n {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("%v: %d of %d records after 30s", topics, len(got), n)
-		}
-		got = append(got, fetches.Records()...)
-	}
+	integration.AwaitProgress(t, fmt.Sprintf("records on %v", topics), func() int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		got = append(got, cl.PollFetches(ctx).Records()...)
+		return int64(len(got))
+	}, int64(n))
 	extra, done := context.WithTimeout(context.Background(), time.Second)
 	defer done()
 	for extra.Err() == nil {

@@ -79,8 +79,9 @@ type Config struct {
 	// DiscoveryInterval is how often the worker lists shards and leases
 	// and takes free or expired ones (default 2s, or LeaseDuration/3 when
 	// that is shorter; at most LeaseDuration/3). A dead worker's leases
-	// are taken within LeaseDuration + DiscoveryInterval of its last
-	// lease write.
+	// are taken within LeaseDuration + DiscoveryInterval of their last
+	// write, plus the time a discovery pass takes to list the stream and
+	// the leases.
 	DiscoveryInterval time.Duration
 	// BatchSize is the GetRecords limit (1–1000, default 1000): at most
 	// this many records are republished after a crash, per shard.

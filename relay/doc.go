@@ -8,11 +8,14 @@
 // lease table keyed by stream ARN and shard id, so workers of one stream
 // (in any number of processes) share its shards, and relays of different
 // tables can share one lease table. Each worker takes a fair share of
-// the readable shards (their count over the live workers, rounded up): a
-// new worker takes free leases and steals the rest of its share from the
-// workers above theirs in one discovery pass; a worker whose lease went
-// unrenewed for LeaseDuration is taken for dead, and its shards are
-// taken within LeaseDuration + DiscoveryInterval of its last lease write.
+// the readable shards (their count over the live workers, those holding
+// an unexpired lease, rounded up): a new worker takes free leases and
+// steals the rest of its share from the workers above theirs in one
+// discovery pass. A lease unrenewed for LeaseDuration has expired: it is
+// free, and is taken at the next discovery pass of a live worker, within
+// LeaseDuration + DiscoveryInterval of its last write (plus the pass's own
+// time), even by workers already at their share; stealing then evens the
+// shares out.
 // Reads of one shard stay under DynamoDB Streams' limit
 // (ShardReadsPerSecond); a throttled read backs off. A shard is read only after its
 // parent is read to its end; each batch is published and acknowledged by

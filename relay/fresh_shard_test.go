@@ -15,6 +15,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // watchedStreams is the real stream, counting what it answered: empty
@@ -86,8 +87,9 @@ func (rr *runningRelay) stop() error {
 
 // awaitEvents reads topic from its start until every event of want
 // (aggregate id → last sequence) arrived, failing t at once when the
-// relay stops meanwhile and after timeout otherwise.
-func awaitEvents(t *testing.T, e *env, rr *runningRelay, topic string, want map[string]int64, timeout time.Duration) []delivery {
+// relay stops meanwhile, and when no new record arrives for
+// integration.HangAfter.
+func awaitEvents(t *testing.T, e *env, rr *runningRelay, topic string, want map[string]int64) []delivery {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.ep.KafkaBrokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
@@ -95,16 +97,16 @@ func awaitEvents(t *testing.T, e *env, rr *runningRelay, topic string, want map[
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	deadline := time.Now().Add(timeout)
+	hang := integration.HangAfter()
 	var got []delivery
-	for !complete(want)(got) {
+	for moved := time.Now(); !complete(want)(got); {
 		select {
 		case <-rr.done:
 			t.Fatalf("the relay stopped before the expected events reached Kafka: %v", rr.err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d records after %v, not all expected events arrived", topic, len(got), timeout)
+		if stuck := time.Since(moved); stuck >= hang {
+			t.Fatalf("%s: %d records, then none for %v (%s); not all expected events arrived", topic, len(got), stuck.Round(time.Millisecond), integration.EnvHangAfter)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		fetches := cl.PollFetches(ctx)
@@ -115,6 +117,7 @@ func awaitEvents(t *testing.T, e *env, rr *runningRelay, topic string, want map[
 				t.Fatalf("record %s/%d@%d: %v", r.Topic, r.Partition, r.Offset, err)
 			}
 			got = append(got, delivery{partition: r.Partition, offset: r.Offset, env: env})
+			moved = time.Now()
 		})
 	}
 	return got
@@ -140,15 +143,15 @@ func TestRelayOnAFreshTableKeepsRunningAndPublishesTheFirstEvents(t *testing.T) 
 	case <-streams.firstEmptyRead:
 	case <-rr.done:
 		t.Fatalf("the relay stopped before reading the empty shard: %v", rr.err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the relay did not read the empty shard within 30s")
+	case <-time.After(integration.HangAfter()):
+		t.Fatalf("the relay did not read the empty shard within %v (%s)", integration.HangAfter(), integration.EnvHangAfter)
 	}
 	want := map[string]int64{}
 	for _, id := range []string{"first-a", "first-b"} {
 		e.appendTicks(t, eventstore.Ref{Type: "tick", ID: id}, 0, 2)
 		want[id] = 2
 	}
-	got := awaitEvents(t, e, rr, e.topics.Events("tick"), want, time.Minute)
+	got := awaitEvents(t, e, rr, e.topics.Events("tick"), want)
 	if dups := coverage(t, got, want); dups != 0 {
 		t.Errorf("%d duplicates without any crash", dups)
 	}
@@ -158,7 +161,7 @@ func TestRelayOnAFreshTableKeepsRunningAndPublishesTheFirstEvents(t *testing.T) 
 	time.Sleep(2 * time.Second)
 	e.appendTicks(t, eventstore.Ref{Type: "tick", ID: "first-a"}, 2, 1)
 	want["first-a"] = 3
-	coverage(t, awaitEvents(t, e, rr, e.topics.Events("tick"), want, time.Minute), want)
+	coverage(t, awaitEvents(t, e, rr, e.topics.Events("tick"), want), want)
 	if err := rr.stop(); err != nil {
 		t.Fatalf("clean stop: %v", err)
 	}
@@ -197,7 +200,7 @@ func TestTrimmedAnswerToTrimHorizonWithoutCheckpointIsRetried(t *testing.T) {
 	streams := &trimmedHorizonStreams{StreamsAPI: cfg.Streams, times: 3}
 	cfg.Streams = streams
 	rr := startRelay(t, cfg)
-	coverage(t, awaitEvents(t, e, rr, e.topics.Events("tick"), want, time.Minute), want)
+	coverage(t, awaitEvents(t, e, rr, e.topics.Events("tick"), want), want)
 	if n := streams.answered.Load(); n <= streams.times {
 		t.Errorf("%d TRIM_HORIZON requests, want more than the %d refused ones", n, streams.times)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 func TestMain(m *testing.M) {
@@ -153,10 +154,11 @@ type delivery struct {
 	env       eventstore.Envelope
 }
 
-// readEvents reads topic from its start with a plain (group-less) client
-// until done says every expected event arrived, or fails t after timeout.
-// Records come back in partition order.
-func readEvents(t testing.TB, brokers []string, topic string, timeout time.Duration, done func([]delivery) bool) []delivery {
+// readUntil reads topic from its start with a plain (group-less) client
+// until done says every expected event arrived; it fails t when no new
+// record arrives for integration.HangAfter. Records come back in
+// partition order.
+func readUntil(t testing.TB, brokers []string, topic string, done func([]delivery) bool) []delivery {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
@@ -164,14 +166,15 @@ func readEvents(t testing.TB, brokers []string, topic string, timeout time.Durat
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+	hang := integration.HangAfter()
 	var got []delivery
-	for !done(got) {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("%s: %d records after %v, not all expected events arrived", topic, len(got), timeout)
+	for moved := time.Now(); !done(got); {
+		if stuck := time.Since(moved); stuck >= hang {
+			t.Fatalf("%s: %d records, then none for %v (%s); not all expected events arrived", topic, len(got), stuck.Round(time.Millisecond), integration.EnvHangAfter)
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fetches := cl.PollFetches(ctx)
+		cancel()
 		fetches.EachError(func(topic string, p int32, err error) {
 			if err != context.DeadlineExceeded {
 				t.Logf("fetch %s/%d: %v", topic, p, err)
@@ -183,6 +186,7 @@ func readEvents(t testing.TB, brokers []string, topic string, timeout time.Durat
 				t.Fatalf("record %s/%d@%d: %v", r.Topic, r.Partition, r.Offset, err)
 			}
 			got = append(got, delivery{partition: r.Partition, offset: r.Offset, env: e})
+			moved = time.Now()
 		})
 	}
 	return got

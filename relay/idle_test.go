@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // read is one GetRecords call as timedStreams saw it.
@@ -59,7 +61,7 @@ func TestIdleBackOffGrowsToMaxIdlePollAndResetsOnRecords(t *testing.T) {
 	cfg.Streams, cfg.IdlePoll, cfg.MaxIdlePoll = streams, idle, maxIdle
 	rr := startRelay(t, cfg)
 	want := map[string]int64{"a": 1}
-	awaitEvents(t, e, rr, e.topics.Events("tick"), want, time.Minute)
+	awaitEvents(t, e, rr, e.topics.Events("tick"), want)
 	// Wait for the ramp (50+100+200+400+800 ms) and two capped pauses:
 	// seven empty reads after the first read with records. The pauses are
 	// the relay's own timers; waiting for reads rather than sleeping keeps
@@ -75,24 +77,19 @@ func TestIdleBackOffGrowsToMaxIdlePollAndResetsOnRecords(t *testing.T) {
 	}
 	waitReads := func(what string, done func(reads []read, busy []int) bool) {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			reads := streams.snapshot()
-			if done(reads, busyAt(reads)) {
-				return
+		integration.Await(t, what, func() error {
+			if reads := streams.snapshot(); !done(reads, busyAt(reads)) {
+				return fmt.Errorf("%d reads, records at %v", len(reads), busyAt(reads))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: still waiting after 2 minutes; %d reads, records at %v", what, len(reads), busyAt(reads))
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitReads("idle reads after the first event", func(reads []read, busy []int) bool {
 		return len(busy) == 1 && len(reads)-busy[0]-1 >= 7
 	})
 	e.appendTicks(t, eventstore.Ref{Type: "tick", ID: "a"}, 1, 1)
 	want["a"] = 2
-	awaitEvents(t, e, rr, e.topics.Events("tick"), want, time.Minute)
+	awaitEvents(t, e, rr, e.topics.Events("tick"), want)
 	waitReads("idle reads after the second event", func(reads []read, busy []int) bool {
 		return len(busy) == 2 && len(reads)-busy[1]-1 >= 2
 	})

@@ -134,6 +134,24 @@ func (l *Leases) Take(ctx context.Context, lease Lease, owner string) (Lease, er
 		func(next *Lease) { next.Owner = owner })
 }
 
+// Steal makes owner the holder of lease, provided lease.Owner still
+// holds it and the shard is not finished, whatever the holder wrote since
+// the lease was read: a busy holder writes its leases every few seconds
+// (renewals, checkpoints), and a steal conditional on the counter would
+// lose that race whenever the lease table answers slowly. The holder
+// notices at its next write, which fails with ErrLeaseLost. It returns the
+// lease as written or ErrLeaseLost.
+func (l *Leases) Steal(ctx context.Context, lease Lease, owner string) (Lease, error) {
+	values := map[string]types.AttributeValue{
+		":me":     s(owner),
+		":holder": s(lease.Owner),
+		":false":  &types.AttributeValueMemberBOOL{Value: false},
+	}
+	return l.write(ctx, lease, "steal", "#owner = :holder AND #finished = :false",
+		"SET #owner = :me, #counter = #counter + :one, #updated = :now", values,
+		func(next *Lease) { next.Owner = owner })
+}
+
 // Renew proves the holder is alive: it raises the counter, provided the
 // lease is still held by lease.Owner at lease.Counter.
 func (l *Leases) Renew(ctx context.Context, lease Lease) (Lease, error) {
@@ -171,11 +189,24 @@ func (l *Leases) Release(ctx context.Context, lease Lease) error {
 	return err
 }
 
+// update writes lease on the condition cond, which may use :counter
+// (the counter as read) and sets the counter to :next (one more).
 func (l *Leases) update(ctx context.Context, lease Lease, op, cond, update string, values map[string]types.AttributeValue, apply func(*Lease)) (Lease, error) {
-	now := time.Now().UTC()
 	values[":counter"] = n(lease.Counter)
 	values[":next"] = n(lease.Counter + 1)
+	return l.write(ctx, lease, op, cond, update, values, apply)
+}
+
+// write runs one conditional UpdateItem of lease's item and returns the
+// lease as written: its counter raised by one, UpdatedAt now and apply's
+// changes. A failed condition is ErrLeaseLost. The update may use :now
+// and :one.
+func (l *Leases) write(ctx context.Context, lease Lease, op, cond, update string, values map[string]types.AttributeValue, apply func(*Lease)) (Lease, error) {
+	now := time.Now().UTC()
 	values[":now"] = s(now.Format(time.RFC3339Nano))
+	if strings.Contains(update, ":one") {
+		values[":one"] = n(1)
+	}
 	names := map[string]string{"#counter": attrCounter, "#updated": attrUpdatedAt}
 	for _, name := range []struct{ placeholder, attr string }{
 		{"#owner", attrOwner}, {"#checkpoint", attrCheckpoint}, {"#finished", attrFinished},
@@ -185,13 +216,14 @@ func (l *Leases) update(ctx context.Context, lease Lease, op, cond, update strin
 			names[name.placeholder] = name.attr
 		}
 	}
-	_, err := l.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := l.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(l.Table),
 		Key:                       l.key(lease.StreamARN, lease.ShardID),
 		ConditionExpression:       aws.String(cond),
 		UpdateExpression:          aws.String(update),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueAllNew,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -199,6 +231,11 @@ func (l *Leases) update(ctx context.Context, lease Lease, op, cond, update strin
 	}
 	if err != nil {
 		return lease, fmt.Errorf("relay: %s lease of shard %s: %w", op, lease.ShardID, err)
+	}
+	if written, err := leaseFromItem(out.Attributes); err == nil {
+		// The item as written: after a steal, the holder's latest
+		// checkpoint and counter rather than those read before.
+		return written, nil
 	}
 	next := lease
 	next.Counter++

@@ -13,6 +13,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 func TestReadableWaitsForUnfinishedParents(t *testing.T) {
@@ -77,10 +78,7 @@ func TestChildShardIsReadOnlyAfterItsParent(t *testing.T) {
 		Topics: e.topics, WorkerID: "w1", BatchSize: 7, LeaseDuration: time.Second, DiscoveryInterval: 50 * time.Millisecond,
 	}
 	stop := runRelay(t, cfg)
-	deadline := time.Now().Add(30 * time.Second)
-	for len(pub.published()) < 63 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	integration.AwaitProgress(t, "events published", func() int64 { return int64(len(pub.published())) }, 63)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

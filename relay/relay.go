@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -128,6 +130,19 @@ func (r *Relay) loop(ctx context.Context) error {
 	tick := time.NewTicker(r.cfg.DiscoveryInterval)
 	defer tick.Stop()
 	for {
+		// Forget every reader that ended before the pass, not one per
+		// pass: after a split or a steal many end at once, and a reader
+		// still listed as running keeps its shard from being taken.
+		for drained := false; !drained; {
+			select {
+			case exit := <-r.done:
+				if err := r.reaped(exit); err != nil {
+					return err
+				}
+			default:
+				drained = true
+			}
+		}
 		if err := r.balance(ctx); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -189,6 +204,16 @@ func Shards(ctx context.Context, streams StreamsAPI, stream string) ([]Lease, er
 
 // balance discovers shards, makes sure each has a lease, and takes this
 // worker's share of the readable ones.
+//
+// The share is KCL's: the readable shards over the live workers (those
+// holding a lease that is not expired), rounded up. A worker below its
+// share takes free leases (no owner, or expired: nobody reads them) and
+// steals the rest from workers above theirs, the busiest first. A lease
+// nobody reads never waits for a worker to have room: each pass takes at
+// least this worker's part of the free ones (their count over the live
+// workers, rounded up), so a dead worker's leases are taken as each one
+// expires even while its unexpired ones still count it as live, and the
+// shares are then evened out by stealing.
 func (r *Relay) balance(ctx context.Context) error {
 	shards, err := Shards(ctx, r.cfg.Streams, r.stream)
 	if err != nil {
@@ -204,6 +229,19 @@ func (r *Relay) balance(ctx context.Context) error {
 		if !r.known[sh.ShardID] {
 			fresh = append(fresh, sh)
 		}
+	}
+	if len(fresh) > leaseWriters && len(r.known) == 0 {
+		// A worker's first pass: most shards have a lease item already
+		// (other workers, or this one before a restart); one listing
+		// spares a conditional write per shard.
+		existing, err := r.leases.List(ctx, r.stream)
+		if err != nil {
+			return err
+		}
+		for _, l := range existing {
+			r.known[l.ShardID] = true
+		}
+		fresh = slices.DeleteFunc(fresh, func(sh Lease) bool { return r.known[sh.ShardID] })
 	}
 	ensured := make([]error, len(fresh))
 	var g errgroup.Group
@@ -234,99 +272,121 @@ func (r *Relay) balance(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// A lease whose counter moved since the previous listing was written
-	// after that listing began: dating the write to then (not to now)
-	// makes a dead worker's lease expire within LeaseDuration +
-	// DiscoveryInterval (+ a pass's own time) of its last write. It may
-	// date a write up to one interval and one pass early, which renewals
-	// at most half a LeaseDuration apart absorb.
 	now := time.Now()
-	seenAt := r.lastList
-	if seenAt.IsZero() {
-		seenAt = now
-	}
-	r.lastList = listed
-	byID := map[string]Lease{}
-	for _, l := range leases {
-		byID[l.ShardID] = l
-		if o, ok := r.observed[l.ShardID]; !ok || o.counter != l.Counter || o.owner != l.Owner {
-			r.observed[l.ShardID] = observation{owner: l.Owner, counter: l.Counter, at: seenAt}
-		}
-	}
+	r.observe(leases, listed)
 	expired := func(l Lease) bool {
-		return l.Owner == "" || l.Owner == r.cfg.WorkerID || now.Sub(r.observed[l.ShardID].at) >= r.cfg.LeaseDuration
+		return l.Owner == "" || now.Sub(r.observed[l.ShardID].at) >= r.cfg.LeaseDuration
 	}
 	readable := Readable(leases)
-	// A worker with an expired lease is taken for dead: its other
-	// leases expire over the next renewal period, and counting it in the
-	// fair share until the last one does would keep the live workers
-	// from taking the expired ones meanwhile.
-	dead := map[string]bool{}
-	for _, id := range readable {
-		if l := byID[id]; r.running[id] == nil && l.Owner != "" && l.Owner != r.cfg.WorkerID && expired(l) {
-			dead[l.Owner] = true
-		}
+	byID := make(map[string]Lease, len(leases))
+	for _, l := range leases {
+		byID[l.ShardID] = l
 	}
+	// Loads as the lease table shows them. Of this worker's readers only
+	// those whose lease it still holds count: a reader whose lease was
+	// stolen stops at its next lease write, and a finished shard's reader
+	// is no longer readable.
 	load := map[string]int{r.cfg.WorkerID: 0}
-	var free []Lease
+	var mine, free []Lease // mine: held by this worker without a reader (e.g. after a reader failed)
 	for _, id := range readable {
 		l := byID[id]
-		if r.running[id] != nil {
-			continue
-		}
 		switch {
+		case l.Owner == r.cfg.WorkerID && r.running[id] != nil:
+			load[l.Owner]++
+		case r.running[id] != nil:
+			// Our reader's lease moved on; it stops at its next write.
+			if !expired(l) {
+				load[l.Owner]++
+			}
+		case l.Owner == r.cfg.WorkerID:
+			mine = append(mine, l)
 		case expired(l):
 			free = append(free, l)
-		case !dead[l.Owner]:
+		default:
 			load[l.Owner]++
 		}
 	}
-	load[r.cfg.WorkerID] = len(r.running)
+	held := load[r.cfg.WorkerID] + len(mine)
 	target := (len(readable) + len(load) - 1) / len(load)
-	r.take(ctx, free[:min(len(free), max(0, target-len(r.running)))])
-	if len(r.running) < target {
-		r.steal(ctx, readable, byID, load, target)
+	// Workers that list the same free leases in the same order would
+	// race for the same items; a shuffle spreads their takes.
+	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+	share := (len(free) + len(load) - 1) / len(load)
+	n := min(len(free), max(target-held, share))
+	r.take(ctx, append(mine, free[:n]...))
+	if held+n < target {
+		r.steal(ctx, readable, byID, load, target, target-held-n)
 	}
 	return nil
 }
 
-// steal takes leases held by workers above the fair share target until
-// this worker holds its share: a new worker catches up in one discovery
-// pass instead of one lease per pass. Each victim gives at most what it
-// holds above target, the busiest first; it notices at its next lease
-// write (ErrLeaseLost) and stops reading the shard. Two workers stealing
-// the same lease are kept apart by the lease's conditional write.
-func (r *Relay) steal(ctx context.Context, readable []string, byID map[string]Lease, load map[string]int, target int) {
-	type victim struct {
-		owner string
-		over  int
+// observe dates each lease's last write as this worker sees it, for
+// expiry: a lease whose counter or owner moved since the previous listing
+// (which began at r.lastList) was written between that listing and this
+// one (which began at listed). Within that window the write is dated by
+// the writer's own updated_at; a writer's clock running behind dates it
+// to the window's start (early, as if no clock were trusted) and one
+// running ahead to its end (late: a slower takeover, never an early one).
+// A lease seen for the first time is dated to now. The monotonic clock
+// of this worker measures the expiry, never another host's wall clock
+// alone: a dead worker's lease expires LeaseDuration after its last
+// write, give or take its clock's skew, however long a pass takes.
+func (r *Relay) observe(leases []Lease, listed time.Time) {
+	from := r.lastList
+	r.lastList = listed
+	for _, l := range leases {
+		o, ok := r.observed[l.ShardID]
+		if ok && o.counter == l.Counter && o.owner == l.Owner {
+			continue
+		}
+		at := listed
+		if ok && !from.IsZero() {
+			at = from.Add(min(max(l.UpdatedAt.Sub(from), 0), listed.Sub(from)))
+		}
+		r.observed[l.ShardID] = observation{owner: l.Owner, counter: l.Counter, at: at}
 	}
-	var victims []victim
+}
+
+// steal takes up to want leases held by workers above the fair share
+// target: a new worker catches up in one discovery pass instead of one
+// lease per pass. Each victim gives at most what it holds above target,
+// the busiest first; it notices at its next lease write (ErrLeaseLost)
+// and stops reading the shard. Two workers stealing the same lease are
+// kept apart by the lease's conditional write.
+func (r *Relay) steal(ctx context.Context, readable []string, byID map[string]Lease, load map[string]int, target, want int) {
+	type victim struct {
+		owner  string
+		over   int
+		leases []Lease
+	}
+	victims := map[string]*victim{}
 	for owner, n := range load {
 		if owner != r.cfg.WorkerID && n > target {
-			victims = append(victims, victim{owner, n - target})
+			victims[owner] = &victim{owner: owner, over: n - target}
 		}
 	}
-	sort.Slice(victims, func(i, j int) bool {
-		if victims[i].over != victims[j].over {
-			return victims[i].over > victims[j].over
+	for _, id := range readable {
+		if l := byID[id]; r.running[id] == nil && victims[l.Owner] != nil {
+			victims[l.Owner].leases = append(victims[l.Owner].leases, l)
 		}
-		return victims[i].owner < victims[j].owner
-	})
-	want := target - len(r.running)
-	var steal []Lease
+	}
+	order := make([]*victim, 0, len(victims))
 	for _, v := range victims {
-		for _, id := range readable {
-			if len(steal) >= want || v.over == 0 {
-				break
-			}
-			if l := byID[id]; l.Owner == v.owner && r.running[id] == nil {
-				steal = append(steal, l)
-				v.over--
-			}
-		}
+		order = append(order, v)
 	}
-	r.take(ctx, steal)
+	sort.Slice(order, func(i, j int) bool {
+		if order[i].over != order[j].over {
+			return order[i].over > order[j].over
+		}
+		return order[i].owner < order[j].owner
+	})
+	var steal []Lease
+	for _, v := range order {
+		rand.Shuffle(len(v.leases), func(i, j int) { v.leases[i], v.leases[j] = v.leases[j], v.leases[i] })
+		k := min(v.over, len(v.leases), want-len(steal))
+		steal = append(steal, v.leases[:k]...)
+	}
+	r.takeWith(ctx, steal, r.leases.Steal)
 }
 
 // leaseWriters bounds the lease writes one discovery pass makes at once.
@@ -336,12 +396,18 @@ const leaseWriters = 8
 // starts a reader on each one taken; a lease another worker took first
 // is left to it.
 func (r *Relay) take(ctx context.Context, ls []Lease) {
+	r.takeWith(ctx, ls, r.leases.Take)
+}
+
+// takeWith is take with the write that takes each lease: Leases.Take
+// (free, expired or this worker's own) or Leases.Steal.
+func (r *Relay) takeWith(ctx context.Context, ls []Lease, write func(context.Context, Lease, string) (Lease, error)) {
 	taken := make([]*Lease, len(ls))
 	var g errgroup.Group
 	g.SetLimit(leaseWriters)
 	for i, l := range ls {
 		g.Go(func() error {
-			t, err := r.leases.Take(ctx, l, r.cfg.WorkerID)
+			t, err := write(ctx, l, r.cfg.WorkerID)
 			switch {
 			case err == nil:
 				taken[i] = &t

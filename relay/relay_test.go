@@ -22,6 +22,7 @@ import (
 	store "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestRelayPublishesEventsAndOutboxAndSkipsTheRest appends events (with
@@ -56,7 +57,7 @@ func TestRelayPublishesEventsAndOutboxAndSkipsTheRest(t *testing.T) {
 	want[ref.ID] = 1
 
 	stop := runRelay(t, e.relayConfig(t, "w1"))
-	got := readEvents(t, e.ep.KafkaBrokers, e.topics.Events("tick"), time.Minute, complete(want))
+	got := readUntil(t, e.ep.KafkaBrokers, e.topics.Events("tick"), complete(want))
 	if dups := coverage(t, got, want); dups != 0 {
 		t.Errorf("%d duplicates without any crash", dups)
 	}
@@ -91,11 +92,11 @@ func TestRelayPublishesEventsAndOutboxAndSkipsTheRest(t *testing.T) {
 		t.Fatalf("leases after a clean stop: %+v, want one released lease with a checkpoint", leases)
 	}
 	// Restarting from the checkpoint republishes nothing.
-	before := len(readEvents(t, e.ep.KafkaBrokers, e.topics.Events("tick"), time.Minute, complete(want)))
+	before := len(readUntil(t, e.ep.KafkaBrokers, e.topics.Events("tick"), complete(want)))
 	stop = runRelay(t, e.relayConfig(t, "w2"))
 	e.appendTicks(t, eventstore.Ref{Type: "tick", ID: "agg-0"}, 20, 1)
 	want["agg-0"] = 21
-	got = readEvents(t, e.ep.KafkaBrokers, e.topics.Events("tick"), time.Minute, complete(want))
+	got = readUntil(t, e.ep.KafkaBrokers, e.topics.Events("tick"), complete(want))
 	if len(got) != before+1 {
 		t.Errorf("after a restart %d records, want %d (the new event only)", len(got), before+1)
 	}
@@ -123,7 +124,7 @@ func TestUndecodableRecordGoesToPoisonAndTheShardMovesOn(t *testing.T) {
 	runRelay(t, e.relayConfig(t, "w1"))
 
 	want := map[string]int64{"good": 4}
-	coverage(t, readEvents(t, e.ep.KafkaBrokers, e.topics.Events("tick"), time.Minute, complete(want)), want)
+	coverage(t, readUntil(t, e.ep.KafkaBrokers, e.topics.Events("tick"), complete(want)), want)
 	poison := testenv.Consume(t, e.ep.KafkaBrokers, testenv.UniqueName(t, "g"), e.topics.Poison("relay"), 1)
 	var p relay.PoisonRecord
 	if err := json.Unmarshal(poison[0].Payload, &p); err != nil {
@@ -145,7 +146,7 @@ func TestTwoRelayProcessesDeliverTenThousandEventsInOrder(t *testing.T) {
 	startRelayChild(t, e, "proc-a", 1000)
 	startRelayChild(t, e, "proc-b", 1000)
 	want := appendConcurrently(t, e, aggregates, perAggregate, perAppend, writers, nil)
-	got := readEvents(t, e.ep.KafkaBrokers, e.topics.Events("tick"), 3*time.Minute, complete(want))
+	got := readUntil(t, e.ep.KafkaBrokers, e.topics.Events("tick"), complete(want))
 	dups := coverage(t, got, want)
 	t.Logf("%d events over %d aggregates: %d records on Kafka, %d duplicates", aggregates*perAggregate, aggregates, len(got), dups)
 	for _, l := range e.leases(t) {
@@ -236,11 +237,14 @@ func TestKilledRelaysLoseNothing(t *testing.T) {
 			killed = append(killed, atKill{appended: appended.Load(), published: published()})
 			kills.Add(1)
 			if wasHolder {
-				// Keep the holder down past the lease timeout: the
-				// survivor must take its shard over.
-				time.Sleep(3 * time.Second)
-				if h := holder(); h != nil && h != victim {
-					takeovers++
+				// Keep the holder down past the lease timeout until the
+				// survivor took its shard over (if it never does, for
+				// integration.HangAfter; the check below then fails).
+				for down := time.Now(); time.Since(down) < integration.HangAfter(); time.Sleep(100 * time.Millisecond) {
+					if h := holder(); h != nil && h != victim {
+						takeovers++
+						break
+					}
 				}
 			}
 			victim.start()
@@ -256,7 +260,7 @@ func TestKilledRelaysLoseNothing(t *testing.T) {
 	})
 	close(stopKilling)
 	<-killerDone
-	got := readEvents(t, e.ep.KafkaBrokers, e.topics.Events("tick"), 3*time.Minute, complete(want))
+	got := readUntil(t, e.ep.KafkaBrokers, e.topics.Events("tick"), complete(want))
 	dups := coverage(t, got, want)
 	t.Logf("%d kills, %d takeovers, %d events, %d records on Kafka, %d duplicates (bound %d); appended / published at each kill: %+v",
 		kills.Load(), takeovers, total, len(got), dups, kills.Load()*batch, killed)
@@ -309,7 +313,7 @@ func TestTrimmedCheckpointStopsTheRelayLoudly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter()) // Run stops by itself
 	defer cancel()
 	err = r.Run(ctx)
 	var trimmed *relay.TrimmedError

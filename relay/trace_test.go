@@ -3,9 +3,9 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	st "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"go.opentelemetry.io/otel"
@@ -17,6 +17,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/testenv"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 	"github.com/eventpipe/eventpipe/tracing"
 )
 
@@ -109,14 +110,18 @@ func TestRelayPublishesATracedEventInASpanOfItsOwn(t *testing.T) {
 	// The span ends once Kafka acknowledged the batch, which may be just
 	// after the message was consumed.
 	var spans []sdktrace.ReadOnlySpan
-	for deadline := time.Now().Add(5 * time.Second); len(spans) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	integration.Await(t, "a publish span to end", func() error {
 		spans = spans[:0]
 		for _, s := range rec.Ended() {
 			if strings.HasPrefix(s.Name(), "publish ") {
 				spans = append(spans, s)
 			}
 		}
-	}
+		if len(spans) == 0 {
+			return errors.New("no publish span ended")
+		}
+		return nil
+	})
 	if len(spans) != 1 {
 		t.Fatalf("%d publish spans ended, want 1 (the traced event's)", len(spans))
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // routingTranslator publishes a record whose sk is "ok#<n>" on
@@ -87,10 +88,7 @@ func TestRelayPublishesWhatItsTranslatorReturns(t *testing.T) {
 		Translator: routingTranslator{prefix: e.topics.Prefix}, StreamName: "custom", Registerer: reg,
 		WorkerID: "w1", LeaseDuration: time.Second, DiscoveryInterval: 50 * time.Millisecond,
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for pub.count() < 4 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	integration.AwaitProgress(t, "messages published", func() int64 { return int64(pub.count()) }, 4)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
