@@ -17,8 +17,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/eventpipe/eventpipe/internal/benchreport"
@@ -67,7 +69,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	now := time.Now()
-	if err := writeFile(*out, func(w io.Writer) error { return benchreport.Markdown(w, rep, now, runtime.Version()) }); err != nil {
+	kept, err := keptSection(*out)
+	if err != nil {
+		return err
+	}
+	if err := writeFile(*out, func(w io.Writer) error {
+		if err := benchreport.Markdown(w, rep, now, runtime.Version()); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, kept)
+		return err
+	}); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%d benchmark results written to %s\n", len(rep.Results), *out)
@@ -79,6 +91,29 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "chart written to %s\n", *png)
 	return nil
+}
+
+// KeptMarker starts the part of the Markdown file that bench-report keeps
+// as it is when it writes the file again: figures measured by hand, such
+// as cold build times, which no benchmark of the run measures.
+const KeptMarker = "<!-- kept by bench-report: measured by hand, not by make bench -->"
+
+// keptSection returns the part of the file at path from KeptMarker on
+// (with a blank line before it), or "" when the file or the marker is
+// missing.
+func keptSection(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	i := strings.Index(string(b), KeptMarker)
+	if i < 0 {
+		return "", nil
+	}
+	return "\n" + string(b[i:]), nil
 }
 
 // writeFile creates path and fills it with write.
