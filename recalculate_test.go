@@ -151,7 +151,7 @@ func TestRecalculateRewritesACorruptedStateBesideLiveCommandsAndLeavesARightOneU
 	s.open(t, "e", 100)
 
 	// Live command handlers until the recalculation is done: two writers
-	// on b, each sending a transaction every 10–30 ms, and two on e
+	// on b, each sending a transaction every 50–100 ms, and two on e
 	// without a pause. (An aggregate that takes commands back to back
 	// without a gap can starve a recalculation: it then stops with a
 	// *eventstore.ConcurrencyError after its retries.)
@@ -174,7 +174,11 @@ func TestRecalculateRewritesACorruptedStateBesideLiveCommandsAndLeavesARightOneU
 					sent.Add(1)
 				}
 				if id == "b" {
-					time.Sleep(time.Duration(10+rand.IntN(20)) * time.Millisecond)
+					// A gap long enough that a recalculation (read the log,
+					// fold it, write) fits in one now and then on a machine
+					// several times slower than a quiet one: with a write
+					// every ~10 ms, 50 retries of a ~60 ms pass all failed.
+					time.Sleep(time.Duration(50+rand.IntN(50)) * time.Millisecond)
 				}
 			}
 		}()

@@ -26,6 +26,9 @@ func sessionID(minutes int) string {
 	return ulid.MustNew(ulid.Timestamp(day0.Add(time.Duration(minutes)*time.Minute)), nil).String()
 }
 
+// sessionExpiry is the ttl of sessionItem's sessions, whole seconds.
+var sessionExpiry = time.Now().Add(90 * 24 * time.Hour).Truncate(time.Second).UTC()
+
 // sessionItem is a session in the documented layout; a user adds the GSI1 keys.
 // Its ttl is 90 days from now, not from day0: the table has TTL enabled,
 // and DynamoDB Local deletes an expired item about a second after it is
@@ -36,7 +39,7 @@ func sessionItem(source, id, user string) map[string]types.AttributeValue {
 		"pk": s("SOURCE#" + source), "sk": s("SESSION#" + id),
 		"eventCount": n(12), "entryUrl": s("/"), "exitUrl": s("/pricing"),
 		"firstSeenAt": s("2026-05-12T14:00:00Z"), "lastSeenAt": s("2026-05-12T14:05:40.5Z"),
-		"duration": n(340), "ttl": n(time.Now().Add(90 * 24 * time.Hour).Unix()),
+		"duration": n(340), "ttl": n(sessionExpiry.Unix()),
 	}
 	if user != "" {
 		it["userId"], it["gsi1pk"], it["gsi1sk"] = s(user), s("USER#"+user), s("SESSION#"+id)
@@ -83,7 +86,7 @@ func TestSessionReadsTheDocumentedItem(t *testing.T) {
 	want := analytics.Session{
 		SourceID: "site", SessionID: id, UserID: "u_01", EventCount: 12, EntryURL: "/", ExitURL: "/pricing",
 		FirstSeenAt: time.Date(2026, 5, 12, 14, 0, 0, 0, time.UTC), LastSeenAt: time.Date(2026, 5, 12, 14, 5, 40, 5e8, time.UTC),
-		DurationSeconds: 340, ExpiresAt: day0.Add(90 * 24 * time.Hour),
+		DurationSeconds: 340, ExpiresAt: sessionExpiry,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Session =\n  %+v\nwant\n  %+v", got, want)
