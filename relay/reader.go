@@ -101,7 +101,15 @@ func (rd *reader) publishLoop(ctx context.Context, batches <-chan batch, fetchEr
 				continue
 			}
 			if err := rd.renew(ctx); err != nil {
-				return err
+				if errors.Is(err, ErrLeaseLost) || ctx.Err() != nil {
+					return err
+				}
+				// The write failed, not the lease (a lease table too
+				// slow to answer within the write's timeout): keep
+				// reading and renew again at the next tick. Should the
+				// lease expire meanwhile, another worker takes it and
+				// this reader's next write fails with ErrLeaseLost.
+				r.log.Warn("renew lease failed; retrying", "shard", rd.lease.ShardID, "err", err)
 			}
 		case b := <-batches:
 			if err := rd.handle(ctx, b); err != nil {
