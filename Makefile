@@ -41,9 +41,13 @@ chromium:
 # integration packages' time is waiting on processes they kill and
 # restart, groups that rebalance and services that answer, so on a
 # 2-core machine four overlap those waits (measured: about 8 minutes
-# instead of 11 for the whole suite).
+# instead of 11 for the whole suite). -timeout is only the last resort
+# against a hang (each wait of a test fails on its own after
+# EVENTPIPE_TEST_HANG_AFTER without progress): the slowest package took
+# 14 minutes here with two CPU-bound processes beside the run, so 45
+# leaves a machine slower still room.
 test: stack-up chromium
-	$(GO) test -race -count=1 -p 4 -timeout 25m $(TESTFLAGS) ./...
+	$(GO) test -race -count=1 -p 4 -timeout 45m $(TESTFLAGS) ./...
 
 # The unit tier: every test that needs no service (domains, rules,
 # fixtures, codecs, the store contract on the memory store, pure logic).
