@@ -94,7 +94,9 @@ func TestIngestSpreadsBatchesOverShardsAndReadsEachSessionBackExactly(t *testing
 // with GetItem under the documented key and checks every attribute.
 func TestIngestWritesTheDocumentedEventItem(t *testing.T) {
 	ctx := context.Background()
-	now := time.Date(2026, 5, 12, 14, 30, 0, 0, time.UTC)
+	// Now, not a fixed day: the table has TTL enabled and DynamoDB Local
+	// deletes an item whose ttl has passed about a second after it lands.
+	now := time.Now().UTC().Truncate(time.Second)
 	st, db, table := newStore(t, func(c *analytics.Config) {
 		c.Now = func() time.Time { return now }
 		c.Rand = func(n int) int { return 42 % n }
@@ -123,7 +125,7 @@ func TestIngestWritesTheDocumentedEventItem(t *testing.T) {
 		"sourceId": "my-site", "shard": "42", "eventId": e.EventID, "type": "click", "sessionId": "s1",
 		"userId": "u_01", "url": "/pricing", "referrer": "https://example.com/", "userAgent": "test/1.0",
 		"properties": `{"buttonId":"cta","n":12345678901234567,"none":null}`,
-		"createdAt":  "2026-05-12T14:29:00Z",
+		"createdAt":  now.Add(-time.Minute).Format(time.RFC3339Nano),
 		"ttl":        strconv.FormatInt(now.Add(-time.Minute).Add(7*24*time.Hour).Unix(), 10),
 	}
 	for name, v := range want {

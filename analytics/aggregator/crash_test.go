@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -47,7 +46,7 @@ func TestABatchRedeliveredAfterACrashBetweenBucketsAndSessionsCountsOnce(t *test
 	t.Cleanup(func() { testenv.DeleteTable(t, db, name) })
 	api := &failingPuts{API: db}
 	c := &Consumer{cfg: Config{RecentEvents: 64, WriteConcurrency: 4, ConflictRetries: 3}, log: slog.Default(),
-		table: &table{client: api, name: name, sessionTTL: time.Hour}}
+		table: &table{client: api, name: name, sessionTTL: liveSessionTTL()}}
 
 	var ds []delivery
 	for i := range 40 {
@@ -147,7 +146,7 @@ func TestAWriteThatLandedButFailedIsNotCountedTwice(t *testing.T) {
 	t.Cleanup(func() { testenv.DeleteTable(t, db, name) })
 	api := &landedButFailed{API: db, seen: map[string]bool{}}
 	c := &Consumer{cfg: Config{RecentEvents: 64, WriteConcurrency: 4, ConflictRetries: 5}, log: slog.Default(),
-		table: &table{client: api, name: name, sessionTTL: time.Hour}}
+		table: &table{client: api, name: name, sessionTTL: liveSessionTTL()}}
 	var ds []delivery
 	for i := range 12 {
 		d := deliveryAt(int64(i), at(9+i%2, i), "page_view", "/x", "u")

@@ -12,6 +12,11 @@ import (
 
 func at(hour, minute int) time.Time { return time.Date(2026, 5, 12, hour, minute, 0, 0, time.UTC) }
 
+// liveSessionTTL keeps a session written at the fixed day of at for 90
+// days from now: DynamoDB Local deletes an item whose ttl has passed
+// about a second after it is written, and that day is in the past.
+func liveSessionTTL() time.Duration { return time.Since(at(0, 0)) + 90*24*time.Hour }
+
 func deliveryAt(offset int64, t time.Time, typ, url, user string) delivery {
 	id := ulid.MustNew(ulid.Timestamp(t), ulid.DefaultEntropy())
 	return delivery{offset: offset, id: id, event: analytics.Event{
