@@ -14,6 +14,7 @@ type metrics struct {
 	lag       *prometheus.GaugeVec // by shard: now − ApproximateCreationDateTime
 	held      prometheus.Gauge
 	takeovers prometheus.Counter
+	passes    prometheus.Histogram // discovery pass durations
 }
 
 // newMetrics builds the series and registers them on reg (when not nil)
@@ -41,12 +42,17 @@ func newMetrics(reg prometheus.Registerer, stream string) (*metrics, error) {
 			Name: "eventpipe_relay_lease_takeovers_total",
 			Help: "Leases taken from another worker after they expired, or stolen to balance.",
 		}),
+		passes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "eventpipe_relay_discovery_pass_seconds",
+			Help:    "How long each discovery pass took (list the stream and the leases, take and steal): a dead worker's shards are taken within the lease duration plus two discovery intervals and two passes.",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	reg = prometheus.WrapRegistererWith(prometheus.Labels{"stream": stream}, reg)
-	all := []prometheus.Collector{m.records, m.batches, m.lag, m.held, m.takeovers}
+	all := []prometheus.Collector{m.records, m.batches, m.lag, m.held, m.takeovers, m.passes}
 	for i, c := range all {
 		if err := reg.Register(c); err != nil {
 			for _, done := range all[:i] {

@@ -143,11 +143,17 @@ func (r *Relay) loop(ctx context.Context) error {
 				drained = true
 			}
 		}
-		if err := r.balance(ctx); err != nil {
+		began := time.Now()
+		err := r.balance(ctx)
+		took := time.Since(began)
+		r.metrics.passes.Observe(took.Seconds())
+		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			r.log.WarnContext(ctx, "shard discovery failed; retrying", "err", err)
+			r.log.WarnContext(ctx, "shard discovery failed; retrying", "err", err, "took", took)
+		} else {
+			r.log.DebugContext(ctx, "discovery pass", "took", took, "held", len(r.running))
 		}
 		select {
 		case <-ctx.Done():
