@@ -51,7 +51,7 @@ test: stack-up chromium
 
 # The unit tier: every test that needs no service (domains, rules,
 # fixtures, codecs, the store contract on the memory store, pure logic).
-# -short makes each integration test skip, saying so (internal/testenv);
+# -short makes each integration test skip, saying so (dev/testenv);
 # the service addresses point at a closed port, so a test that reaches
 # for a service any other way fails here instead of passing by chance.
 UNIT_ENV := EVENTPIPE_DYNAMODB_ENDPOINT=http://127.0.0.1:1 EVENTPIPE_KAFKA_BROKERS=127.0.0.1:1 \

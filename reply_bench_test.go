@@ -11,8 +11,8 @@ import (
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo"
-	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
 // BenchmarkReplyLatency measures SendAndWait's round trip (publish the

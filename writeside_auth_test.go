@@ -17,11 +17,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/httpapi/auth"
 	"github.com/eventpipe/eventpipe/httpapi/auth/authtest"
-	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
 // TestHTTPAuth runs the write side's HTTP API with JWT auth on, keys from

@@ -15,8 +15,8 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
-	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
 // BenchmarkCommandsThroughBus measures commands/s end to end through the

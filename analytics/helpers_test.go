@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/eventpipe/eventpipe/analytics"
-	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/eventpipe/eventpipe/analytics"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/eventstore"
-	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
 // withIDs is n events with fresh client ids, 10 per session.

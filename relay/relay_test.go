@@ -18,9 +18,9 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/eventstore"
 	store "github.com/eventpipe/eventpipe/eventstore/dynamodb"
-	"github.com/eventpipe/eventpipe/internal/testenv"
 	"github.com/eventpipe/eventpipe/relay"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eventpipe/eventpipe/dev/certs"
 	"github.com/eventpipe/eventpipe/eventstore"
-	"github.com/eventpipe/eventpipe/internal/certs"
 	"github.com/eventpipe/eventpipe/tlsconfig"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eventpipe/eventpipe/analytics/aggregator"
-	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
 

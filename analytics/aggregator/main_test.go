@@ -21,9 +21,9 @@ import (
 	"github.com/eventpipe/eventpipe/analytics/analyticsbus"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
 

@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/eventpipe/eventpipe/analytics"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/ddbattr"
-	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
 

@@ -18,8 +18,8 @@ import (
 
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/analytics/analyticsapi"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/httpapi"
-	"github.com/eventpipe/eventpipe/internal/testenv"
 	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
 

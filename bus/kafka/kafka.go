@@ -258,7 +258,7 @@ type subscription struct {
 // that never sends its SyncGroup before the session of the members that
 // did could run out (kfake, the local broker, does not suspend the
 // session of a member waiting for an answer; its guard in
-// internal/kafkabroker does that). A JoinGroup or SyncGroup that is never
+// dev/kafkabroker does that). A JoinGroup or SyncGroup that is never
 // answered fails after RebalanceTimeout + 5 s, and the subscriber rejoins
 // as a new member.
 //

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
-	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 )
 
 // adminClient is a franz-go admin client on brokers, closed at the end of

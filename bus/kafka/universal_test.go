@@ -7,7 +7,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
-	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 )
 
 // universalFeatures is what bus/kafka's Publisher with either of the

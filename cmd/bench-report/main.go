@@ -23,7 +23,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eventpipe/eventpipe/internal/benchreport"
+	"github.com/eventpipe/eventpipe/dev/benchreport"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eventpipe/eventpipe"
-	"github.com/eventpipe/eventpipe/internal/demo"
+	"github.com/eventpipe/eventpipe/dev/demo"
 )
 
 func demoCommand() *cobra.Command {

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eventpipe/eventpipe/internal/certs"
-	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/dev/certs"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 )
 
 func TestMain(m *testing.M) {

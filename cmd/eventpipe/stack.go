@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eventpipe/eventpipe/internal/esserver"
-	"github.com/eventpipe/eventpipe/internal/kafkabroker"
-	"github.com/eventpipe/eventpipe/internal/stack"
+	"github.com/eventpipe/eventpipe/dev/esserver"
+	"github.com/eventpipe/eventpipe/dev/kafkabroker"
+	"github.com/eventpipe/eventpipe/dev/stack"
 )
 
 func stackCommand() *cobra.Command {

@@ -54,7 +54,7 @@ func fromStream(v streamtypes.AttributeValue) types.AttributeValue {
 
 // EventStreamImage is the NEW_IMAGE a DynamoDB stream record carries for
 // the EVENT item of e, as the store writes it: what the relay's
-// Translator reads. Tests and the stream simulator (internal/streamsim)
+// Translator reads. Tests and the stream simulator (dev/streamsim)
 // use it to put event records on a simulated stream.
 func EventStreamImage(e eventstore.Envelope) map[string]streamtypes.AttributeValue {
 	return StreamImage(eventItem(e))

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
-	"github.com/eventpipe/eventpipe/internal/certs"
+	"github.com/eventpipe/eventpipe/dev/certs"
 	"github.com/eventpipe/eventpipe/internal/probe"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 	"github.com/eventpipe/eventpipe/tlsconfig"

@@ -10,7 +10,7 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
 

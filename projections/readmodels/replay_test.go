@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
-	"github.com/eventpipe/eventpipe/internal/testenv"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/readmodels"

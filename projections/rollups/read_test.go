@@ -9,8 +9,8 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/eventstore"
-	"github.com/eventpipe/eventpipe/internal/testenv"
 	"github.com/eventpipe/eventpipe/projections/rollups"
 	"github.com/eventpipe/eventpipe/rollup"
 )

@@ -12,7 +12,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
-	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 

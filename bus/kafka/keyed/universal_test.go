@@ -7,7 +7,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
 
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
-	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 )
 
 // TestUniversalPubSub runs Watermill's universal Pub/Sub suite on the

@@ -17,8 +17,8 @@ import (
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
-	"github.com/eventpipe/eventpipe/internal/certs"
-	"github.com/eventpipe/eventpipe/internal/esserver"
+	"github.com/eventpipe/eventpipe/dev/certs"
+	"github.com/eventpipe/eventpipe/dev/esserver"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 	"github.com/eventpipe/eventpipe/tlsconfig"
 )

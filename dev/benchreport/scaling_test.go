@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventpipe/eventpipe/internal/benchreport"
+	"github.com/eventpipe/eventpipe/dev/benchreport"
 )
 
 const scalingOutput = `pkg: github.com/eventpipe/eventpipe/relay

@@ -2,7 +2,7 @@
 // eventpipe runs against: DynamoDB Local (Amazon's jar from the npm package
 // amplify-dynamodb-simulator, run with Java 17), a Kafka-protocol broker
 // (franz-go's kfake inside the eventpipe binary), PostgreSQL 15 from
-// Debian, and eventpipe's own Elasticsearch-API server (internal/esserver,
+// Debian, and eventpipe's own Elasticsearch-API server (dev/esserver,
 // also inside the binary; Elasticsearch itself is not installable here).
 // Everything lives under one git-ignored folder: downloads and unpacked
 // tools, data, logs and PID files.

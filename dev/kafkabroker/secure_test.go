@@ -20,9 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/eventpipe/eventpipe/internal/certs"
-	"github.com/eventpipe/eventpipe/internal/kafkabroker"
-	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/dev/certs"
+	"github.com/eventpipe/eventpipe/dev/kafkabroker"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 

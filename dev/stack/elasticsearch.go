@@ -13,8 +13,8 @@ import (
 	"sort"
 	"syscall"
 
+	"github.com/eventpipe/eventpipe/dev/esserver"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	"github.com/eventpipe/eventpipe/internal/esserver"
 	"github.com/eventpipe/eventpipe/internal/probe"
 )
 
@@ -26,7 +26,7 @@ const (
 	esSecureCredentials = "es-credentials.json" // users and API keys (esserver.Credentials)
 )
 
-// elasticsearch is the stack's Elasticsearch-API server (internal/esserver,
+// elasticsearch is the stack's Elasticsearch-API server (dev/esserver,
 // inside the eventpipe binary): Elasticsearch itself cannot be installed on
 // these machines. A non-loopback ELASTICSEARCH_URL (a real Elasticsearch 8,
 // e.g. docker-compose's) is external and left alone.

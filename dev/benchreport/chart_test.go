@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventpipe/eventpipe/internal/benchreport"
+	"github.com/eventpipe/eventpipe/dev/benchreport"
 )
 
 const latencyOutput = `pkg: github.com/eventpipe/eventpipe

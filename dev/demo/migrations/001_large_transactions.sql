@@ -1,4 +1,4 @@
--- The demo's own read model (internal/demo): one row per bank-account
+-- The demo's own read model (dev/demo): one row per bank-account
 -- transaction of 1000 or more, with its description.
 CREATE TABLE large_transactions (
     account_id  text        NOT NULL,

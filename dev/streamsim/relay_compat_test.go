@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventpipe/eventpipe/internal/streamsim"
+	"github.com/eventpipe/eventpipe/dev/streamsim"
 	"github.com/eventpipe/eventpipe/relay"
 )
 

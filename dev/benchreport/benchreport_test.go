@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventpipe/eventpipe/internal/benchreport"
+	"github.com/eventpipe/eventpipe/dev/benchreport"
 )
 
 const output = `2026/11/23 12:00:00 INFO created events table table=events-bench

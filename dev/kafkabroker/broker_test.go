@@ -12,8 +12,8 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
-	"github.com/eventpipe/eventpipe/internal/kafkabroker"
-	"github.com/eventpipe/eventpipe/internal/testenv"
+	"github.com/eventpipe/eventpipe/dev/kafkabroker"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -23,7 +23,7 @@ import (
 	"github.com/elastic/go-elasticsearch/v8/typedapi/types"
 	"github.com/spf13/pflag"
 
-	"github.com/eventpipe/eventpipe/internal/certs"
+	"github.com/eventpipe/eventpipe/dev/certs"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
-	"github.com/eventpipe/eventpipe/internal/esserver"
-	"github.com/eventpipe/eventpipe/internal/kafkabroker"
+	"github.com/eventpipe/eventpipe/dev/esserver"
+	"github.com/eventpipe/eventpipe/dev/kafkabroker"
 	"github.com/eventpipe/eventpipe/internal/probe"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )

@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/internal/probe"
-	"github.com/eventpipe/eventpipe/internal/testenv"
 )
 
 // TestMain runs the broker and Elasticsearch-API server children.

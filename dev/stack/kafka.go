@@ -6,8 +6,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/eventpipe/eventpipe/dev/kafkabroker"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	"github.com/eventpipe/eventpipe/internal/kafkabroker"
 	"github.com/eventpipe/eventpipe/internal/probe"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/xdg-go/scram"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
-	"github.com/eventpipe/eventpipe/internal/certs"
+	"github.com/eventpipe/eventpipe/dev/certs"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/secretenv"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
