@@ -1,4 +1,4 @@
-package eventpipe_test
+package operator_test
 
 import (
 	"context"
@@ -13,9 +13,11 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/domains/transfer"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/sagas"
 	"github.com/eventpipe/eventpipe/sagas/transfersaga"
 )
@@ -64,32 +66,32 @@ func TestSagaOpsShowRetryAndAbortInstancesBesideALiveSaga(t *testing.T) {
 			return h(msg)
 		}
 	}
-	cat := transferCatalog(2 * time.Minute)
-	rig := newSagaRig(t, cat, drop)
-	rig.dispatch(bankaccount.OpenAccount, bankaccount.AggregateType, "a", struct{}{})
-	rig.dispatch(bankaccount.RecordTransaction, bankaccount.AggregateType, "a", bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: 1000})
-	rig.dispatch(bankaccount.OpenAccount, bankaccount.AggregateType, "b", struct{}{})
+	cat := rigs.TransferCatalog(2 * time.Minute)
+	rig := rigs.NewSagaRig(t, cat, drop)
+	rig.Dispatch(bankaccount.OpenAccount, bankaccount.AggregateType, "a", struct{}{})
+	rig.Dispatch(bankaccount.RecordTransaction, bankaccount.AggregateType, "a", bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: 1000})
+	rig.Dispatch(bankaccount.OpenAccount, bankaccount.AggregateType, "b", struct{}{})
 
-	pub := &failingPublisher{Publisher: rig.pub}
+	pub := &failingPublisher{Publisher: rig.Pub}
 	pub.fail.Store(debitOutbox, true)
-	cons, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Catalog: cat, Endpoints: rig.ep, DB: rig.db, Publisher: pub,
+	cons, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Catalog: cat, Endpoints: rig.EP, DB: rig.DB, Publisher: pub,
 		Names: []string{eventpipe.SagaConsumer(transfersaga.Name)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cons.Close() })
-	rig.running = append(rig.running, goRun(t, "saga", cons.Run))
-	rig.waitSagaStarted(transfersaga.Name)
+	rig.Running = append(rig.Running, rigs.GoRun(t, "saga", cons.Run))
+	rig.WaitSagaStarted(transfersaga.Name)
 
-	rig.requestTransfer("tr-stuck", "a", "b", 100)
-	rig.requestTransfer("tr-outbox", "a", "b", 200)
-	rig.requestTransfer("tr-abort", "a", "b", 300)
+	rig.RequestTransfer("tr-stuck", "a", "b", 100)
+	rig.RequestTransfer("tr-outbox", "a", "b", 200)
+	rig.RequestTransfer("tr-abort", "a", "b", 300)
 
 	ctx := context.Background()
 	list := func(status string) map[string]sagas.Overview {
 		t.Helper()
-		rig.alive()
-		l, err := eventpipe.SagaInstances(ctx, eventpipe.SagaInstancesConfig{Catalog: cat, Endpoints: rig.ep, DB: rig.db, Saga: transfersaga.Name,
+		rig.Alive()
+		l, err := operator.SagaInstances(ctx, operator.SagaInstancesConfig{Catalog: cat, Endpoints: rig.EP, DB: rig.DB, Saga: transfersaga.Name,
 			Status: status, StuckAfter: stuckAfter})
 		if err != nil {
 			t.Fatal(err)
@@ -101,7 +103,7 @@ func TestSagaOpsShowRetryAndAbortInstancesBesideALiveSaga(t *testing.T) {
 		return out
 	}
 	var stuck map[string]sagas.Overview
-	waitFor(t, "three stuck instances, tr-abort at its credit", func() bool {
+	rigs.WaitFor(t, "three stuck instances, tr-abort at its credit", func() bool {
 		stuck = list(sagas.StatusStuck)
 		p := stuck["tr-abort"].Pending
 		return len(stuck) == 3 && len(p) == 1 && p[0].Step == transfersaga.StepCredit
@@ -123,7 +125,7 @@ func TestSagaOpsShowRetryAndAbortInstancesBesideALiveSaga(t *testing.T) {
 
 	show := func(id string) sagas.Detail {
 		t.Helper()
-		d, err := eventpipe.SagaInstance(ctx, eventpipe.SagaInstanceConfig{Catalog: cat, Endpoints: rig.ep, DB: rig.db, Records: rig.svc.Store,
+		d, err := operator.SagaInstance(ctx, operator.SagaInstanceConfig{Catalog: cat, Endpoints: rig.EP, DB: rig.DB, Records: rig.Svc.Store,
 			Saga: transfersaga.Name, Instance: id, StuckAfter: stuckAfter})
 		if err != nil {
 			t.Fatal(err)
@@ -142,50 +144,50 @@ func TestSagaOpsShowRetryAndAbortInstancesBesideALiveSaga(t *testing.T) {
 		d.Commands[1].CommandID != creditAbort || d.Commands[1].Answer != nil {
 		t.Errorf("show tr-abort: commands %+v", d.Commands)
 	}
-	if _, err := eventpipe.SagaInstance(ctx, eventpipe.SagaInstanceConfig{Catalog: cat, Endpoints: rig.ep, DB: rig.db, Records: rig.svc.Store,
+	if _, err := operator.SagaInstance(ctx, operator.SagaInstanceConfig{Catalog: cat, Endpoints: rig.EP, DB: rig.DB, Records: rig.Svc.Store,
 		Saga: transfersaga.Name, Instance: "tr-none"}); !errors.Is(err, sagas.ErrNoInstance) {
 		t.Errorf("show of no instance: %v", err)
 	}
 
-	ops := eventpipe.SagaOpsConfig{Catalog: cat, Endpoints: rig.ep, DB: rig.db, Outcomes: rig.svc.Store, StuckAfter: stuckAfter, Actor: "test-operator"}
+	ops := operator.SagaOpsConfig{Catalog: cat, Endpoints: rig.EP, DB: rig.DB, Outcomes: rig.Svc.Store, StuckAfter: stuckAfter, Actor: "test-operator"}
 	for id, want := range map[string]string{"tr-stuck": sagas.RetryResent, "tr-outbox": sagas.RetryRanOutbox} {
-		res, err := eventpipe.SagaRetry(ctx, eventpipe.SagaRetryConfig{SagaOpsConfig: ops, Saga: transfersaga.Name, Instance: id, Reason: "stuck debit"})
+		res, err := operator.SagaRetry(ctx, operator.SagaRetryConfig{SagaOpsConfig: ops, Saga: transfersaga.Name, Instance: id, Reason: "stuck debit"})
 		if err != nil {
 			t.Fatalf("retry %s: %v", id, err)
 		}
-		if len(res.Retried) != 1 || res.Retried[0].Action != want || res.Action.Action != eventpipe.ActionSagaRetry {
+		if len(res.Retried) != 1 || res.Retried[0].Action != want || res.Action.Action != operator.ActionSagaRetry {
 			t.Errorf("retry %s: %+v", id, res)
 		}
 	}
 	for _, id := range []string{"tr-stuck", "tr-outbox"} {
-		waitFor(t, id+" to complete", func() bool { return rig.transferStatus(id) == transfer.StatusCompleted })
+		rigs.WaitFor(t, id+" to complete", func() bool { return rig.TransferStatus(id) == transfer.StatusCompleted })
 	}
 
-	if _, err := eventpipe.SagaAbort(ctx, eventpipe.SagaAbortConfig{SagaOpsConfig: ops, Saga: transfersaga.Name, Instance: "tr-abort"}); !isValidation(err) {
+	if _, err := operator.SagaAbort(ctx, operator.SagaAbortConfig{SagaOpsConfig: ops, Saga: transfersaga.Name, Instance: "tr-abort"}); !isValidation(err) {
 		t.Errorf("abort without a reason: %v", err)
 	}
-	res, err := eventpipe.SagaAbort(ctx, eventpipe.SagaAbortConfig{SagaOpsConfig: ops, Saga: transfersaga.Name, Instance: "tr-abort", Reason: "customer asked"})
+	res, err := operator.SagaAbort(ctx, operator.SagaAbortConfig{SagaOpsConfig: ops, Saga: transfersaga.Name, Instance: "tr-abort", Reason: "customer asked"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Effects) != 1 || res.Effects[0].Kind != "cancel" || res.Effects[0].CommandID != creditAbort || res.Err != nil || !res.Compensated {
 		t.Errorf("abort: %+v", res)
 	}
-	waitFor(t, "tr-abort to be compensated", func() bool { return rig.transferStatus("tr-abort") == transfer.StatusCompensated })
-	waitFor(t, "tr-abort's instance to end aborted", func() bool {
-		in, err := sagas.Get(ctx, rig.db, transfersaga.Name, "tr-abort")
+	rigs.WaitFor(t, "tr-abort to be compensated", func() bool { return rig.TransferStatus("tr-abort") == transfer.StatusCompensated })
+	rigs.WaitFor(t, "tr-abort's instance to end aborted", func() bool {
+		in, err := sagas.Get(ctx, rig.DB, transfersaga.Name, "tr-abort")
 		return err == nil && in.Outcome == transfersaga.OutcomeAborted
 	})
-	if refunds := rig.moves("a")[sagas.CommandID(transfersaga.Name, "tr-abort", transfersaga.StepRefund)]; !slices.Equal(refunds, []int64{300}) {
+	if refunds := rig.Moves("a")[sagas.CommandID(transfersaga.Name, "tr-abort", transfersaga.StepRefund)]; !slices.Equal(refunds, []int64{300}) {
 		t.Errorf("refund of tr-abort on a: %v", refunds)
 	}
-	if a, _ := rig.account("a"); a.Balance != 700 {
+	if a, _ := rig.Account("a"); a.Balance != 700 {
 		t.Errorf("a balance %d, want 700", a.Balance)
 	}
-	if b, _ := rig.account("b"); b.Balance != 300 {
+	if b, _ := rig.Account("b"); b.Balance != 300 {
 		t.Errorf("b balance %d, want 300", b.Balance)
 	}
-	if _, err := eventpipe.SagaAbort(ctx, eventpipe.SagaAbortConfig{SagaOpsConfig: ops, Saga: transfersaga.Name, Instance: "tr-abort", Reason: "again"}); !errors.Is(err, sagas.ErrFinished) {
+	if _, err := operator.SagaAbort(ctx, operator.SagaAbortConfig{SagaOpsConfig: ops, Saga: transfersaga.Name, Instance: "tr-abort", Reason: "again"}); !errors.Is(err, sagas.ErrFinished) {
 		t.Errorf("second abort: %v", err)
 	}
 	if got := list(transfersaga.OutcomeAborted); len(got) != 1 || got["tr-abort"].Abort == nil || got["tr-abort"].Abort.Actor != "test-operator" {
@@ -198,7 +200,7 @@ func TestSagaOpsShowRetryAndAbortInstancesBesideALiveSaga(t *testing.T) {
 		t.Errorf("stuck after the retries and the abort: %+v", got)
 	}
 
-	acts, err := eventpipe.OperatorActions(ctx, eventpipe.OperatorActionsConfig{Endpoints: rig.ep, DB: rig.db})
+	acts, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: rig.EP, DB: rig.DB})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,8 +208,8 @@ func TestSagaOpsShowRetryAndAbortInstancesBesideALiveSaga(t *testing.T) {
 	for _, a := range acts {
 		count[a.Action+" "+a.Target]++
 	}
-	if count[eventpipe.ActionSagaRetry+" transfer tr-stuck"] != 1 || count[eventpipe.ActionSagaRetry+" transfer tr-outbox"] != 1 ||
-		count[eventpipe.ActionSagaAbort+" transfer tr-abort"] != 2 { // the abort, and the refused second one
+	if count[operator.ActionSagaRetry+" transfer tr-stuck"] != 1 || count[operator.ActionSagaRetry+" transfer tr-outbox"] != 1 ||
+		count[operator.ActionSagaAbort+" transfer tr-abort"] != 2 { // the abort, and the refused second one
 		t.Errorf("operator actions %+v", acts)
 	}
 }

@@ -1,4 +1,4 @@
-package eventpipe
+package operator
 
 import (
 	"context"
@@ -8,22 +8,25 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/sagas"
 )
 
 // SagaInstancesConfig configures SagaInstances.
 type SagaInstancesConfig struct {
-	// Catalog holds the sagas (default Builtin()).
-	Catalog *Catalog
-	// Endpoints give Postgres (default EndpointsFromEnv()).
-	Endpoints Endpoints
-	// DB holds the saga tables (default: OpenPostgres(Endpoints), closed
-	// before SagaInstances returns).
+	// Catalog holds the sagas (default eventpipe.Builtin()).
+	Catalog *eventpipe.Catalog
+	// Endpoints give Postgres (default eventpipe.EndpointsFromEnv()).
+	Endpoints eventpipe.Endpoints
+	// DB holds the saga tables (default: eventpipe.OpenPostgres(Endpoints),
+	// closed before SagaInstances returns).
 	DB *pgxpool.Pool
 	// Saga, when set, lists one saga of the catalogue; otherwise every
 	// saga's instances.
@@ -66,15 +69,17 @@ func SagaInstances(ctx context.Context, cfg SagaInstancesConfig) ([]sagas.Overvi
 
 // SagaInstanceConfig configures SagaInstance.
 type SagaInstanceConfig struct {
-	// Catalog holds the sagas and the event types (default Builtin()).
-	Catalog *Catalog
-	// Endpoints give Postgres and DynamoDB (default EndpointsFromEnv()).
-	Endpoints Endpoints
-	// DB holds the saga tables (default: OpenPostgres(Endpoints), closed
-	// before SagaInstance returns).
+	// Catalog holds the sagas and the event types (default
+	// eventpipe.Builtin()).
+	Catalog *eventpipe.Catalog
+	// Endpoints give Postgres and DynamoDB (default
+	// eventpipe.EndpointsFromEnv()).
+	Endpoints eventpipe.Endpoints
+	// DB holds the saga tables (default: eventpipe.OpenPostgres(Endpoints),
+	// closed before SagaInstance returns).
 	DB *pgxpool.Pool
 	// Records is where the commands' answers are read (default: the
-	// event store of Endpoints, OpenStore).
+	// event store of Endpoints, eventpipe.OpenStore).
 	Records sagas.CommandRecords
 	// Saga and Instance name the instance. Required.
 	Saga, Instance string
@@ -103,7 +108,7 @@ func SagaInstance(ctx context.Context, cfg SagaInstanceConfig) (sagas.Detail, er
 	}
 	defer closeDB()
 	if cfg.Records == nil {
-		store, err := OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
+		store, err := eventpipe.OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
 		if err != nil {
 			return sagas.Detail{}, fmt.Errorf("saga instance: %w", err)
 		}
@@ -115,24 +120,26 @@ func SagaInstance(ctx context.Context, cfg SagaInstanceConfig) (sagas.Detail, er
 // SagaOpsConfig is what SagaAbort and SagaRetry act with: the saga
 // tables, the event store and the bus, as the saga's consumer has them.
 type SagaOpsConfig struct {
-	// Catalog holds the sagas and the event types (default Builtin()).
-	Catalog *Catalog
+	// Catalog holds the sagas and the event types (default
+	// eventpipe.Builtin()).
+	Catalog *eventpipe.Catalog
 	// Endpoints give Postgres, DynamoDB and Kafka (default
-	// EndpointsFromEnv()).
-	Endpoints Endpoints
+	// eventpipe.EndpointsFromEnv()).
+	Endpoints eventpipe.Endpoints
 	// DB holds the saga tables and operator_actions (default:
-	// OpenPostgres(Endpoints), closed before the call returns).
+	// eventpipe.OpenPostgres(Endpoints), closed before the call returns).
 	DB *pgxpool.Pool
 	// Outcomes is the command handlers' event store (default: the event
-	// store of Endpoints, OpenStore).
+	// store of Endpoints, eventpipe.OpenStore).
 	Outcomes sagas.Outcomes
 	// Publisher sends the commands and answers (default: a Kafka
 	// publisher of Endpoints, closed before the call returns).
 	Publisher message.Publisher
 	// CommandKey signs the commands sent, as the saga's consumer does
-	// (ConsumersConfig.CommandKey; the CLI reads CommandKeyFromEnv). With
-	// command handlers that hold a key, an unsigned command under a
-	// saga's id is refused without a record, and stays stuck.
+	// (eventpipe.ConsumersConfig.CommandKey; the CLI reads
+	// eventpipe.CommandKeyFromEnv). With command handlers that hold a key,
+	// an unsigned command under a saga's id is refused without a record,
+	// and stays stuck.
 	CommandKey []byte
 	// StuckAfter is how long an effect waits before SagaRetry takes it as
 	// stuck (default sagas.DefaultStuckAfter).
@@ -313,17 +320,22 @@ func withSagaOperator(ctx context.Context, cfg *SagaOpsConfig, d sagas.Definitio
 		return err
 	}
 	if cfg.Outcomes == nil {
-		store, err := OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
+		store, err := eventpipe.OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
 		if err != nil {
 			return err
 		}
 		cfg.Outcomes = store
 	}
-	pub, closePub, err := publisher(cfg.Publisher, cfg.Endpoints, "eventpipe-sagas", cfg.Logger)
-	if err != nil {
-		return err
+	pub := cfg.Publisher
+	if pub == nil {
+		kp, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: cfg.Endpoints.KafkaBrokers, Security: cfg.Endpoints.Kafka,
+			ClientID: "eventpipe-sagas", Logger: watermill.NewSlogLogger(cfg.Logger)})
+		if err != nil {
+			return err
+		}
+		defer kp.Close()
+		pub = kp
 	}
-	defer func() { _ = closePub() }()
 	op, err := sagas.NewOperator(sagas.OperatorConfig{Saga: d, DB: db, Publisher: pub, Outcomes: cfg.Outcomes, CommandKey: cfg.CommandKey,
 		Topics: bus.Topics{Prefix: cfg.Endpoints.TopicPrefix}, StuckAfter: cfg.StuckAfter, Logger: cfg.Logger})
 	if err != nil {
@@ -334,8 +346,8 @@ func withSagaOperator(ctx context.Context, cfg *SagaOpsConfig, d sagas.Definitio
 
 // knownSaga returns the saga called name of c, or an
 // *eventstore.ValidationError naming the sagas it has.
-func knownSaga(c *Catalog, name string) (sagas.Definition, error) {
-	d, ok := c.sagas[name]
+func knownSaga(c *eventpipe.Catalog, name string) (sagas.Definition, error) {
+	d, ok := c.Saga(name)
 	if !ok {
 		return nil, &eventstore.ValidationError{Field: "Saga", Reason: fmt.Sprintf("unknown saga %q (have %s)", name, strings.Join(c.SagaNames(), ", "))}
 	}
@@ -343,7 +355,7 @@ func knownSaga(c *Catalog, name string) (sagas.Definition, error) {
 }
 
 // knownInstance checks a saga name and an instance id.
-func knownInstance(c *Catalog, saga, instance string) (sagas.Definition, error) {
+func knownInstance(c *eventpipe.Catalog, saga, instance string) (sagas.Definition, error) {
 	d, err := knownSaga(c, saga)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package eventpipe_test
+package operator_test
 
 import (
 	"context"
@@ -12,9 +12,11 @@ import (
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/poison"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
@@ -68,8 +70,8 @@ func fragileTodoCatalog(t *testing.T, broken *atomic.Bool, calls *atomic.Int64) 
 // and both redrives are in OperatorActions.
 func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing(t *testing.T) {
 	ctx := context.Background()
-	ep := testEndpoints(t)
-	ep.Postgres = migratedPostgres(t)
+	ep := rigs.Endpoints(t)
+	ep.Postgres = rigs.MigratedPostgres(t)
 	group := testenv.UniqueName(t, "g")
 	var broken atomic.Bool
 	var calls atomic.Int64
@@ -86,17 +88,17 @@ func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
 	go func() { done <- svc.RunCommandHandlers(runCtx) }()
 	defer func() { cancel(); <-done }()
 
-	_, sender, topics := newBusClients(t, ep)
+	_, sender, topics := rigs.BusClients(t, ep)
 
 	id := testenv.UniqueName(t, "todo")
-	create := todoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: "fragile"}, nil)
+	create := rigs.TodoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: "fragile"}, nil)
 	if err := sender.Send(ctx, create); err != nil {
 		t.Fatal(err)
 	}
-	listCfg := eventpipe.PoisonListConfig{Catalog: catalog, Endpoints: ep, CommandGroup: group}
-	var msgs []eventpipe.PoisonMessage
-	waitUntil(t, "the command poisoned", func() (bool, string) {
-		msgs, err = eventpipe.PoisonList(ctx, listCfg)
+	listCfg := operator.PoisonListConfig{Catalog: catalog, Endpoints: ep, CommandGroup: group}
+	var msgs []operator.PoisonMessage
+	rigs.WaitUntil(t, "the command poisoned", func() (bool, string) {
+		msgs, err = operator.PoisonList(ctx, listCfg)
 		return err == nil && len(msgs) == 1, fmt.Sprintf("poison list: %d messages, %v", len(msgs), err)
 	})
 	m := msgs[0]
@@ -105,31 +107,31 @@ func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
 		t.Fatalf("poison message %+v (origin %+v, reason %q)", m, m.Origin(), m.Reason())
 	}
 	listCfg.Topic = strings.TrimPrefix(m.Topic, ep.TopicPrefix) // the name without the prefix does too
-	shown, err := eventpipe.PoisonShow(ctx, listCfg, eventpipe.PoisonPosition{Partition: eventpipe.AnyPartition, Offset: m.Offset})
+	shown, err := operator.PoisonShow(ctx, listCfg, operator.PoisonPosition{Partition: operator.AnyPartition, Offset: m.Offset})
 	if err != nil || shown.UUID != create.ID || string(shown.Payload) != string(m.Payload) {
 		t.Fatalf("PoisonShow = %+v, %v", shown, err)
 	}
-	if _, err := eventpipe.PoisonShow(ctx, listCfg, eventpipe.PoisonPosition{Partition: eventpipe.AnyPartition, Offset: m.Offset + 100}); !errors.Is(err, eventpipe.ErrPoisonNotFound) {
+	if _, err := operator.PoisonShow(ctx, listCfg, operator.PoisonPosition{Partition: operator.AnyPartition, Offset: m.Offset + 100}); !errors.Is(err, operator.ErrPoisonNotFound) {
 		t.Fatalf("PoisonShow of a missing offset: %v, want ErrPoisonNotFound", err)
 	}
-	if evs := events(t, svc, todo.AggregateType, id); len(evs) != 0 {
+	if evs := rigs.Events(t, svc, todo.AggregateType, id); len(evs) != 0 {
 		t.Fatalf("the poisoned command appended %v", evs)
 	}
 
 	broken.Store(false) // the fix is deployed
-	redrive := eventpipe.PoisonRedriveConfig{Catalog: catalog, Endpoints: ep, CommandGroup: group, Topic: m.Topic,
-		Positions: []eventpipe.PoisonPosition{{Partition: m.Partition, Offset: m.Offset}}, Actor: "alice", Reason: "fragile todos fixed",
+	redrive := operator.PoisonRedriveConfig{Catalog: catalog, Endpoints: ep, CommandGroup: group, Topic: m.Topic,
+		Positions: []operator.PoisonPosition{{Partition: m.Partition, Offset: m.Offset}}, Actor: "alice", Reason: "fragile todos fixed",
 		Logger: slog.New(slog.DiscardHandler)}
-	res, err := eventpipe.PoisonRedrive(ctx, redrive)
+	res, err := operator.PoisonRedrive(ctx, redrive)
 	if err != nil || res.Count(poison.Redriven) != 1 || len(res.Results) != 1 || res.Results[0].Target != topics.Commands(todo.AggregateType) {
 		t.Fatalf("first redrive: %+v, %v", res, err)
 	}
-	waitUntil(t, "the re-driven command applied", func() (bool, string) {
-		evs := events(t, svc, todo.AggregateType, id)
+	rigs.WaitUntil(t, "the re-driven command applied", func() (bool, string) {
+		evs := rigs.Events(t, svc, todo.AggregateType, id)
 		return len(evs) == 1, fmt.Sprintf("events %v", evs)
 	})
 
-	again, err := eventpipe.PoisonRedrive(ctx, redrive)
+	again, err := operator.PoisonRedrive(ctx, redrive)
 	if err != nil || again.Count(poison.AlreadyRedriven) != 1 || again.Results[0].By != "alice" {
 		t.Fatalf("second redrive: %+v, %v; want already re-driven by alice", again, err)
 	}
@@ -137,10 +139,10 @@ func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
 	// the partition was handled.
 	waitCtx, waitCancel := context.WithTimeout(ctx, integration.HangAfter())
 	defer waitCancel()
-	if r, err := sender.SendAndWait(waitCtx, todoCmd(t, todo.UpdateTodo, id, todo.TodoData{Title: "after"}, ver(1))); err != nil || r.Status != commands.StatusAccepted || r.Version != 2 {
+	if r, err := sender.SendAndWait(waitCtx, rigs.TodoCmd(t, todo.UpdateTodo, id, todo.TodoData{Title: "after"}, rigs.Ver(1))); err != nil || r.Status != commands.StatusAccepted || r.Version != 2 {
 		t.Fatalf("update after the redrives: %+v, %v", r, err)
 	}
-	if evs := events(t, svc, todo.AggregateType, id); len(evs) != 2 || evs[0].EventType != todo.TodoCreated {
+	if evs := rigs.Events(t, svc, todo.AggregateType, id); len(evs) != 2 || evs[0].EventType != todo.TodoCreated {
 		t.Fatalf("events %v, want the create once and the update", evs)
 	}
 	if n := calls.Load(); n != 2 {
@@ -152,11 +154,11 @@ func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
 		t.Fatalf("commands topic holds %+v, %v; want the command and one copy from %s", onTopic, err, m.Ref)
 	}
 
-	msgs, err = eventpipe.PoisonList(ctx, eventpipe.PoisonListConfig{Catalog: catalog, Endpoints: ep, CommandGroup: group})
+	msgs, err = operator.PoisonList(ctx, operator.PoisonListConfig{Catalog: catalog, Endpoints: ep, CommandGroup: group})
 	if err != nil || len(msgs) != 1 || msgs[0].Redrive == nil || msgs[0].Redrive.State != "done" || msgs[0].Redrive.Actor != "alice" {
 		t.Fatalf("poison list after the redrive: %+v, %v", msgs, err)
 	}
-	actions, err := eventpipe.OperatorActions(ctx, eventpipe.OperatorActionsConfig{Endpoints: ep, Action: eventpipe.ActionPoisonRedrive})
+	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: ep, Action: operator.ActionPoisonRedrive})
 	if err != nil || len(actions) != 2 {
 		t.Fatalf("operator actions %+v, %v; want both redrives", actions, err)
 	}
@@ -172,18 +174,18 @@ func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
 // neither of offsets and all, a name that is no poison topic.
 func TestPoisonRedriveRefusesBadRequestsBeforeActing(t *testing.T) {
 	ep := testenv.Endpoints()
-	for name, cfg := range map[string]eventpipe.PoisonRedriveConfig{
+	for name, cfg := range map[string]operator.PoisonRedriveConfig{
 		"no topic": {Endpoints: ep, All: true},
 		"neither":  {Endpoints: ep, Topic: "poison.eventpipe-commands"},
-		"both":     {Endpoints: ep, Topic: "poison.eventpipe-commands", All: true, Positions: []eventpipe.PoisonPosition{{Offset: 1}}},
+		"both":     {Endpoints: ep, Topic: "poison.eventpipe-commands", All: true, Positions: []operator.PoisonPosition{{Offset: 1}}},
 	} {
-		_, err := eventpipe.PoisonRedrive(context.Background(), cfg)
+		_, err := operator.PoisonRedrive(context.Background(), cfg)
 		var ve *eventstore.ValidationError
 		if !errors.As(err, &ve) {
 			t.Errorf("%s: %v, want a ValidationError", name, err)
 		}
 	}
-	_, err := eventpipe.PoisonList(context.Background(), eventpipe.PoisonListConfig{Endpoints: ep, Topic: "events.todo"})
+	_, err := operator.PoisonList(context.Background(), operator.PoisonListConfig{Endpoints: ep, Topic: "events.todo"})
 	var ve *eventstore.ValidationError
 	if !errors.As(err, &ve) {
 		t.Errorf("PoisonList of events.todo: %v, want a ValidationError", err)

@@ -1,4 +1,4 @@
-package eventpipe
+package operator
 
 import (
 	"context"
@@ -9,17 +9,18 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/analytics/aggregator"
-	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 )
 
 // AnalyticsRecountConfig configures AnalyticsRecount.
 type AnalyticsRecountConfig struct {
 	// Endpoints give DynamoDB (the analytics table) and Postgres
-	// (default EndpointsFromEnv()).
-	Endpoints Endpoints
-	// DB holds operator_actions (default: OpenPostgres(Endpoints), closed
-	// before AnalyticsRecount returns).
+	// (default eventpipe.EndpointsFromEnv()).
+	Endpoints eventpipe.Endpoints
+	// DB holds operator_actions (default:
+	// eventpipe.OpenPostgres(Endpoints), closed before AnalyticsRecount
+	// returns).
 	DB *pgxpool.Pool
 	// Source, From and To are the source and its range [From, To), on
 	// whole UTC hours, ended at least Settle ago (default
@@ -52,18 +53,18 @@ type AnalyticsRecountResult struct {
 // (ActionAnalyticsRecount) whose result counts what changed.
 func AnalyticsRecount(ctx context.Context, cfg AnalyticsRecountConfig) (AnalyticsRecountResult, error) {
 	var out AnalyticsRecountResult
-	var cat *Catalog
+	var cat *eventpipe.Catalog
 	if err := processDefaults(&cat, &cfg.Endpoints, &cfg.Logger); err != nil {
 		return out, fmt.Errorf("analytics recount: %w", err)
 	}
 	if cfg.Actor == "" {
 		cfg.Actor = DefaultActor()
 	}
-	store, err := OpenAnalytics(ctx, cfg.Endpoints, cfg.Logger)
+	store, err := eventpipe.OpenAnalytics(ctx, cfg.Endpoints, cfg.Logger)
 	if err != nil {
 		return out, fmt.Errorf("analytics recount: %w", err)
 	}
-	client, err := dynamoclient.New(ctx, dynamoConfig(cfg.Endpoints))
+	client, err := eventpipe.OpenDynamoDB(ctx, cfg.Endpoints)
 	if err != nil {
 		return out, fmt.Errorf("analytics recount: %w", err)
 	}

@@ -1,4 +1,4 @@
-package eventpipe_test
+package operator_test
 
 import (
 	"context"
@@ -7,22 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/parking"
 )
-
-// update appends updates of todo id, whose version is version, and
-// publishes them as the relay would.
-func (p *parkingPipeline) update(t *testing.T, id string, version int64, titles ...string) {
-	t.Helper()
-	var ch eventstore.Change
-	for _, title := range titles {
-		ch.Events = append(ch.Events, eventstore.Event(todo.TodoUpdated, todo.TodoData{Title: title}))
-	}
-	p.appendAndPublish(t, id, version, ch)
-}
 
 // TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded
 // parks todo A at its update titled "poison" (sequence 3, with 4 and 5
@@ -35,17 +25,17 @@ func (p *parkingPipeline) update(t *testing.T, id string, version int64, titles 
 // parking.ErrNotParked.
 func TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded(t *testing.T) {
 	ctx := context.Background()
-	p := newParkingPipeline(t)
-	p.todo(t, "a", "a2", "poison", "a4", "a5")
-	p.todo(t, "c", "poison")
-	p.consume(t, false)
-	waitUntil(t, "a and c parked", func() (bool, string) {
-		evs, err := eventpipe.ParkedList(ctx, eventpipe.ParkedListConfig{Catalog: p.catalog, Endpoints: p.ep, Projection: "todos"})
+	p := rigs.NewParkingPipeline(t)
+	p.Todo(t, "a", "a2", "poison", "a4", "a5")
+	p.Todo(t, "c", "poison")
+	p.Consume(t, false)
+	rigs.WaitUntil(t, "a and c parked", func() (bool, string) {
+		evs, err := operator.ParkedList(ctx, operator.ParkedListConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos"})
 		return err == nil && len(evs) == 4, fmt.Sprintf("%d parked, %v", len(evs), err)
 	})
 
 	a := eventstore.Ref{Type: todo.AggregateType, ID: "a"}
-	res, err := eventpipe.ParkedSkip(ctx, eventpipe.ParkedSkipConfig{Catalog: p.catalog, Endpoints: p.ep, Projection: "todos",
+	res, err := operator.ParkedSkip(ctx, operator.ParkedSkipConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos",
 		Aggregate: a, Actor: "bob", Reason: "a poison title never applies"})
 	if err != nil {
 		t.Fatal(err)
@@ -56,28 +46,28 @@ func TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded
 	if !res.Replay.Unparked || res.Replay.Redriven != 2 || res.Replay.Applied != 2 {
 		t.Fatalf("after the skip: %+v, want unparked with 4 and 5 applied", res.Replay)
 	}
-	if rows := p.rows(t); rows["a"] != "a5@5" {
+	if rows := p.Rows(t); rows["a"] != "a5@5" {
 		t.Fatalf("rows %v, want a at a5@5", rows)
 	}
 	c := eventstore.Ref{Type: todo.AggregateType, ID: "c"}
-	resC, err := eventpipe.ParkedSkip(ctx, eventpipe.ParkedSkipConfig{Catalog: p.catalog, Endpoints: p.ep, Projection: "todos",
+	resC, err := operator.ParkedSkip(ctx, operator.ParkedSkipConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos",
 		Aggregate: c, Actor: "bob", Reason: "same"})
 	if err != nil || resC.Skipped.Envelope.Sequence != 2 || !resC.Replay.Unparked || resC.Replay.Redriven != 0 {
 		t.Fatalf("skip of c: %+v, %v", resC, err)
 	}
 
-	p.update(t, "a", 5, "a6")
-	p.update(t, "c", 2, "c3")
-	waitUntil(t, "a and c resume with their next events", func() (bool, string) {
-		rows := p.rows(t)
+	p.Update(t, "a", 5, "a6")
+	p.Update(t, "c", 2, "c3")
+	rigs.WaitUntil(t, "a and c resume with their next events", func() (bool, string) {
+		rows := p.Rows(t)
 		return rows["a"] == "a6@6" && rows["c"] == "c3@3", fmt.Sprintf("rows %v", rows)
 	})
-	if evs, err := eventpipe.ParkedList(ctx, eventpipe.ParkedListConfig{Catalog: p.catalog, Endpoints: p.ep}); err != nil || len(evs) != 0 {
+	if evs, err := operator.ParkedList(ctx, operator.ParkedListConfig{Catalog: p.Catalog, Endpoints: p.EP}); err != nil || len(evs) != 0 {
 		t.Fatalf("still parked: %+v, %v", evs, err)
 	}
 
 	var skipped []string
-	rows, err := p.db.Query(ctx, `SELECT aggregate_id || '#' || seq || ' ' || actor || ': ' || reason FROM skipped_events ORDER BY aggregate_id`)
+	rows, err := p.DB.Query(ctx, `SELECT aggregate_id || '#' || seq || ' ' || actor || ': ' || reason FROM skipped_events ORDER BY aggregate_id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,21 +82,21 @@ func TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded
 		t.Fatalf("skipped_events %v, want %v", skipped, want)
 	}
 
-	_, err = eventpipe.ParkedSkip(ctx, eventpipe.ParkedSkipConfig{Catalog: p.catalog, Endpoints: p.ep, Projection: "todos",
+	_, err = operator.ParkedSkip(ctx, operator.ParkedSkipConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos",
 		Aggregate: a, Actor: "bob", Reason: "again"})
 	if !errors.Is(err, parking.ErrNotParked) {
 		t.Fatalf("skip of an unparked aggregate: %v, want ErrNotParked", err)
 	}
 
-	actions, err := eventpipe.OperatorActions(ctx, eventpipe.OperatorActionsConfig{Endpoints: p.ep})
+	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: p.EP})
 	if err != nil || len(actions) != 2 {
 		t.Fatalf("operator actions %+v, %v; want the two skips", actions, err)
 	}
-	if x := actions[1]; x.Action != eventpipe.ActionParkedSkip || x.Actor != "bob" || x.Target != "todos todo/a" || x.Reason != "a poison title never applies" ||
+	if x := actions[1]; x.Action != operator.ActionParkedSkip || x.Actor != "bob" || x.Target != "todos todo/a" || x.Reason != "a poison title never applies" ||
 		!strings.Contains(x.Result, "skipped todo/a #3") || !strings.Contains(x.Result, "unparked, 2 later events re-driven, 2 applied") {
 		t.Fatalf("skip of a recorded as %+v", x)
 	}
-	_, r := p.todosGroup(t)
+	_, r := p.TodosGroup(t)
 	if r.OperatorActionsErr != nil || len(r.OperatorActions) != 2 || r.OperatorActions[0].ID != actions[0].ID {
 		t.Fatalf("status operator actions %+v (%v), want %+v", r.OperatorActions, r.OperatorActionsErr, actions)
 	}
@@ -116,15 +106,15 @@ func TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded
 // nothing parked) is recorded with its actor and result.
 func TestParkedReplayIsRecordedAsAnOperatorAction(t *testing.T) {
 	ctx := context.Background()
-	p := newParkingPipeline(t)
-	if _, err := eventpipe.ParkedReplay(ctx, eventpipe.ParkedReplayConfig{Catalog: p.catalog, Endpoints: p.ep, Projection: "todos", Actor: "carol", Reason: "deployed 1.2"}); err != nil {
+	p := rigs.NewParkingPipeline(t)
+	if _, err := operator.ParkedReplay(ctx, operator.ParkedReplayConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos", Actor: "carol", Reason: "deployed 1.2"}); err != nil {
 		t.Fatal(err)
 	}
-	actions, err := eventpipe.OperatorActions(ctx, eventpipe.OperatorActionsConfig{Endpoints: p.ep})
+	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: p.EP})
 	if err != nil || len(actions) != 1 {
 		t.Fatalf("operator actions %+v, %v", actions, err)
 	}
-	if x := actions[0]; x.Action != eventpipe.ActionParkedReplay || x.Actor != "carol" || x.Target != "todos" || x.Reason != "deployed 1.2" || x.Result != "nothing parked" {
+	if x := actions[0]; x.Action != operator.ActionParkedReplay || x.Actor != "carol" || x.Target != "todos" || x.Reason != "deployed 1.2" || x.Result != "nothing parked" {
 		t.Fatalf("replay recorded as %+v", x)
 	}
 }
@@ -133,13 +123,13 @@ func TestParkedReplayIsRecordedAsAnOperatorAction(t *testing.T) {
 // aggregate id, no reason, each an *eventstore.ValidationError.
 func TestParkedSkipRefusesBadRequests(t *testing.T) {
 	a := eventstore.Ref{Type: todo.AggregateType, ID: "a"}
-	for name, cfg := range map[string]eventpipe.ParkedSkipConfig{
+	for name, cfg := range map[string]operator.ParkedSkipConfig{
 		"search model": {Projection: "todos-search", Aggregate: a, Reason: "r"},
 		"unknown":      {Projection: "nope", Aggregate: a, Reason: "r"},
 		"no id":        {Projection: "todos", Aggregate: eventstore.Ref{Type: todo.AggregateType}, Reason: "r"},
 		"no reason":    {Projection: "todos", Aggregate: a, Reason: " "},
 	} {
-		_, err := eventpipe.ParkedSkip(context.Background(), cfg)
+		_, err := operator.ParkedSkip(context.Background(), cfg)
 		var ve *eventstore.ValidationError
 		if !errors.As(err, &ve) {
 			t.Errorf("%s: %v, want a ValidationError", name, err)

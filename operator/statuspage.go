@@ -1,13 +1,59 @@
-package eventpipe
+package operator
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/statuspage"
 )
+
+var _ eventpipe.OperatorRoutes = MountStatusPage
+
+// MountStatusPage mounts a status page (package statuspage: GET /status
+// and /status.json, sampling from the first request until it is closed)
+// on srv: StatusPageReader on w's catalogue, endpoints, command handlers'
+// group and read-model database, and who may reach the API and the
+// operator surface (w's authentication and policy, and where the operator
+// surface is served). It is an eventpipe.OperatorRoutes: `eventpipe serve`
+// sets it as WriteSideConfig.OperatorRoutes, so that the write side
+// mounts the page on the API's listener, behind its authentication, or
+// on the operator listener (WriteSideConfig.OperatorAddr), and closes it
+// with the server.
+func MountStatusPage(srv *httpapi.Server, w *eventpipe.WriteSide) (io.Closer, error) {
+	cfg := w.Config()
+	page, err := statuspage.New(statuspage.Config{Reader: StatusPageReader(StatusConfig{Catalog: cfg.Catalog, Endpoints: cfg.Endpoints,
+		CommandGroup: cfg.ConsumerGroup, DB: w.ReadModels()}), Access: access(cfg), Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("status page: %w", err)
+	}
+	page.Mount(srv.Mux)
+	return page, nil
+}
+
+// access says who may reach the write side's HTTP API and its operator
+// surface, for the status page.
+func access(cfg eventpipe.WriteSideConfig) statuspage.Access {
+	a := statuspage.Access{Mode: statuspage.AccessOpen, Operator: "on the API's listener, open like the API"}
+	if cfg.OperatorAddr != "" {
+		a.Operator = "on their own listener " + cfg.OperatorAddr + ", without authentication (keep it on loopback or a private network)"
+	}
+	if cfg.Auth == nil {
+		return a
+	}
+	a.Mode, a.Issuer, a.Audience = statuspage.AccessJWT, cfg.Auth.Issuer, cfg.Auth.Audience
+	for _, r := range cfg.Auth.Policy.Rules {
+		a.Rules = append(a.Rules, statuspage.AccessRule(r))
+	}
+	if cfg.OperatorAddr == "" {
+		a.Operator = "on the API's listener, behind its authentication (read grants status and metrics)"
+	}
+	return a
+}
 
 // StatusPageReader returns the status page's reader (package statuspage)
 // on cfg: each reading is Status(cfg) and, for the rates, the newest
@@ -45,7 +91,7 @@ func StatusPageReader(cfg StatusConfig) statuspage.ReaderFunc {
 				}
 			case g.Saga != "":
 				sg.Kind = statuspage.KindSaga
-			case g.Kind == KindAggregator:
+			case g.Kind == eventpipe.KindAggregator:
 				sg.Kind = statuspage.KindAggregator
 			case g.Kind != "":
 				sg.Kind = string(g.Kind) // a snapshotter, a handler, a user's own kind

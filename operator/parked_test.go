@@ -1,4 +1,4 @@
-package eventpipe_test
+package operator_test
 
 import (
 	"context"
@@ -10,10 +10,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/parking"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
@@ -25,7 +27,7 @@ import (
 // them: the accounts read model applies 3, 4 and 5 once, in order, and A
 // is no longer parked. A second replay finds nothing to do.
 func TestParkedListShowsAndParkedReplayRedrivesAParkedAggregateOnce(t *testing.T) {
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	admin := testenv.Postgres(t)
 	schema := fmt.Sprintf("parked_%016x", rand.Uint64()) // short: a long test name passes Postgres' 63-byte names
 	if _, err := admin.Exec(context.Background(), "CREATE SCHEMA "+schema); err != nil {
@@ -84,21 +86,21 @@ func TestParkedListShowsAndParkedReplayRedrivesAParkedAggregateOnce(t *testing.T
 		t.Fatal(err)
 	}
 
-	listed, err := eventpipe.ParkedList(ctx, eventpipe.ParkedListConfig{Endpoints: ep, Projection: "accounts"})
+	listed, err := operator.ParkedList(ctx, operator.ParkedListConfig{Endpoints: ep, Projection: "accounts"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(listed) != 3 || listed[0].Envelope.Sequence != 3 || listed[0].Reason != "refused" || listed[2].Envelope.Sequence != 5 || listed[0].Consumer != "accounts" {
 		t.Fatalf("ParkedList = %+v", listed)
 	}
-	if _, err := eventpipe.ParkedList(ctx, eventpipe.ParkedListConfig{Endpoints: ep, Projection: "no-such-model"}); err == nil {
+	if _, err := operator.ParkedList(ctx, operator.ParkedListConfig{Endpoints: ep, Projection: "no-such-model"}); err == nil {
 		t.Fatal("ParkedList of an unknown projection succeeded")
 	}
-	if _, err := eventpipe.ParkedReplay(ctx, eventpipe.ParkedReplayConfig{Endpoints: ep}); err == nil {
+	if _, err := operator.ParkedReplay(ctx, operator.ParkedReplayConfig{Endpoints: ep}); err == nil {
 		t.Fatal("ParkedReplay without a projection succeeded")
 	}
 
-	replayed, err := eventpipe.ParkedReplay(ctx, eventpipe.ParkedReplayConfig{Endpoints: ep, Projection: "accounts", Aggregate: ref})
+	replayed, err := operator.ParkedReplay(ctx, operator.ParkedReplayConfig{Endpoints: ep, Projection: "accounts", Aggregate: ref})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,10 +115,10 @@ func TestParkedListShowsAndParkedReplayRedrivesAParkedAggregateOnce(t *testing.T
 	if version != 5 || applyCount != 5 || balance != 20 || position != 5 {
 		t.Fatalf("account after the replay: version %d, apply count %d, balance %d, position %d; want 5, 5, 20, 5", version, applyCount, balance, position)
 	}
-	if listed, err = eventpipe.ParkedList(ctx, eventpipe.ParkedListConfig{Endpoints: ep}); err != nil || len(listed) != 0 {
+	if listed, err = operator.ParkedList(ctx, operator.ParkedListConfig{Endpoints: ep}); err != nil || len(listed) != 0 {
 		t.Fatalf("ParkedList after the replay = %+v, %v", listed, err)
 	}
-	if replayed, err = eventpipe.ParkedReplay(ctx, eventpipe.ParkedReplayConfig{Endpoints: ep, Projection: "accounts"}); err != nil || len(replayed.Aggregates) != 0 {
+	if replayed, err = operator.ParkedReplay(ctx, operator.ParkedReplayConfig{Endpoints: ep, Projection: "accounts"}); err != nil || len(replayed.Aggregates) != 0 {
 		t.Fatalf("second ParkedReplay = %+v, %v", replayed, err)
 	}
 }

@@ -1,4 +1,4 @@
-package eventpipe_test
+package operator_test
 
 import (
 	"context"
@@ -18,8 +18,10 @@ import (
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/analytics"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/rollup"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
@@ -170,7 +172,7 @@ func TestAnalyticsRecountOfARangeEqualsAFreshCountBesideTheLiveAggregator(t *tes
 	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	_, ep.Postgres = testenv.PostgresSchema(t, "recount")
 	ddb := testenv.DynamoDB(t)
 	ep.LeasesTable, ep.AnalyticsTable = testenv.UniqueName(t, "leases"), testenv.UniqueName(t, "analytics")
@@ -280,7 +282,7 @@ func TestAnalyticsRecountOfARangeEqualsAFreshCountBesideTheLiveAggregator(t *tes
 		}
 	}()
 	time.Sleep(300 * time.Millisecond)
-	res, err := eventpipe.AnalyticsRecount(ctx, eventpipe.AnalyticsRecountConfig{Endpoints: ep, Source: source, From: from, To: to, Actor: "carol", Reason: "hand edit"})
+	res, err := operator.AnalyticsRecount(ctx, operator.AnalyticsRecountConfig{Endpoints: ep, Source: source, From: from, To: to, Actor: "carol", Reason: "hand edit"})
 	if err != nil {
 		liveStop.Store(true)
 		live.Wait()
@@ -304,7 +306,7 @@ func TestAnalyticsRecountOfARangeEqualsAFreshCountBesideTheLiveAggregator(t *tes
 	live.Wait()
 	waitEqual(t, store, source, lo, hi, "after the recount, live and late events")
 
-	actions, err := eventpipe.OperatorActions(ctx, eventpipe.OperatorActionsConfig{Endpoints: ep, Action: eventpipe.ActionAnalyticsRecount})
+	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: ep, Action: operator.ActionAnalyticsRecount})
 	if err != nil || len(actions) != 1 || actions[0].Actor != "carol" || !strings.Contains(actions[0].Result, "1 of") {
 		t.Fatalf("operator actions %+v, %v", actions, err)
 	}
@@ -322,7 +324,7 @@ func TestAnalyticsRecountRefusesAnOpenOrExpiredRange(t *testing.T) {
 		"raw events expired": {hour.Add(-30 * 24 * time.Hour), hour.Add(-29 * 24 * time.Hour)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := eventpipe.AnalyticsRecount(context.Background(), eventpipe.AnalyticsRecountConfig{Source: "shop", From: r[0], To: r[1]})
+			_, err := operator.AnalyticsRecount(context.Background(), operator.AnalyticsRecountConfig{Source: "shop", From: r[0], To: r[1]})
 			var val *eventstore.ValidationError
 			if !errors.As(err, &val) {
 				t.Fatalf("%v, want *eventstore.ValidationError", err)

@@ -1,4 +1,4 @@
-package eventpipe_test
+package operator_test
 
 import (
 	"context"
@@ -26,12 +26,14 @@ import (
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/stack"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/order"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/parking"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/relay"
@@ -44,7 +46,7 @@ import (
 // events topics, 2 messages on the todos read model's poison topic, 2
 // parked todo events of one aggregate, a relay lease with owner and
 // checkpoint, no analytics table), serves the status page on a real
-// eventpipe.Status reader sampling every second, and reads the page in
+// operator.Status reader sampling every second, and reads the page in
 // headless Chromium: every group's numbers equal /status.json's, and the
 // ones put there equal what was put there. Then it publishes 7 more todo
 // events and reloads until the page has counted them and the chart shows
@@ -53,8 +55,8 @@ import (
 func TestStatusPageInChromiumShowsWhatStatusReadsAndTheEventsRate(t *testing.T) {
 	testenv.Integration(t)
 	chromium := chromiumPath(t)
-	ep := testEndpoints(t)
-	ep.Postgres = migratedPostgres(t)
+	ep := rigs.Endpoints(t)
+	ep.Postgres = rigs.MigratedPostgres(t)
 	db := testenv.DynamoDB(t)
 	ep.LeasesTable, ep.AnalyticsTable = testenv.UniqueName(t, "leases"), testenv.UniqueName(t, "analytics") // the analytics table is never made
 	ctx := context.Background()
@@ -122,7 +124,7 @@ func TestStatusPageInChromiumShowsWhatStatusReadsAndTheEventsRate(t *testing.T) 
 	publish(topics.Events(order.AggregateType), 3)
 	publish(projections.PoisonTopic(topics, "todos"), 2)
 
-	page, err := statuspage.New(statuspage.Config{Reader: eventpipe.StatusPageReader(eventpipe.StatusConfig{Endpoints: ep, DB: pool}),
+	page, err := statuspage.New(statuspage.Config{Reader: operator.StatusPageReader(operator.StatusConfig{Endpoints: ep, DB: pool}),
 		Interval: time.Second, History: 2 * time.Minute, Refresh: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -215,10 +217,20 @@ func TestStatusPageInChromiumShowsWhatStatusReadsAndTheEventsRate(t *testing.T) 
 	t.Logf("screenshot of the status page: %s", file)
 }
 
-// TestServeMountsTheStatusPage asks the write side's HTTP API for
-// /status.json and /status: both answer with the write side's groups.
+// TestServeMountsTheStatusPage asks the write side's HTTP API, with the
+// status page mounted as `serve` mounts it (MountStatusPage as the
+// write side's OperatorRoutes), for /status.json and /status: both
+// answer with the write side's groups.
 func TestServeMountsTheStatusPage(t *testing.T) {
-	base := startHTTP(t)
+	ep := rigs.Endpoints(t)
+	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "g"),
+		NoAuth: true, OperatorRoutes: operator.MountStatusPage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	base := rigs.ServeHTTP(t, svc)
 	resp, err := http.Get(base + "/status.json")
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package eventpipe
+package operator
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/parking"
 	"github.com/eventpipe/eventpipe/projections"
@@ -19,13 +20,13 @@ import (
 
 // ParkedListConfig configures ParkedList.
 type ParkedListConfig struct {
-	// Catalog holds the read models (default Builtin()).
-	Catalog *Catalog
-	// Endpoints give Postgres (default EndpointsFromEnv()).
-	Endpoints Endpoints
-	// DB holds the parked events (default: OpenPostgres(Endpoints),
+	// Catalog holds the read models (default eventpipe.Builtin()).
+	Catalog *eventpipe.Catalog
+	// Endpoints give Postgres (default eventpipe.EndpointsFromEnv()).
+	Endpoints eventpipe.Endpoints
+	// DB holds the parked events (default: eventpipe.OpenPostgres(Endpoints),
 	// closed before ParkedList returns). Its search_path picks the schema
-	// (see PostgresSchema).
+	// (see eventpipe.PostgresSchema).
 	DB *pgxpool.Pool
 	// Projection, when set, lists one read or search model's parked
 	// events; otherwise every model's.
@@ -61,13 +62,14 @@ func ParkedList(ctx context.Context, cfg ParkedListConfig) ([]parking.Event, err
 
 // ParkedReplayConfig configures ParkedReplay.
 type ParkedReplayConfig struct {
-	// Catalog holds the read models and upcasters (default Builtin()).
-	Catalog *Catalog
+	// Catalog holds the read models and upcasters (default
+	// eventpipe.Builtin()).
+	Catalog *eventpipe.Catalog
 	// Endpoints give DynamoDB, Postgres and Elasticsearch (default
-	// EndpointsFromEnv()).
-	Endpoints Endpoints
+	// eventpipe.EndpointsFromEnv()).
+	Endpoints eventpipe.Endpoints
 	// DB holds the parked events and the Postgres read models (default:
-	// OpenPostgres(Endpoints), closed before ParkedReplay returns).
+	// eventpipe.OpenPostgres(Endpoints), closed before ParkedReplay returns).
 	DB *pgxpool.Pool
 	// Search is the search models' Elasticsearch (default: a client of
 	// Endpoints.Elasticsearch).
@@ -170,12 +172,14 @@ func replaySummary(res parking.ReplayResult, err error) string {
 
 // ParkedSkipConfig configures ParkedSkip.
 type ParkedSkipConfig struct {
-	// Catalog holds the read models and upcasters (default Builtin()).
-	Catalog *Catalog
-	// Endpoints give DynamoDB and Postgres (default EndpointsFromEnv()).
-	Endpoints Endpoints
+	// Catalog holds the read models and upcasters (default
+	// eventpipe.Builtin()).
+	Catalog *eventpipe.Catalog
+	// Endpoints give DynamoDB and Postgres (default
+	// eventpipe.EndpointsFromEnv()).
+	Endpoints eventpipe.Endpoints
 	// DB holds the parked events, the read model and operator_actions
-	// (default: OpenPostgres(Endpoints), closed before ParkedSkip
+	// (default: eventpipe.OpenPostgres(Endpoints), closed before ParkedSkip
 	// returns).
 	DB *pgxpool.Pool
 	// Projection is the Postgres read model that parked the aggregate.
@@ -317,9 +321,10 @@ func advancePosition(projection string) func(ctx context.Context, tx pgx.Tx, e e
 	}
 }
 
-// parkedSink builds the applier of cfg.Projection, as NewConsumers does.
+// parkedSink builds the applier of cfg.Projection, as
+// eventpipe.NewConsumers does.
 func parkedSink(ctx context.Context, cfg ParkedReplayConfig, db *pgxpool.Pool) (projections.Sink, error) {
-	store, err := OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
+	store, err := eventpipe.OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -339,11 +344,11 @@ func parkedSink(ctx context.Context, cfg ParkedReplayConfig, db *pgxpool.Pool) (
 
 // openParking returns db, or a pool of ep.Postgres that the returned
 // func closes, and a parking store on it.
-func openParking(ctx context.Context, db *pgxpool.Pool, ep Endpoints, logger *slog.Logger) (*pgxpool.Pool, *parking.Store, func(), error) {
+func openParking(ctx context.Context, db *pgxpool.Pool, ep eventpipe.Endpoints, logger *slog.Logger) (*pgxpool.Pool, *parking.Store, func(), error) {
 	closeDB := func() {}
 	if db == nil {
 		var err error
-		if db, err = OpenPostgres(ctx, ep); err != nil {
+		if db, err = eventpipe.OpenPostgres(ctx, ep); err != nil {
 			return nil, nil, nil, fmt.Errorf("postgres: %w", err)
 		}
 		closeDB = db.Close
@@ -358,7 +363,7 @@ func openParking(ctx context.Context, db *pgxpool.Pool, ep Endpoints, logger *sl
 
 // knownModel reports a name that is neither a read model nor a search
 // model of c.
-func knownModel(c *Catalog, name string) error {
+func knownModel(c *eventpipe.Catalog, name string) error {
 	if _, ok := c.ReadModel(name); ok {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package eventpipe_test
+package operator_test
 
 import (
 	"context"
@@ -18,10 +18,12 @@ import (
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
+	"github.com/eventpipe/eventpipe/operator"
 )
 
 // recalcStack is the real stack for a recalculation: a fresh events
@@ -37,7 +39,7 @@ type recalcStack struct {
 func newRecalcStack(t *testing.T) *recalcStack {
 	t.Helper()
 	ctx := context.Background()
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	_, ep.Postgres = testenv.PostgresSchema(t, "recalc")
 	ddb := testenv.DynamoDB(t)
 	ep.LeasesTable, ep.AnalyticsTable = testenv.UniqueName(t, "leases"), testenv.UniqueName(t, "analytics")
@@ -186,7 +188,7 @@ func TestRecalculateRewritesACorruptedStateBesideLiveCommandsAndLeavesARightOneU
 	for sent.Load() < 8 { // the live commands run on the corrupt STATE first
 		time.Sleep(5 * time.Millisecond)
 	}
-	res, err := eventpipe.Recalculate(ctx, eventpipe.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store,
+	res, err := operator.Recalculate(ctx, operator.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store,
 		Type: bankaccount.AggregateType, ID: "b", Actor: "alice", Reason: "STATE edited by hand", Retries: 50})
 	mid := sent.Load()
 	for sent.Load() < mid+20 { // and go on after it
@@ -212,7 +214,7 @@ func TestRecalculateRewritesACorruptedStateBesideLiveCommandsAndLeavesARightOneU
 	// Commands that read the corrupt STATE before the rewrite may have
 	// appended on top of it after: another pass puts STATE back on the
 	// fold, and the pass after that finds nothing to do.
-	again, err := eventpipe.Recalculate(ctx, eventpipe.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store,
+	again, err := operator.Recalculate(ctx, operator.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store,
 		Type: bankaccount.AggregateType, ID: "b", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +227,7 @@ func TestRecalculateRewritesACorruptedStateBesideLiveCommandsAndLeavesARightOneU
 		// Allowed only for commands in flight during the first run.
 		t.Logf("second run rewrote b once more: %+v", again.Aggregates[0])
 	}
-	third, err := eventpipe.Recalculate(ctx, eventpipe.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store,
+	third, err := operator.Recalculate(ctx, operator.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store,
 		Type: bankaccount.AggregateType, ID: "b"})
 	if err != nil || third.Unchanged != 1 || third.Changed != 0 {
 		t.Fatalf("third run on a quiet b: %+v, %v; want unchanged", third, err)
@@ -237,7 +239,7 @@ func TestRecalculateRewritesACorruptedStateBesideLiveCommandsAndLeavesARightOneU
 	if err != nil {
 		t.Fatal(err)
 	}
-	resA, err := eventpipe.Recalculate(ctx, eventpipe.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store,
+	resA, err := operator.Recalculate(ctx, operator.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store,
 		Type: bankaccount.AggregateType, ID: "a", Actor: "alice"})
 	if err != nil || resA.Unchanged != 1 || resA.Aggregates[0].Changed || string(resA.Aggregates[0].Was) != string(st.Data) {
 		t.Fatalf("recalculate a: %+v, %v; want unchanged", resA, err)
@@ -246,7 +248,7 @@ func TestRecalculateRewritesACorruptedStateBesideLiveCommandsAndLeavesARightOneU
 		t.Fatalf("a's STATE was written: %v → %v (%v)", st.UpdatedAt, st2.UpdatedAt, err)
 	}
 
-	actions, err := eventpipe.OperatorActions(ctx, eventpipe.OperatorActionsConfig{Endpoints: s.ep, Action: eventpipe.ActionRecalculate})
+	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: s.ep, Action: operator.ActionRecalculate})
 	if err != nil || len(actions) != 4 {
 		t.Fatalf("operator actions: %+v, %v; want 4", actions, err)
 	}
@@ -283,7 +285,7 @@ func TestRecalculateRefusesALogTheRulesRejectNamingTheEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err = eventpipe.Recalculate(ctx, eventpipe.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store, Type: bankaccount.AggregateType, ID: "c"})
+	_, err = operator.Recalculate(ctx, operator.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store, Type: bankaccount.AggregateType, ID: "c"})
 	var refused *commands.ReplayRefusedError
 	var rej *eventstore.RuleRejection
 	if !errors.As(err, &refused) || !errors.As(err, &rej) || !eventstore.IsPermanent(err) {
@@ -296,11 +298,11 @@ func TestRecalculateRefusesALogTheRulesRejectNamingTheEvent(t *testing.T) {
 		t.Fatalf("c's STATE written after a refusal: %+v, %v", st, err)
 	}
 
-	res, err := eventpipe.Recalculate(ctx, eventpipe.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store, Type: bankaccount.AggregateType, All: true})
+	res, err := operator.Recalculate(ctx, operator.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store, Type: bankaccount.AggregateType, All: true})
 	if !errors.As(err, &refused) || res.Last != "a" || res.Unchanged != 1 {
 		t.Fatalf("--all: %+v, %v; want stopped at c after a", res, err)
 	}
-	res, err = eventpipe.Recalculate(ctx, eventpipe.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store, Type: bankaccount.AggregateType, All: true, After: "c"})
+	res, err = operator.Recalculate(ctx, operator.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store, Type: bankaccount.AggregateType, All: true, After: "c"})
 	if err != nil || res.Last != "d" || res.Changed != 1 || len(res.Aggregates) != 1 {
 		t.Fatalf("--all --after c: %+v, %v; want d rewritten", res, err)
 	}
@@ -312,7 +314,7 @@ func TestRecalculateRefusesALogTheRulesRejectNamingTheEvent(t *testing.T) {
 // TestRecalculateRefusesBadInput: table of configurations refused with a
 // *eventstore.ValidationError before anything is read.
 func TestRecalculateRefusesBadInput(t *testing.T) {
-	for name, cfg := range map[string]eventpipe.RecalculateConfig{
+	for name, cfg := range map[string]operator.RecalculateConfig{
 		"unknown type":      {Type: "nope", ID: "x"},
 		"no id, not all":    {Type: bankaccount.AggregateType},
 		"id and all":        {Type: bankaccount.AggregateType, ID: "x", All: true},
@@ -320,7 +322,7 @@ func TestRecalculateRefusesBadInput(t *testing.T) {
 		"id with #":         {Type: bankaccount.AggregateType, ID: "a#b"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := eventpipe.Recalculate(context.Background(), eventpipe.RecalculateConfig{Type: cfg.Type, ID: cfg.ID, All: cfg.All, After: cfg.After})
+			_, err := operator.Recalculate(context.Background(), operator.RecalculateConfig{Type: cfg.Type, ID: cfg.ID, All: cfg.All, After: cfg.After})
 			var val *eventstore.ValidationError
 			if !errors.As(err, &val) {
 				t.Fatalf("%v, want *eventstore.ValidationError", err)

@@ -1,4 +1,4 @@
-package eventpipe
+package operator
 
 import (
 	"context"
@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/parking"
@@ -22,17 +21,17 @@ import (
 // StatusConfig configures Status.
 type StatusConfig struct {
 	// Catalog names the aggregate types and read models to look at
-	// (default Builtin()).
-	Catalog *Catalog
+	// (default eventpipe.Builtin()).
+	Catalog *eventpipe.Catalog
 	// Endpoints give DynamoDB, the tables, Kafka and the topic prefix
-	// (default EndpointsFromEnv()).
-	Endpoints Endpoints
+	// (default eventpipe.EndpointsFromEnv()).
+	Endpoints eventpipe.Endpoints
 	// CommandGroup is the command handlers' consumer group (default
-	// DefaultCommandGroup).
+	// eventpipe.DefaultCommandGroup).
 	CommandGroup string
-	// DB holds the parked events (default: OpenPostgres(Endpoints),
+	// DB holds the parked events (default: eventpipe.OpenPostgres(Endpoints),
 	// closed before Status returns). Its search_path picks the schema
-	// (see PostgresSchema).
+	// (see eventpipe.PostgresSchema).
 	DB *pgxpool.Pool
 }
 
@@ -50,7 +49,7 @@ type GroupStatus struct {
 	// Consumer and Kind: the consumer of the catalogue whose group this
 	// is, and its kind; empty for the command handlers' groups.
 	Consumer string
-	Kind     ConsumerKind
+	Kind     eventpipe.ConsumerKind
 	// Projection names the read or search model whose group this is; it
 	// is empty for the other kinds.
 	Projection string
@@ -63,14 +62,14 @@ type GroupStatus struct {
 	Parked parking.Counts
 }
 
-// RelayStreamReport is one relay stream (RelayEvents, RelayAnalytics) as
-// Status saw it.
+// RelayStreamReport is one relay stream (eventpipe.RelayEvents,
+// eventpipe.RelayAnalytics) as Status saw it.
 type RelayStreamReport struct {
-	// Name is the stream's name, as RelayStreams lists it.
+	// Name is the stream's name, as eventpipe.RelayStreams lists it.
 	Name string
 	// Stream and Leases: the table's stream and the relay's shard leases
-	// on it (owner, checkpoint), as RelayStreamStatus returns them; empty
-	// when Err is set.
+	// on it (owner, checkpoint), as eventpipe.RelayStreamStatus returns
+	// them; empty when Err is set.
 	Stream string
 	Leases []relay.Lease
 	// PoisonTopic and Poisoned: the stream's poison topic
@@ -84,7 +83,7 @@ type RelayStreamReport struct {
 
 // StatusReport is what Status saw.
 type StatusReport struct {
-	// Relays has one report per relay stream, in RelayStreams order.
+	// Relays has one report per relay stream, in eventpipe.RelayStreams order.
 	Relays []RelayStreamReport
 	// Groups: the command handlers' groups (one per commands topic), then
 	// one per consumer of the catalogue, any kind, in name order (a
@@ -118,8 +117,8 @@ type SagaReport struct {
 	Err error
 }
 
-// Relay returns the report of relay stream name (RelayEvents,
-// RelayAnalytics), or false when r has none.
+// Relay returns the report of relay stream name (eventpipe.RelayEvents,
+// eventpipe.RelayAnalytics), or false when r has none.
 func (r StatusReport) Relay(name string) (RelayStreamReport, bool) {
 	i := slices.IndexFunc(r.Relays, func(s RelayStreamReport) bool { return s.Name == name })
 	if i < 0 {
@@ -133,12 +132,12 @@ func (r StatusReport) Relay(name string) (RelayStreamReport, bool) {
 // of the catalogue their consumer group's position, lag and poisoned
 // messages, for every read and search model
 // what it parked, and for every saga its instances (running, finished by
-// outcome), timeouts and effects not run yet. A part that cannot be read (a missing table, an
-// unreachable broker or database) is reported in Errors, a relay stream's
-// also in its report and the parked events' in ParkedErr; the rest is
-// still returned. Kafka is read with one client, in one pass over every
-// group and topic (kafka.OffsetReader): a few broker round trips, however
-// many groups there are.
+// outcome), timeouts and effects not run yet. A part that cannot be read (a
+// missing table, an unreachable broker or database) is reported in Errors,
+// a relay stream's also in its report and the parked events' in ParkedErr;
+// the rest is still returned. Kafka is read with one client, in one pass
+// over every group and topic (kafka.OffsetReader): a few broker round
+// trips, however many groups there are.
 func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 	r, _, _ := readStatus(ctx, cfg, nil)
 	return r
@@ -153,7 +152,7 @@ func readStatus(ctx context.Context, cfg StatusConfig, newestOf []string) (Statu
 	logger := slog.New(slog.DiscardHandler)
 	envErr := processDefaults(&cfg.Catalog, &cfg.Endpoints, &logger)
 	if cfg.CommandGroup == "" {
-		cfg.CommandGroup = DefaultCommandGroup
+		cfg.CommandGroup = eventpipe.DefaultCommandGroup
 	}
 	start := time.Now()
 	ep := cfg.Endpoints
@@ -171,10 +170,10 @@ func readStatus(ctx context.Context, cfg StatusConfig, newestOf []string) (Statu
 	} else {
 		defer offsets.Close()
 	}
-	for _, name := range RelayStreams() {
+	for _, name := range eventpipe.RelayStreams() {
 		rel := RelayStreamReport{Name: name, PoisonTopic: topics.Poison(relay.PoisonGroupFor(name))}
 		var err error
-		if rel.Stream, rel.Leases, err = RelayStreamStatus(ctx, ep, name); err != nil {
+		if rel.Stream, rel.Leases, err = eventpipe.RelayStreamStatus(ctx, ep, name); err != nil {
 			rel.Err = fmt.Errorf("relay %s leases: %w", name, err)
 			r.Errors = append(r.Errors, rel.Err)
 		}
@@ -183,18 +182,22 @@ func readStatus(ctx context.Context, cfg StatusConfig, newestOf []string) (Statu
 	var groups []GroupStatus
 	for _, t := range cfg.Catalog.AggregateTypes() {
 		topic := topics.Commands(t)
-		groups = append(groups, GroupStatus{Group: commandGroup(cfg.CommandGroup, topic), Topics: []string{topic},
+		groups = append(groups, GroupStatus{Group: eventpipe.CommandGroup(cfg.CommandGroup, topic), Topics: []string{topic},
 			PoisonTopic: topics.Poison(cfg.CommandGroup)})
+	}
+	sagaOf := map[string]string{} // consumer name → saga name
+	for _, name := range cfg.Catalog.SagaNames() {
+		sagaOf[eventpipe.SagaConsumer(name)] = name
 	}
 	for _, name := range cfg.Catalog.ConsumerNames() {
 		cons, _ := cfg.Catalog.Consumer(name)
 		info := cons.Describe(topics)
 		g := GroupStatus{Group: info.Group, Topics: info.Topics, PoisonTopic: info.PoisonTopic, Consumer: name, Kind: info.Kind}
-		switch c := cons.(type) {
-		case readModel, searchModel:
+		switch info.Kind {
+		case eventpipe.KindReadModel, eventpipe.KindSearchModel:
 			g.Projection = name
-		case saga:
-			g.Saga = c.d.SagaName()
+		case eventpipe.KindSaga:
+			g.Saga = sagaOf[name]
 		}
 		if info.TopicPrefix != "" {
 			// Every topic with the prefix, found as the consumer finds
@@ -213,9 +216,9 @@ func readStatus(ctx context.Context, cfg StatusConfig, newestOf []string) (Statu
 	}
 	db := cfg.DB
 	if db == nil {
-		// OpenPostgres does not connect: a bad URL is its only error, and
-		// the reads below report an unreachable database.
-		pool, err := OpenPostgres(ctx, ep)
+		// eventpipe.OpenPostgres does not connect: a bad URL is its only
+		// error, and the reads below report an unreachable database.
+		pool, err := eventpipe.OpenPostgres(ctx, ep)
 		if err != nil {
 			r.ParkedErr = fmt.Errorf("postgres: %w", err)
 			r.Errors = append(r.Errors, r.ParkedErr)
@@ -341,7 +344,7 @@ func sagaReports(ctx context.Context, db *pgxpool.Pool, names []string) []SagaRe
 
 // parkedCounts counts the parked events by consumer in db, or in a pool
 // of ep.Postgres that it closes.
-func parkedCounts(ctx context.Context, db *pgxpool.Pool, ep Endpoints, logger *slog.Logger) (map[string]parking.Counts, error) {
+func parkedCounts(ctx context.Context, db *pgxpool.Pool, ep eventpipe.Endpoints, logger *slog.Logger) (map[string]parking.Counts, error) {
 	ctx, cancel := context.WithTimeout(ctx, parkedTimeout)
 	defer cancel()
 	_, lot, closeDB, err := openParking(ctx, db, ep, logger)
@@ -350,42 +353,6 @@ func parkedCounts(ctx context.Context, db *pgxpool.Pool, ep Endpoints, logger *s
 	}
 	defer closeDB()
 	return lot.Counts(ctx)
-}
-
-// topicsWithPrefix lists the topics whose name is prefix followed by at
-// least one character, sorted: what the aggregation consumer subscribes
-// to. It does not create topics.
-func topicsWithPrefix(ctx context.Context, cluster kafka.Cluster, prefix string) ([]string, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	brokers := cluster.Brokers
-	sc := sarama.NewConfig()
-	if err := cluster.Security.ApplySarama(sc); err != nil {
-		return nil, fmt.Errorf("kafka client on %v: %w", brokers, err)
-	}
-	sc.Version = kafka.KafkaVersion
-	sc.ClientID = "eventpipe-status"
-	sc.Metadata.AllowAutoTopicCreation = false
-	sc.Metadata.Retry.Max = 1
-	sc.Metadata.Retry.Backoff = 100 * time.Millisecond
-	client, err := sarama.NewClient(brokers, sc)
-	if err != nil {
-		return nil, fmt.Errorf("kafka client on %v: %w", brokers, err)
-	}
-	defer client.Close()
-	all, err := client.Topics()
-	if err != nil {
-		return nil, fmt.Errorf("list topics: %w", err)
-	}
-	var out []string
-	for _, t := range all {
-		if strings.HasPrefix(t, prefix) && len(t) > len(prefix) {
-			out = append(out, t)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
 }
 
 // StatusOperatorActions is how many of the latest operator actions Status

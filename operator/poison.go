@@ -1,4 +1,4 @@
-package eventpipe
+package operator
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -29,19 +30,19 @@ type PoisonTopic struct {
 
 // PoisonTopics lists the poison topics of the pipeline cat describes in
 // ep's namespace: the command handlers' (of commandGroup; ""
-// is DefaultCommandGroup), each relay stream's, and every consumer's of
-// the catalogue, whatever its kind (ConsumerInfo.PoisonTopic); the ones
-// Status counts.
-func PoisonTopics(cat *Catalog, ep Endpoints, commandGroup string) []PoisonTopic {
+// is eventpipe.DefaultCommandGroup), each relay stream's, and every
+// consumer's of the catalogue, whatever its kind
+// (eventpipe.ConsumerInfo.PoisonTopic); the ones Status counts.
+func PoisonTopics(cat *eventpipe.Catalog, ep eventpipe.Endpoints, commandGroup string) []PoisonTopic {
 	if cat == nil {
-		cat = Builtin()
+		cat = eventpipe.Builtin()
 	}
 	if commandGroup == "" {
-		commandGroup = DefaultCommandGroup
+		commandGroup = eventpipe.DefaultCommandGroup
 	}
 	topics := bus.Topics{Prefix: ep.TopicPrefix}
 	out := []PoisonTopic{{Topic: topics.Poison(commandGroup), Owner: "command handlers"}}
-	for _, name := range RelayStreams() {
+	for _, name := range eventpipe.RelayStreams() {
 		out = append(out, PoisonTopic{Topic: topics.Poison(relay.PoisonGroupFor(name)), Owner: "relay " + name})
 	}
 	for _, name := range cat.ConsumerNames() {
@@ -66,17 +67,18 @@ type PoisonMessage struct {
 // PoisonListConfig configures PoisonList and PoisonShow.
 type PoisonListConfig struct {
 	// Catalog names the consumers whose poison topics are read (default
-	// Builtin()).
-	Catalog *Catalog
+	// eventpipe.Builtin()).
+	Catalog *eventpipe.Catalog
 	// Endpoints give Kafka (brokers, Security, the topic prefix) and
-	// Postgres (default EndpointsFromEnv()).
-	Endpoints Endpoints
+	// Postgres (default eventpipe.EndpointsFromEnv()).
+	Endpoints eventpipe.Endpoints
 	// CommandGroup is the command handlers' group (default
-	// DefaultCommandGroup).
+	// eventpipe.DefaultCommandGroup).
 	CommandGroup string
-	// DB holds the recorded redrives (default: OpenPostgres(Endpoints),
-	// closed before the call returns). When they cannot be read (no
-	// table before `eventpipe migrate`), messages are listed without.
+	// DB holds the recorded redrives (default:
+	// eventpipe.OpenPostgres(Endpoints), closed before the call returns).
+	// When they cannot be read (no table before `eventpipe migrate`),
+	// messages are listed without.
 	DB *pgxpool.Pool
 	// Topic, when set, reads one poison topic (its full name, or the name
 	// without the topic prefix); otherwise every one of PoisonTopics.
@@ -199,7 +201,7 @@ func pickPoison(msgs []PoisonMessage, positions []PoisonPosition) ([]PoisonMessa
 // selectPoisonTopics returns the poison topics of the pipeline, or the
 // one named topic (with or without the prefix). A name that is not one
 // of them must at least be a poison topic name of the namespace.
-func selectPoisonTopics(cat *Catalog, ep Endpoints, commandGroup, topic string) ([]PoisonTopic, error) {
+func selectPoisonTopics(cat *eventpipe.Catalog, ep eventpipe.Endpoints, commandGroup, topic string) ([]PoisonTopic, error) {
 	all := PoisonTopics(cat, ep, commandGroup)
 	if topic == "" {
 		return all, nil
@@ -225,11 +227,11 @@ func selectPoisonTopics(cat *Catalog, ep Endpoints, commandGroup, topic string) 
 // PoisonRedriveConfig configures PoisonRedrive.
 type PoisonRedriveConfig struct {
 	// Catalog, Endpoints and CommandGroup: as PoisonListConfig's.
-	Catalog      *Catalog
-	Endpoints    Endpoints
+	Catalog      *eventpipe.Catalog
+	Endpoints    eventpipe.Endpoints
 	CommandGroup string
 	// DB holds poison_redrives and operator_actions (default:
-	// OpenPostgres(Endpoints), closed before PoisonRedrive returns).
+	// eventpipe.OpenPostgres(Endpoints), closed before PoisonRedrive returns).
 	DB *pgxpool.Pool
 	// Publisher publishes the copies (default: a kafka.Publisher on
 	// Endpoints, closed before PoisonRedrive returns). Its Publish must

@@ -1,4 +1,4 @@
-package eventpipe_test
+package operator_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/operator"
 )
 
 // BenchmarkStatus measures what one status reading costs with 5 and with
@@ -44,7 +45,7 @@ func BenchmarkStatus(b *testing.B) {
 	ctx := context.Background()
 	read := func(cat *eventpipe.Catalog, n int) time.Duration {
 		start := time.Now()
-		r := eventpipe.Status(ctx, eventpipe.StatusConfig{Catalog: cat, Endpoints: f.ep})
+		r := operator.Status(ctx, operator.StatusConfig{Catalog: cat, Endpoints: f.ep})
 		took := time.Since(start)
 		if len(r.Groups) != n {
 			b.Fatalf("%d groups read, want %d", len(r.Groups), n)

@@ -1,4 +1,4 @@
-package eventpipe
+package operator
 
 import (
 	"context"
@@ -6,43 +6,44 @@ import (
 	"log/slog"
 	"strings"
 
-	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
-
-	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
+	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/elastic"
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
 
 // ReplayConfig configures Replay.
 type ReplayConfig struct {
-	// Catalog holds the read models and upcasters (default Builtin()).
-	Catalog *Catalog
+	// Catalog holds the read models and upcasters (default
+	// eventpipe.Builtin()).
+	Catalog *eventpipe.Catalog
 	// Endpoints give DynamoDB, Postgres and Elasticsearch (default
-	// EndpointsFromEnv()). The search_path of Endpoints.Postgres picks the
-	// schema of the live read models (default "public"; see
-	// PostgresSchema); the shadow tables go to <schema>_replay_<name>.
-	Endpoints Endpoints
+	// eventpipe.EndpointsFromEnv()). The search_path of Endpoints.Postgres
+	// picks the schema of the live read models (default "public"; see
+	// eventpipe.PostgresSchema); the shadow tables go to
+	// <schema>_replay_<name>.
+	Endpoints eventpipe.Endpoints
 	// ReadModel names the read model to rebuild: a Postgres read model or
 	// an Elasticsearch search model. Required.
 	ReadModel string
 	// DB, when set, is the live read models' database, used instead of
-	// OpenPostgres(Endpoints) and not closed by Replay; the schema its
-	// connections use (current_schema()) holds the live tables.
+	// eventpipe.OpenPostgres(Endpoints) and not closed by Replay; the
+	// schema its connections use (current_schema()) holds the live tables.
 	DB *pgxpool.Pool
 	// Search, when set, is the search models' Elasticsearch, used instead
 	// of a client of Endpoints.Elasticsearch.
 	Search *esclient.Client
 	// Store, when set, is the event store, used instead of one opened on
-	// Endpoints with the catalogue's schema (OpenStore); give it the same
-	// schema (upcasters).
+	// Endpoints with the catalogue's schema (eventpipe.OpenStore); give it
+	// the same schema (upcasters).
 	Store *ddbstore.Store
 	// History pages the stored events by type (default: the store's
-	// events by type, StoreHistory); Count counts them for the progress
-	// total (default: the store's count by type).
+	// events by type, eventpipe.StoreHistory); Count counts them for the
+	// progress total (default: the store's count by type).
 	History projections.HistoryPage
 	Count   func(ctx context.Context, eventType string) (int, error)
 	// Progress, when set, is called as the rebuild advances.
@@ -81,15 +82,15 @@ func Replay(ctx context.Context, cfg ReplayConfig) (projections.ReplayResult, er
 			return projections.ReplayResult{}, fmt.Errorf("replay: %s is a %s; only read and search models are rebuilt from the store (have %s)",
 				cfg.ReadModel, cons.Describe(bus.Topics{}).Kind, strings.Join(cfg.Catalog.ModelNames(), ", "))
 		}
-		return projections.ReplayResult{}, fmt.Errorf("replay: %w %q (have %s)", ErrUnknownConsumer, cfg.ReadModel, strings.Join(cfg.Catalog.ModelNames(), ", "))
+		return projections.ReplayResult{}, fmt.Errorf("replay: %w %q (have %s)", eventpipe.ErrUnknownConsumer, cfg.ReadModel, strings.Join(cfg.Catalog.ModelNames(), ", "))
 	}
-	db, live, closeDB, err := readModelDB(ctx, cfg.DB, cfg.Endpoints)
+	db, live, closeDB, err := eventpipe.ReadModelDB(ctx, cfg.DB, cfg.Endpoints)
 	if err != nil {
 		return projections.ReplayResult{}, fmt.Errorf("replay: %w", err)
 	}
 	defer closeDB()
 	migrate := func(ctx context.Context, schema string) error {
-		_, _, err := migratePostgres(ctx, db.Config().ConnConfig, schema, cfg.Logger, p)
+		_, _, err := eventpipe.MigratePostgres(ctx, db.Config().ConnConfig, schema, cfg.Logger, p)
 		return err
 	}
 	if err := migrate(ctx, live); err != nil {
@@ -111,12 +112,12 @@ func (c *ReplayConfig) openHistory(ctx context.Context) (*ddbstore.Store, error)
 	store := c.Store
 	if store == nil {
 		var err error
-		if store, err = OpenStore(ctx, c.Endpoints, c.Catalog, c.Logger); err != nil {
+		if store, err = eventpipe.OpenStore(ctx, c.Endpoints, c.Catalog, c.Logger); err != nil {
 			return nil, err
 		}
 	}
 	if c.History == nil {
-		c.History = StoreHistory(store)
+		c.History = eventpipe.StoreHistory(store)
 	}
 	if c.Count == nil {
 		c.Count = store.CountByType

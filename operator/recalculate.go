@@ -1,4 +1,4 @@
-package eventpipe
+package operator
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
@@ -17,14 +18,17 @@ import (
 // RecalculateConfig configures Recalculate.
 type RecalculateConfig struct {
 	// Catalog holds the domains whose rules fold the logs (default
-	// Builtin()).
-	Catalog *Catalog
-	// Endpoints give DynamoDB and Postgres (default EndpointsFromEnv()).
-	Endpoints Endpoints
-	// Store is the event store (default: OpenStore(Endpoints, Catalog)).
+	// eventpipe.Builtin()).
+	Catalog *eventpipe.Catalog
+	// Endpoints give DynamoDB and Postgres (default
+	// eventpipe.EndpointsFromEnv()).
+	Endpoints eventpipe.Endpoints
+	// Store is the event store (default: eventpipe.OpenStore(Endpoints,
+	// Catalog)).
 	Store *ddbstore.Store
-	// DB holds operator_actions (default: OpenPostgres(Endpoints), closed
-	// before Recalculate returns).
+	// DB holds operator_actions (default:
+	// eventpipe.OpenPostgres(Endpoints), closed before Recalculate
+	// returns).
 	DB *pgxpool.Pool
 	// Type is the aggregate type, a domain of Catalog. Required.
 	Type string
@@ -92,7 +96,7 @@ func Recalculate(ctx context.Context, cfg RecalculateConfig) (RecalculateResult,
 	invalid := func(field, reason string) error {
 		return fmt.Errorf("recalculate: %w", &eventstore.ValidationError{Field: field, Reason: reason})
 	}
-	d, ok := cfg.Catalog.domains[cfg.Type]
+	d, ok := cfg.Catalog.Domain(cfg.Type)
 	switch {
 	case !ok:
 		return res, invalid("Type", fmt.Sprintf("%q is not an aggregate type of the catalogue (have %s)", cfg.Type, strings.Join(cfg.Catalog.AggregateTypes(), ", ")))
@@ -118,7 +122,7 @@ func Recalculate(ctx context.Context, cfg RecalculateConfig) (RecalculateResult,
 	}
 	store := cfg.Store
 	if store == nil {
-		if store, err = OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger); err != nil {
+		if store, err = eventpipe.OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger); err != nil {
 			return res, fmt.Errorf("recalculate: %w", err)
 		}
 	}

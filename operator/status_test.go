@@ -1,4 +1,4 @@
-package eventpipe_test
+package operator_test
 
 import (
 	"context"
@@ -25,10 +25,12 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/parking"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/relay"
@@ -42,9 +44,9 @@ import (
 // models' groups, which never ran, lag by nothing because nothing was
 // relayed in this namespace.
 func TestStatusShowsEachGroupsPositionLagAndPoison(t *testing.T) {
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	group := testenv.UniqueName(t, "g")
-	svc := newService(t, ep, group)
+	svc := rigs.NewService(t, ep, group)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.RunCommandHandlers(ctx) }()
@@ -67,9 +69,9 @@ func TestStatusShowsEachGroupsPositionLagAndPoison(t *testing.T) {
 		waitCancel()
 	}
 
-	var todoGroup eventpipe.GroupStatus
+	var todoGroup operator.GroupStatus
 	integration.Await(t, "the todo commands group committed 3 of 3 and 1 poisoned", func() error {
-		r := eventpipe.Status(ctx, eventpipe.StatusConfig{Endpoints: ep, CommandGroup: group})
+		r := operator.Status(ctx, operator.StatusConfig{Endpoints: ep, CommandGroup: group})
 		for _, g := range r.Groups {
 			if g.Group == group+"."+ep.TopicPrefix+"commands.todo" {
 				todoGroup = g
@@ -100,8 +102,8 @@ func TestStatusShowsEachGroupsPositionLagAndPoison(t *testing.T) {
 // event.
 func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *testing.T) {
 	t.Parallel() // slow, and independent: tables, topics and groups of its own
-	ep := testEndpoints(t)
-	ep.Postgres = migratedPostgres(t) // parked_events, which Status counts
+	ep := rigs.Endpoints(t)
+	ep.Postgres = rigs.MigratedPostgres(t) // parked_events, which Status counts
 	db := testenv.DynamoDB(t)
 	ep.LeasesTable, ep.AnalyticsTable = testenv.UniqueName(t, "leases"), testenv.UniqueName(t, "analytics")
 	ctx := context.Background()
@@ -133,7 +135,7 @@ func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *tes
 		t.Fatal(err)
 	}
 
-	aggGroup := func(r eventpipe.StatusReport) eventpipe.GroupStatus {
+	aggGroup := func(r operator.StatusReport) operator.GroupStatus {
 		t.Helper()
 		for _, g := range r.Groups {
 			if g.Group == ep.TopicPrefix+aggregator.DefaultGroup {
@@ -141,9 +143,9 @@ func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *tes
 			}
 		}
 		t.Fatalf("no aggregator group among %+v", r.Groups)
-		return eventpipe.GroupStatus{}
+		return operator.GroupStatus{}
 	}
-	r := eventpipe.Status(ctx, eventpipe.StatusConfig{Endpoints: ep})
+	r := operator.Status(ctx, operator.StatusConfig{Endpoints: ep})
 	events, _ := r.Relay(eventpipe.RelayEvents)
 	an, ok := r.Relay(eventpipe.RelayAnalytics)
 	if events.Err != nil || events.Stream == "" {
@@ -156,7 +158,7 @@ func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *tes
 		t.Fatalf("relay poison: events %s, analytics %s with %d, want %s and %s with 1", events.PoisonTopic, an.PoisonTopic, an.Poisoned,
 			topics.Poison(relay.DefaultPoisonGroup), relayPoison)
 	}
-	want := eventpipe.GroupStatus{Group: ep.TopicPrefix + aggregator.DefaultGroup,
+	want := operator.GroupStatus{Group: ep.TopicPrefix + aggregator.DefaultGroup,
 		Topics:    []string{topics.Analytics("site-a"), topics.Analytics("site-b")},
 		Committed: 0, Newest: 4, Lag: 4,
 		PoisonTopic: topics.Poison(aggregator.DefaultGroup), Consumer: eventpipe.AnalyticsAggregator, Kind: eventpipe.KindAggregator}
@@ -182,7 +184,7 @@ func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *tes
 	defer func() { cancel(); <-done }()
 	want.Committed, want.Lag, want.Poisoned = 4, 0, 1
 	integration.Await(t, fmt.Sprintf("the aggregator group at %+v", want), func() error {
-		r = eventpipe.Status(ctx, eventpipe.StatusConfig{Endpoints: ep})
+		r = operator.Status(ctx, operator.StatusConfig{Endpoints: ep})
 		if g := aggGroup(r); !reflect.DeepEqual(g, want) {
 			return fmt.Errorf("aggregator group %+v (errors %v)", g, r.Errors)
 		}
@@ -198,9 +200,9 @@ func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *tes
 // still measured, ParkedErr says to migrate (parking.ErrNoTable) and is
 // among the errors, and no group claims parked events.
 func TestStatusReportsAMissingParkedEventsTableInPlace(t *testing.T) {
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	_, ep.Postgres = testenv.PostgresSchema(t, "bare")
-	r := eventpipe.Status(context.Background(), eventpipe.StatusConfig{Endpoints: ep})
+	r := operator.Status(context.Background(), operator.StatusConfig{Endpoints: ep})
 	if !errors.Is(r.ParkedErr, parking.ErrNoTable) || !slices.Contains(r.Errors, r.ParkedErr) {
 		t.Fatalf("parked error %v (errors %v), want ErrNoTable reported in place and among the errors", r.ParkedErr, r.Errors)
 	}
@@ -232,7 +234,7 @@ type statusFixture struct {
 
 func newStatusFixture(tb testing.TB) *statusFixture {
 	tb.Helper()
-	ep := testEndpoints(tb)
+	ep := rigs.Endpoints(tb)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(ep.KafkaBrokers...))
 	if err != nil {
 		tb.Fatal(err)
@@ -321,7 +323,7 @@ func TestStatusReadsEveryGroupInOnePassAsBefore(t *testing.T) {
 	f.publish(t, f.topics.Poison("handler.two"), 2)
 	f.publish(t, f.topics.Poison("handler.all"), 1)
 
-	r := eventpipe.Status(context.Background(), eventpipe.StatusConfig{Catalog: f.catalog, Endpoints: f.ep})
+	r := operator.Status(context.Background(), operator.StatusConfig{Catalog: f.catalog, Endpoints: f.ep})
 	if len(r.Groups) != 5 {
 		t.Fatalf("groups %+v, want the 5 handlers'", r.Groups)
 	}
@@ -333,7 +335,7 @@ func TestStatusReadsEveryGroupInOnePassAsBefore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var want eventpipe.GroupStatus
+		var want operator.GroupStatus
 		for _, row := range rows {
 			want.Newest += row.Newest
 			want.Lag += row.Lag

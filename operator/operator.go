@@ -1,4 +1,4 @@
-package eventpipe
+package operator
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/eventstore"
 )
 
@@ -64,10 +65,11 @@ func DefaultActor() string {
 
 // OperatorActionsConfig configures OperatorActions.
 type OperatorActionsConfig struct {
-	// Endpoints give Postgres (default EndpointsFromEnv()).
-	Endpoints Endpoints
-	// DB holds operator_actions (default: OpenPostgres(Endpoints), closed
-	// before OperatorActions returns).
+	// Endpoints give Postgres (default eventpipe.EndpointsFromEnv()).
+	Endpoints eventpipe.Endpoints
+	// DB holds operator_actions (default:
+	// eventpipe.OpenPostgres(Endpoints), closed before OperatorActions
+	// returns).
 	DB *pgxpool.Pool
 	// Action, when set, selects one kind of action.
 	Action string
@@ -81,7 +83,7 @@ type OperatorActionsConfig struct {
 // first. Without the table it returns an error wrapping
 // ErrNoOperatorTable.
 func OperatorActions(ctx context.Context, cfg OperatorActionsConfig) ([]OperatorAction, error) {
-	var cat *Catalog
+	var cat *eventpipe.Catalog
 	if err := processDefaults(&cat, &cfg.Endpoints, &cfg.Logger); err != nil {
 		return nil, fmt.Errorf("operator actions: %w", err)
 	}
@@ -155,13 +157,29 @@ func operatorTableErr(err error) error {
 	return err
 }
 
+// processDefaults fills the fields the tools' Configs share, as the
+// composition root fills its own: the built-in catalogue
+// (eventpipe.Builtin), each empty field of the endpoints from the
+// environment (Endpoints.Fill), slog's default logger. It returns why the
+// environment's security settings could not be read.
+func processDefaults(catalog **eventpipe.Catalog, ep *eventpipe.Endpoints, logger **slog.Logger) error {
+	if *catalog == nil {
+		*catalog = eventpipe.Builtin()
+	}
+	*ep = ep.Fill()
+	if *logger == nil {
+		*logger = slog.Default()
+	}
+	return ep.Err()
+}
+
 // openDB returns db, or a pool of ep.Postgres that the returned func
 // closes.
-func openDB(ctx context.Context, db *pgxpool.Pool, ep Endpoints) (*pgxpool.Pool, func(), error) {
+func openDB(ctx context.Context, db *pgxpool.Pool, ep eventpipe.Endpoints) (*pgxpool.Pool, func(), error) {
 	if db != nil {
 		return db, func() {}, nil
 	}
-	pool, err := OpenPostgres(ctx, ep)
+	pool, err := eventpipe.OpenPostgres(ctx, ep)
 	if err != nil {
 		return nil, nil, fmt.Errorf("postgres: %w", err)
 	}
