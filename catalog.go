@@ -197,6 +197,12 @@ func (c *Catalog) CommandTypes() []string { return sortedKeys(c.commands) }
 // AggregateTypes returns every registered aggregate type, sorted.
 func (c *Catalog) AggregateTypes() []string { return sortedKeys(c.domains) }
 
+// Domain returns the domain registered for aggregateType.
+func (c *Catalog) Domain(aggregateType string) (commands.Domain, bool) {
+	d, ok := c.domains[aggregateType]
+	return d, ok
+}
+
 // ReadModel returns the read model registered under name.
 func (c *Catalog) ReadModel(name string) (projections.Projection, bool) {
 	p, ok := c.readModels[name]

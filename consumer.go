@@ -39,7 +39,8 @@ const (
 // others wrap it), under a name unique across kinds, and gets the same
 // treatment: its own group, its poison topic, eventpipe's middlewares
 // (poison, retries, tracing), metrics on ConsumersConfig.Registerer, a
-// start position for a group that never committed, and a row in Status.
+// start position for a group that never committed, and a row in
+// operator.Status.
 type Consumer interface {
 	// Name identifies the consumer: `eventpipe consume <name>` runs it.
 	Name() string

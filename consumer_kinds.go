@@ -212,6 +212,21 @@ func (s snapshotter) Build(ctx context.Context, r Resources) (Runnable, error) {
 	return r.startThenRun(info.Group, fixedTopics(info.Topics), start, snap.Run), nil
 }
 
+// topicsWithPrefix lists the topics of cluster whose name is prefix
+// followed by at least one character, sorted: what the aggregation
+// consumer subscribes to. It does not create topics.
+func topicsWithPrefix(ctx context.Context, cluster kafka.Cluster, prefix string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	offsets, err := kafka.NewOffsetReader(cluster)
+	if err != nil {
+		return nil, err
+	}
+	defer offsets.Close()
+	return offsets.TopicsWithPrefix(ctx, prefix)
+}
+
 // newAggregator builds the analytics aggregation consumer on r.
 func newAggregator(ctx context.Context, r Resources) (*aggregator.Consumer, error) {
 	ep := r.Endpoints

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -27,13 +28,13 @@ func TestConsumeSnapshotsSnapshotsWhatTheWriteSideAppended(t *testing.T) {
 	if !slices.Contains(eventpipe.ConsumerNames(eventpipe.Builtin()), eventpipe.Snapshotter) {
 		t.Fatalf("ConsumerNames lacks %q", eventpipe.Snapshotter)
 	}
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	ep.LeasesTable = testenv.UniqueName(t, "leases")
 	if err := migrate.CreateLeasesTable(ctx, testenv.DynamoDB(t), ep.LeasesTable); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { testenv.DeleteTable(t, testenv.DynamoDB(t), ep.LeasesTable) })
-	svc := newService(t, ep, testenv.UniqueName(t, "g"))
+	svc := rigs.NewService(t, ep, testenv.UniqueName(t, "g"))
 	id := "acc-snap"
 	if res, err := svc.Dispatcher.Dispatch(ctx, mustCmd(t, bankaccount.OpenAccount, bankaccount.AggregateType, id, struct{}{})); err != nil || res.Version != 1 {
 		t.Fatalf("open: %+v, %v", res, err)
@@ -55,13 +56,13 @@ func TestConsumeSnapshotsSnapshotsWhatTheWriteSideAppended(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = consumers.Close() })
-	running := []*background{goRun(t, "relay", rel.Run), goRun(t, "snapshot consumer", consumers.Run)}
+	running := []*rigs.Background{rigs.GoRun(t, "relay", rel.Run), rigs.GoRun(t, "snapshot consumer", consumers.Run)}
 
 	ref := eventstore.Ref{Type: bankaccount.AggregateType, ID: id}
 	var snap eventstore.Stored
 	integration.Await(t, "the snapshot at 12", func() error {
 		for _, b := range running {
-			b.check(t)
+			b.Check(t)
 		}
 		var err error
 		snap, err = svc.Store.Snapshot(ctx, ref)

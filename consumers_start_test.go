@@ -15,67 +15,42 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/domains/transfer"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/sagas"
 	"github.com/eventpipe/eventpipe/sagas/transfersaga"
 )
 
-// kafkaAdmin is an admin client on the stack's broker for tests.
-func kafkaAdmin(t *testing.T) *kadm.Client {
+// kafkaOffsets is an offset reader on the stack's broker for tests.
+func kafkaOffsets(t *testing.T) *kafka.OffsetReader {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(testenv.KafkaBrokers(t)...))
+	r, err := kafka.NewOffsetReader(kafka.Cluster{Brokers: testenv.KafkaBrokers(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(cl.Close)
-	return kadm.NewClient(cl)
+	t.Cleanup(r.Close)
+	return r
 }
 
-// groupCommitted sums group's committed offsets on topics; -1 when the
-// group has committed none.
-func groupCommitted(t *testing.T, adm *kadm.Client, group string, topics ...string) int64 {
+// topicEnd sums the end offsets of topic: how many records it holds (0
+// while it does not exist, or its offsets cannot be read).
+func topicEnd(t *testing.T, offsets *kafka.OffsetReader, topic string) int64 {
 	t.Helper()
-	offs, err := adm.FetchOffsets(context.Background(), group)
-	if err != nil && !strings.Contains(err.Error(), "GROUP_ID_NOT_FOUND") {
-		t.Fatal(err)
-	}
-	sum, any := int64(0), false
-	offs.Each(func(o kadm.OffsetResponse) {
-		if o.At >= 0 && slices.Contains(topics, o.Topic) {
-			sum, any = sum+o.At, true
-		}
-	})
-	if !any {
-		return -1
-	}
-	return sum
-}
-
-// topicEnd sums the end offsets of topic: how many records it holds.
-func topicEnd(t *testing.T, adm *kadm.Client, topic string) int64 {
-	t.Helper()
-	ends, err := adm.ListEndOffsets(context.Background(), topic)
+	read, err := offsets.Read(context.Background(), kafka.OffsetsRequest{Newest: []string{topic}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil {
-			n += o.Offset
-		}
-	})
-	return n
+	return read.Newest[topic]
 }
 
 // runConsumers runs cfg's consumers until t ends and fails t when Run
@@ -119,10 +94,10 @@ func todoEvent(t *testing.T, id string) *message.Message {
 // poison topic, exports its router metrics labelled consumer=<name>, and
 // Status reports its row (kind, group, committed offsets, poisoned).
 func TestAPlainWatermillHandlerRunsAsAConsumerWithItsGroupPoisonMetricsAndStatusRow(t *testing.T) {
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	topics := bus.Topics{Prefix: ep.TopicPrefix}
 	topic := topics.Events(todo.AggregateType)
-	adm := kafkaAdmin(t)
+	offsets := kafkaOffsets(t)
 	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
@@ -167,8 +142,8 @@ func TestAPlainWatermillHandlerRunsAsAConsumerWithItsGroupPoisonMetricsAndStatus
 	runConsumers(t, eventpipe.ConsumersConfig{Catalog: cat, Endpoints: ep, Names: []string{"audit"}, Registerer: reg})
 	// The group's start (the end of the topic) is committed before it
 	// joins: what was published before is never seen.
-	waitFor(t, "the handler's group to start", func() bool { return groupCommitted(t, adm, group, topic) >= 0 })
-	if got := groupCommitted(t, adm, group, topic); got != 3 {
+	rigs.WaitFor(t, "the handler's group to start", func() bool { return rigs.GroupCommitted(t, group, topic) >= 0 })
+	if got := rigs.GroupCommitted(t, group, topic); got != 3 {
 		t.Fatalf("the handler's group started at %d, want 3 (the end of the topic)", got)
 	}
 	for _, id := range []string{"new-1", "poison-me", "new-2"} {
@@ -177,11 +152,11 @@ func TestAPlainWatermillHandlerRunsAsAConsumerWithItsGroupPoisonMetricsAndStatus
 		}
 	}
 	poison := topics.Poison("handler.audit")
-	waitFor(t, "the new events and the poisoned one", func() bool {
+	rigs.WaitFor(t, "the new events and the poisoned one", func() bool {
 		mu.Lock()
 		n := len(seen)
 		mu.Unlock()
-		return n >= 2 && topicEnd(t, adm, poison) == 1 && groupCommitted(t, adm, group, topic) == 6
+		return n >= 2 && topicEnd(t, offsets, poison) == 1 && rigs.GroupCommitted(t, group, topic) == 6
 	})
 	mu.Lock()
 	slices.Sort(seen)
@@ -208,8 +183,8 @@ func TestAPlainWatermillHandlerRunsAsAConsumerWithItsGroupPoisonMetricsAndStatus
 		t.Errorf("no metric labelled consumer=audit among %d families", len(families))
 	}
 
-	rep := eventpipe.Status(context.Background(), eventpipe.StatusConfig{Catalog: cat, Endpoints: ep})
-	i := slices.IndexFunc(rep.Groups, func(g eventpipe.GroupStatus) bool { return g.Consumer == "audit" })
+	rep := operator.Status(context.Background(), operator.StatusConfig{Catalog: cat, Endpoints: ep})
+	i := slices.IndexFunc(rep.Groups, func(g operator.GroupStatus) bool { return g.Consumer == "audit" })
 	if i < 0 {
 		t.Fatalf("no status row for the handler among %+v (errors %v)", rep.Groups, rep.Errors)
 	}
@@ -233,47 +208,47 @@ func TestASagaFirstDeployedOnHistoryActsOnNoneOfItUnlessStartedAtEarliest(t *tes
 		start bus.Start
 	}{{"default", bus.Start{}}, {"earliest", bus.StartEarliest}} {
 		t.Run(tc.name, func(t *testing.T) {
-			rig := newTransferRig(t, time.Minute)
+			rig := rigs.NewTransferRig(t, time.Minute)
 			for _, acc := range []string{"a", "b"} {
-				rig.dispatch(bankaccount.OpenAccount, bankaccount.AggregateType, acc, struct{}{})
-				rig.dispatch(bankaccount.RecordTransaction, bankaccount.AggregateType, acc, bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: 1000})
+				rig.Dispatch(bankaccount.OpenAccount, bankaccount.AggregateType, acc, struct{}{})
+				rig.Dispatch(bankaccount.RecordTransaction, bankaccount.AggregateType, acc, bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: 1000})
 			}
 			old := []string{"old-1", "old-2", "old-3"}
 			for _, id := range old {
-				rig.requestTransfer(id, "a", "b", 10)
+				rig.RequestTransfer(id, "a", "b", 10)
 			}
-			adm := kafkaAdmin(t)
-			topics := bus.Topics{Prefix: rig.ep.TopicPrefix}
+			offsets := kafkaOffsets(t)
+			topics := bus.Topics{Prefix: rig.EP.TopicPrefix}
 			eventsTopic := topics.Events(transfer.AggregateType)
-			waitFor(t, "the old transfers' events on the saga's topic", func() bool {
-				return topicEnd(t, adm, eventsTopic) >= int64(len(old))
+			rigs.WaitFor(t, "the old transfers' events on the saga's topic", func() bool {
+				return topicEnd(t, offsets, eventsTopic) >= int64(len(old))
 			})
-			cons, _ := rig.cat.Consumer(eventpipe.SagaConsumer(transfersaga.Name))
+			cons, _ := rig.Cat.Consumer(eventpipe.SagaConsumer(transfersaga.Name))
 			info := cons.Describe(topics)
-			runConsumers(t, eventpipe.ConsumersConfig{Catalog: rig.cat, Endpoints: rig.ep, DB: rig.db, Start: tc.start,
+			runConsumers(t, eventpipe.ConsumersConfig{Catalog: rig.Cat, Endpoints: rig.EP, DB: rig.DB, Start: tc.start,
 				Names: []string{eventpipe.SagaConsumer(transfersaga.Name)}})
-			waitFor(t, "the saga's group to start", func() bool { return groupCommitted(t, adm, info.Group, info.Topics...) >= 0 })
+			rigs.WaitFor(t, "the saga's group to start", func() bool { return rigs.GroupCommitted(t, info.Group, info.Topics...) >= 0 })
 			if tc.start.IsEarliest() {
-				waitFor(t, "the saga to finish the old transfers", func() bool { return rig.finished() == int64(len(old)) })
+				rigs.WaitFor(t, "the saga to finish the old transfers", func() bool { return rig.Finished() == int64(len(old)) })
 				for _, id := range old {
 					// The saga's last command completes the transfer after
 					// the instance finished.
-					waitFor(t, "transfer "+id+" to complete", func() bool { return rig.transferStatus(id) == transfer.StatusCompleted })
+					rigs.WaitFor(t, "transfer "+id+" to complete", func() bool { return rig.TransferStatus(id) == transfer.StatusCompleted })
 				}
 				return
 			}
-			rig.requestTransfer("new-1", "a", "b", 10)
-			waitFor(t, "the saga to finish the new transfer", func() bool { return rig.transferStatus("new-1") == transfer.StatusCompleted })
+			rig.RequestTransfer("new-1", "a", "b", 10)
+			rigs.WaitFor(t, "the saga to finish the new transfer", func() bool { return rig.TransferStatus("new-1") == transfer.StatusCompleted })
 			// The saga's group is past every old event: it will never
 			// act on them.
-			waitFor(t, "the saga's group to commit past the new transfer", func() bool {
-				return groupCommitted(t, adm, info.Group, eventsTopic) == topicEnd(t, adm, eventsTopic)
+			rigs.WaitFor(t, "the saga's group to commit past the new transfer", func() bool {
+				return rigs.GroupCommitted(t, info.Group, eventsTopic) == topicEnd(t, offsets, eventsTopic)
 			})
-			if n := rig.finished(); n != 1 {
+			if n := rig.Finished(); n != 1 {
 				t.Errorf("the saga finished %d instances, want 1 (the new transfer only)", n)
 			}
 			for _, id := range old {
-				if s := rig.transferStatus(id); s != transfer.StatusRequested {
+				if s := rig.TransferStatus(id); s != transfer.StatusRequested {
 					t.Errorf("transfer %s requested before the saga's deployment is %q, want still requested", id, s)
 				}
 			}
@@ -285,7 +260,7 @@ func TestASagaFirstDeployedOnHistoryActsOnNoneOfItUnlessStartedAtEarliest(t *tes
 // search models; a saga, the aggregator or the snapshotter asked to start
 // there is refused before anything runs, with a typed error.
 func TestConsumersRefuseAStartTheirKindCannotTake(t *testing.T) {
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	for _, name := range []string{eventpipe.SagaConsumer(transfersaga.Name), eventpipe.Snapshotter, eventpipe.AnalyticsAggregator} {
 		_, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Endpoints: ep, Names: []string{name}, Start: bus.StartHistory})
 		var ve *eventstore.ValidationError
@@ -316,9 +291,9 @@ func TestAReadModelStartedAtLatestShowsNoHistory(t *testing.T) {
 	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	db := withLeasesAndReadModels(t, &ep, "latest")
-	svc := newService(t, ep, testenv.UniqueName(t, "g"))
+	svc := rigs.NewService(t, ep, testenv.UniqueName(t, "g"))
 	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: ep, DiscoveryInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +303,7 @@ func TestAReadModelStartedAtLatestShowsNoHistory(t *testing.T) {
 	go func() { relayed <- rel.Run(ctx) }()
 	defer func() { cancel(); <-relayed }()
 	create := func(id string) {
-		res, err := svc.Dispatcher.Dispatch(ctx, todoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: id}, nil))
+		res, err := svc.Dispatcher.Dispatch(ctx, rigs.TodoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: id}, nil))
 		if err != nil || res.Status != "accepted" {
 			t.Fatalf("create %s: %+v, %v", id, res, err)
 		}
@@ -336,13 +311,13 @@ func TestAReadModelStartedAtLatestShowsNoHistory(t *testing.T) {
 	for _, id := range []string{"old-1", "old-2", "old-3"} {
 		create(id)
 	}
-	adm := kafkaAdmin(t)
+	offsets := kafkaOffsets(t)
 	topic := bus.Topics{Prefix: ep.TopicPrefix}.Events(todo.AggregateType)
-	waitFor(t, "the old todos on the topic", func() bool { return topicEnd(t, adm, topic) == 3 })
+	rigs.WaitFor(t, "the old todos on the topic", func() bool { return topicEnd(t, offsets, topic) == 3 })
 
 	runConsumers(t, eventpipe.ConsumersConfig{Endpoints: ep, DB: db, Names: []string{"todos"}, Start: bus.StartLatest})
 	group := bus.Topics{Prefix: ep.TopicPrefix}.Prefix + "projection.todos"
-	waitFor(t, "the read model's group to start", func() bool { return groupCommitted(t, adm, group, topic) >= 0 })
+	rigs.WaitFor(t, "the read model's group to start", func() bool { return rigs.GroupCommitted(t, group, topic) >= 0 })
 	create("new-1")
 	rows := func() []string {
 		var ids []string
@@ -360,8 +335,8 @@ func TestAReadModelStartedAtLatestShowsNoHistory(t *testing.T) {
 		}
 		return ids
 	}
-	waitFor(t, "the new todo in the read model", func() bool { return slices.Contains(rows(), "new-1") })
-	waitFor(t, "the group past the new todo", func() bool { return groupCommitted(t, adm, group, topic) == 4 })
+	rigs.WaitFor(t, "the new todo in the read model", func() bool { return slices.Contains(rows(), "new-1") })
+	rigs.WaitFor(t, "the group past the new todo", func() bool { return rigs.GroupCommitted(t, group, topic) == 4 })
 	if got := rows(); !slices.Equal(got, []string{"new-1"}) {
 		t.Errorf("read model started at latest holds %v, want only new-1", got)
 	}
@@ -379,11 +354,11 @@ func TestACommandUnderASagasIDIsRefusedUnlessTheSagaSignedIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	key = []byte(hex.EncodeToString(key))
-	rig := newSagaRigWithKey(t, transferCatalog(time.Minute), key)
-	rig.dispatch(bankaccount.OpenAccount, bankaccount.AggregateType, "a", struct{}{})
-	rig.dispatch(bankaccount.RecordTransaction, bankaccount.AggregateType, "a", bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: 1000})
-	rig.dispatch(bankaccount.OpenAccount, bankaccount.AggregateType, "b", struct{}{})
-	rig.runSaga(transfersaga.Name)
+	rig := rigs.NewSagaRigWithKey(t, rigs.TransferCatalog(time.Minute), key)
+	rig.Dispatch(bankaccount.OpenAccount, bankaccount.AggregateType, "a", struct{}{})
+	rig.Dispatch(bankaccount.RecordTransaction, bankaccount.AggregateType, "a", bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: 1000})
+	rig.Dispatch(bankaccount.OpenAccount, bankaccount.AggregateType, "b", struct{}{})
+	rig.RunSaga(transfersaga.Name)
 
 	creditID := sagas.CommandID(transfersaga.Name, "tr-1", transfersaga.StepCredit)
 	forged, err := commands.NewJSON(bankaccount.RecordTransaction, bankaccount.AggregateType, "b", bankaccount.TransactionAcceptedData{Desc: "forged", Amount: 999})
@@ -395,30 +370,30 @@ func TestACommandUnderASagasIDIsRefusedUnlessTheSagaSignedIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topics := bus.Topics{Prefix: rig.ep.TopicPrefix}
-	if err := rig.pub.Publish(forged.Topic(topics), msg); err != nil {
+	topics := bus.Topics{Prefix: rig.EP.TopicPrefix}
+	if err := rig.Pub.Publish(forged.Topic(topics), msg); err != nil {
 		t.Fatal(err)
 	}
-	replies := testenv.Consume(t, rig.ep.KafkaBrokers, testenv.UniqueName(t, "replies"), topics.Replies(), 1)
+	replies := testenv.Consume(t, rig.EP.KafkaBrokers, testenv.UniqueName(t, "replies"), topics.Replies(), 1)
 	res, err := commands.ResultFromMessage(replies[0])
 	if err != nil || res.CommandID != creditID || res.Status != commands.StatusInvalid || !strings.Contains(res.Reason, "not signed") {
 		t.Fatalf("the forged command's answer: %+v, %v; want invalid, not signed", res, err)
 	}
-	if _, err := rig.svc.Store.CommandResult(context.Background(), eventstore.Ref{Type: bankaccount.AggregateType, ID: "b"}, creditID); !errors.Is(err, eventstore.ErrCommandNotFound) {
+	if _, err := rig.Svc.Store.CommandResult(context.Background(), eventstore.Ref{Type: bankaccount.AggregateType, ID: "b"}, creditID); !errors.Is(err, eventstore.ErrCommandNotFound) {
 		t.Fatalf("the forged command left a record: %v", err)
 	}
-	if b, _ := rig.account("b"); b.Balance != 0 {
+	if b, _ := rig.Account("b"); b.Balance != 0 {
 		t.Fatalf("b holds %d after the forged credit, want 0", b.Balance)
 	}
 
-	rig.requestTransfer("tr-1", "a", "b", 300)
-	waitFor(t, "the transfer to complete", func() bool { return rig.transferStatus("tr-1") == transfer.StatusCompleted })
-	a, _ := rig.account("a")
-	b, _ := rig.account("b")
+	rig.RequestTransfer("tr-1", "a", "b", 300)
+	rigs.WaitFor(t, "the transfer to complete", func() bool { return rig.TransferStatus("tr-1") == transfer.StatusCompleted })
+	a, _ := rig.Account("a")
+	b, _ := rig.Account("b")
 	if a.Balance != 700 || b.Balance != 300 {
 		t.Errorf("balances a %d, b %d; want 700 and 300", a.Balance, b.Balance)
 	}
-	if got := rig.moves("b")[creditID]; !slices.Equal(got, []int64{300}) {
+	if got := rig.Moves("b")[creditID]; !slices.Equal(got, []int64{300}) {
 		t.Errorf("b's transactions under %s: %v, want the saga's one credit of 300", creditID, got)
 	}
 }

@@ -70,7 +70,8 @@ func (c HandlerConfig) Validate() error {
 // consume <name>` in a binary built on the catalogue). It runs on a
 // Watermill Router in its own consumer group, behind bus.Middlewares
 // (retries, poison topic, a trace span per message), with the router's
-// Prometheus metrics labelled consumer=<name>, and Status shows its row.
+// Prometheus metrics labelled consumer=<name>, and operator.Status shows
+// its row.
 func Handler(cfg HandlerConfig) (Consumer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -42,7 +43,7 @@ func BenchmarkEndToEndLatency(b *testing.B) {
 	const accounts = 32
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ep := testEndpoints(b)
+	ep := rigs.Endpoints(b)
 	db := withLeasesAndReadModels(b, &ep, "lat")
 	quiet := slog.New(slog.DiscardHandler)
 	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(b, "g"), Logger: quiet})

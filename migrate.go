@@ -63,8 +63,8 @@ type Migrated struct {
 // the tables of every read model of the catalogue that brings its own
 // migrations, and in Elasticsearch an index behind the alias of every
 // search model that has none (an existing index is kept as it is: a
-// search model whose mappings changed is rebuilt with Replay, into a new
-// index). A table of another shape, or a database migrated by a newer
+// search model whose mappings changed is rebuilt with operator.Replay, into
+// a new index). A table of another shape, or a database migrated by a newer
 // eventpipe (or a newer version of a read model), is an error and left
 // unchanged.
 func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
@@ -74,7 +74,7 @@ func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
 	if err != nil {
 		return out, fmt.Errorf("migrate: %w", err)
 	}
-	pg, schema, closePG, err := readModelDB(ctx, cfg.DB, ep)
+	pg, schema, closePG, err := ReadModelDB(ctx, cfg.DB, ep)
 	if err != nil {
 		return out, fmt.Errorf("migrate: %w", err)
 	}
@@ -98,7 +98,7 @@ func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
 		p, _ := cfg.Catalog.ReadModel(name)
 		models = append(models, p)
 	}
-	out.PostgresVersion, out.ReadModelVersions, err = migratePostgres(ctx, pg.Config().ConnConfig, schema, cfg.Logger, models...)
+	out.PostgresVersion, out.ReadModelVersions, err = MigratePostgres(ctx, pg.Config().ConnConfig, schema, cfg.Logger, models...)
 	if err != nil {
 		return out, err
 	}
@@ -124,11 +124,13 @@ func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
 	return out, nil
 }
 
-// migratePostgres applies eventpipe's own migrations to schema, then the
-// migrations of every model that brings its own, each set with its own
-// version table (pgmigrate.ReadModelVersionTable), over a connection of
-// conn's settings. Replay calls it for the shadow schema too.
-func migratePostgres(ctx context.Context, conn *pgx.ConnConfig, schema string, logger *slog.Logger, models ...projections.Projection) (int32, map[string]int32, error) {
+// MigratePostgres applies eventpipe's own migrations to schema, then the
+// migrations of every model that brings its own (projections.Migrator),
+// each set with its own version table (pgmigrate.ReadModelVersionTable),
+// over a connection of conn's settings: Migrate's Postgres part. It
+// returns eventpipe's version and each model's. operator.Replay calls it
+// for the live schema and the shadow schema of the model it rebuilds.
+func MigratePostgres(ctx context.Context, conn *pgx.ConnConfig, schema string, logger *slog.Logger, models ...projections.Projection) (int32, map[string]int32, error) {
 	version, err := pgmigrate.Migrate(ctx, pgmigrate.Config{ConnConfig: conn, Schema: schema, Logger: logger})
 	if err != nil {
 		return 0, nil, err

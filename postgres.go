@@ -26,8 +26,9 @@ const maxPostgresIdent = 63
 // (EVENTPIPE_POSTGRES_URL, e.g.
 // postgres://eventpipe@127.0.0.1:5433/eventpipe?sslmode=disable&search_path=tenant_a),
 // or DefaultPostgresSchema when the URL has none. It is the one way to pick
-// the schema: Migrate, Replay, NewConsumers, NewWriteSide, Status and the
-// parked events all use it, through OpenPostgres.
+// the schema: Migrate, NewConsumers, NewWriteSide, the parked events and
+// the operator's tools (package operator: Replay, Status) all use it,
+// through OpenPostgres.
 //
 // The search_path must name exactly one schema, as Postgres reads it: an
 // unquoted name is folded to lower case, a double-quoted one ("Tenant A",
@@ -155,10 +156,11 @@ func parseSearchPath(v string) (string, error) {
 	return "", invalid("%q names %d schemas; eventpipe keeps its tables in one: name only that one", v, len(names))
 }
 
-// readModelDB returns db and the schema its connections use
+// ReadModelDB returns db and the schema its connections use
 // (current_schema()), or, when db is nil, a pool OpenPostgres opens on ep
-// and its schema; closeDB closes what was opened here.
-func readModelDB(ctx context.Context, db *pgxpool.Pool, ep Endpoints) (_ *pgxpool.Pool, schema string, closeDB func(), err error) {
+// and its schema (PostgresSchema); closeDB closes what was opened here.
+// Migrate and operator.Replay take the read models' database with it.
+func ReadModelDB(ctx context.Context, db *pgxpool.Pool, ep Endpoints) (_ *pgxpool.Pool, schema string, closeDB func(), err error) {
 	if db == nil {
 		if schema, err = PostgresSchema(ep); err != nil {
 			return nil, "", nil, err

@@ -12,11 +12,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/parking"
 	"github.com/eventpipe/eventpipe/projections/elastic"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
@@ -76,39 +78,39 @@ func TestPostgresSchemaIsTheSearchPathOfTheURL(t *testing.T) {
 // Elasticsearch that lead nowhere) use them, in the pool's schema, and
 // leave the pool open.
 func TestThePostgresURLPicksTheSchemaOfMigrateConsumeParkedReplayAndStatus(t *testing.T) {
-	p := newParkingPipeline(t) // eventpipe.Migrate, given only the URL
+	p := rigs.NewParkingPipeline(t) // eventpipe.Migrate, given only the URL
 	ctx := context.Background()
-	if got, err := eventpipe.PostgresSchema(p.ep); err != nil || got != p.schema {
-		t.Fatalf("PostgresSchema = %q, %v; want %s", got, err, p.schema)
+	if got, err := eventpipe.PostgresSchema(p.EP); err != nil || got != p.Schema {
+		t.Fatalf("PostgresSchema = %q, %v; want %s", got, err, p.Schema)
 	}
 	admin := testenv.Postgres(t) // the URL without search_path
 	var tables []string
-	rows, _ := admin.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, p.schema)
+	rows, _ := admin.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, p.Schema)
 	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"parked_events", "projection_positions", "todos", pgmigrate.VersionTable} {
 		if !slices.Contains(tables, want) {
-			t.Fatalf("Migrate left %s without %s: %v", p.schema, want, tables)
+			t.Fatalf("Migrate left %s without %s: %v", p.Schema, want, tables)
 		}
 	}
 
 	run := strings.ToLower(testenv.UniqueName(t, "id"))
 	a, b := run+"-a", run+"-b"
-	p.todo(t, a, "a2", "poison")
-	p.todo(t, b, "b2")
-	p.consume(t, false) // NewConsumers without DB: OpenPostgres(Endpoints)
-	waitUntil(t, "b applied, a parked at its refused update", func() (bool, string) {
-		evs, err := eventpipe.ParkedList(ctx, eventpipe.ParkedListConfig{Catalog: p.catalog, Endpoints: p.ep, Projection: "todos"})
+	p.Todo(t, a, "a2", "poison")
+	p.Todo(t, b, "b2")
+	p.Consume(t, false) // NewConsumers without DB: OpenPostgres(Endpoints)
+	rigs.WaitUntil(t, "b applied, a parked at its refused update", func() (bool, string) {
+		evs, err := operator.ParkedList(ctx, operator.ParkedListConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows := p.rows(t)
+		rows := p.Rows(t)
 		return rows[b] == "b2@2" && rows[a] == "a2@2" && len(evs) == 1 && evs[0].Envelope.AggregateID == a && evs[0].Envelope.Sequence == 3,
 			fmt.Sprintf("rows %v, parked %d", rows, len(evs))
 	})
-	g, r := p.todosGroup(t)
+	g, r := p.TodosGroup(t)
 	if want := (parking.Counts{Events: 1, Aggregates: 1}); g.Parked != want || r.ParkedErr != nil || len(r.Errors) != 0 {
 		t.Fatalf("Status: todos group %+v (parked error %v, errors %v), want %+v parked", g, r.ParkedErr, r.Errors, want)
 	}
@@ -121,11 +123,11 @@ func TestThePostgresURLPicksTheSchemaOfMigrateConsumeParkedReplayAndStatus(t *te
 	if err := fixed.AddReadModel(readmodels.Todos{}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := eventpipe.Replay(ctx, eventpipe.ReplayConfig{Catalog: fixed, Endpoints: p.ep, ReadModel: "todos"})
+	res, err := operator.Replay(ctx, operator.ReplayConfig{Catalog: fixed, Endpoints: p.EP, ReadModel: "todos"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows := p.rows(t); rows[a] != "poison@3" || rows[b] != "b2@2" || res.Events != 5 {
+	if rows := p.Rows(t); rows[a] != "poison@3" || rows[b] != "b2@2" || res.Events != 5 {
 		t.Fatalf("after Replay (%d events): rows %v, want %s at poison@3 and %s at b2@2", res.Events, rows, a, b)
 	}
 
@@ -142,7 +144,7 @@ func TestThePostgresURLPicksTheSchemaOfMigrateConsumeParkedReplayAndStatus(t *te
 	}
 
 	// Given clients are used, and not closed.
-	elsewhere := p.ep
+	elsewhere := p.EP
 	elsewhere.Postgres = "postgres://nobody@127.0.0.1:1/nowhere?search_path=elsewhere"
 	elsewhere.Elasticsearch = "http://127.0.0.1:1"
 	withSearch := eventpipe.NewCatalog()
@@ -156,27 +158,27 @@ func TestThePostgresURLPicksTheSchemaOfMigrateConsumeParkedReplayAndStatus(t *te
 		t.Fatal(err)
 	}
 	es := testenv.Elasticsearch(t)
-	alias := elastic.Alias(p.ep.TopicPrefix, searchmodels.TodoSearch{}.Name())
+	alias := elastic.Alias(p.EP.TopicPrefix, searchmodels.TodoSearch{}.Name())
 	t.Cleanup(func() {
 		if index, err := elastic.AliasTarget(context.Background(), es, alias); err == nil && index != "" {
 			_, _ = esapi.IndicesDeleteRequest{Index: []string{index}}.Do(context.Background(), es)
 		}
 	})
-	m, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: withSearch, Endpoints: elsewhere, DB: p.db, Search: es})
-	if err != nil || m.PostgresSchema != p.schema || len(m.SearchIndices) != 1 {
-		t.Fatalf("Migrate with a pool and a search client = %+v, %v; want schema %s and one search index", m, err, p.schema)
+	m, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: withSearch, Endpoints: elsewhere, DB: p.DB, Search: es})
+	if err != nil || m.PostgresSchema != p.Schema || len(m.SearchIndices) != 1 {
+		t.Fatalf("Migrate with a pool and a search client = %+v, %v; want schema %s and one search index", m, err, p.Schema)
 	}
-	store := p.store.(*ddbstore.Store)
-	if _, err := p.db.Exec(ctx, `UPDATE todos SET title = 'tampered' WHERE todo_id = $1`, b); err != nil {
+	store := p.Store.(*ddbstore.Store)
+	if _, err := p.DB.Exec(ctx, `UPDATE todos SET title = 'tampered' WHERE todo_id = $1`, b); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eventpipe.Replay(ctx, eventpipe.ReplayConfig{Catalog: withSearch, Endpoints: elsewhere, ReadModel: "todos", DB: p.db, Store: store}); err != nil {
+	if _, err := operator.Replay(ctx, operator.ReplayConfig{Catalog: withSearch, Endpoints: elsewhere, ReadModel: "todos", DB: p.DB, Store: store}); err != nil {
 		t.Fatalf("Replay with a pool and a store: %v", err)
 	}
-	if _, err := eventpipe.Replay(ctx, eventpipe.ReplayConfig{Catalog: withSearch, Endpoints: elsewhere, ReadModel: searchmodels.TodoSearch{}.Name(), Search: es, Store: store}); err != nil {
+	if _, err := operator.Replay(ctx, operator.ReplayConfig{Catalog: withSearch, Endpoints: elsewhere, ReadModel: searchmodels.TodoSearch{}.Name(), Search: es, Store: store}); err != nil {
 		t.Fatalf("Replay of a search model with a search client and a store: %v", err)
 	}
-	if rows := p.rows(t); rows[b] != "b2@2" { // p.rows queries p.db: still open
+	if rows := p.Rows(t); rows[b] != "b2@2" { // p.rows queries p.db: still open
 		t.Fatalf("after Replay with the pool: rows %v, want %s back at b2@2", rows, b)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo"
 )
@@ -31,7 +32,7 @@ func BenchmarkReplyLatency(b *testing.B) {
 	const many, interval = 50, 50 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ep := testEndpoints(b)
+	ep := rigs.Endpoints(b)
 	quiet := slog.New(slog.DiscardHandler)
 	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(b, "g"), Logger: quiet})
 	if err != nil {

@@ -23,6 +23,12 @@ func (c *Catalog) AddSaga(d sagas.Definition) error {
 	return nil
 }
 
+// Saga returns the saga registered under name (its SagaName).
+func (c *Catalog) Saga(name string) (sagas.Definition, bool) {
+	d, ok := c.sagas[name]
+	return d, ok
+}
+
 // SagaNames returns the names of the registered sagas, sorted.
 func (c *Catalog) SagaNames() []string { return sortedKeys(c.sagas) }
 

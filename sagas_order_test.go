@@ -12,6 +12,7 @@ import (
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/domains/order"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/sagas"
@@ -43,17 +44,17 @@ func TestTheOrderSagaShipsPaidOrdersAndRefundsOneThatCannotShip(t *testing.T) {
 			return h(msg)
 		}
 	}
-	rig := newSagaRig(t, cat, drop)
+	rig := rigs.NewSagaRig(t, cat, drop)
 	// Deployed first: a saga acts only on what happens after its first
 	// start (TestASagaFirstDeployedOnHistoryActsOnNoneOfItUnlessStartedAtEarliest).
-	rig.runSaga(ordersaga.Name)
+	rig.RunSaga(ordersaga.Name)
 	for _, id := range []string{"o-ok", "o-late"} {
-		rig.dispatch(order.PlaceOrder, order.AggregateType, id, order.OrderPlacedData{Customer: "ada", Total: 4200})
-		rig.dispatch(order.ProcessPayment, order.AggregateType, id, order.PaymentProcessedData{Amount: 4200})
+		rig.Dispatch(order.PlaceOrder, order.AggregateType, id, order.OrderPlacedData{Customer: "ada", Total: 4200})
+		rig.Dispatch(order.ProcessPayment, order.AggregateType, id, order.PaymentProcessedData{Amount: 4200})
 	}
 
 	state := func(id string) order.Order {
-		st, err := rig.svc.Store.State(context.Background(), eventstore.Ref{Type: order.AggregateType, ID: id})
+		st, err := rig.Svc.Store.State(context.Background(), eventstore.Ref{Type: order.AggregateType, ID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,17 +64,17 @@ func TestTheOrderSagaShipsPaidOrdersAndRefundsOneThatCannotShip(t *testing.T) {
 		}
 		return o
 	}
-	waitFor(t, "o-ok to ship", func() bool { return state("o-ok").Status == order.StatusShipped })
+	rigs.WaitFor(t, "o-ok to ship", func() bool { return state("o-ok").Status == order.StatusShipped })
 	if o := state("o-ok"); o.TrackingNumber != "TRK-o-ok" {
 		t.Errorf("o-ok tracking %q", o.TrackingNumber)
 	}
-	waitFor(t, "o-late to be refunded", func() bool { return state("o-late").Status == order.StatusRefunded })
+	rigs.WaitFor(t, "o-late to be refunded", func() bool { return state("o-late").Status == order.StatusRefunded })
 	if o := state("o-late"); o.Refunded != 4200 || o.TrackingNumber != "" {
 		t.Errorf("o-late %+v, want refunded 4200 and never shipped", o)
 	}
 	for id, want := range map[string]string{"o-ok": ordersaga.OutcomeShipped, "o-late": ordersaga.OutcomeRefunded} {
-		waitFor(t, id+"'s saga to finish", func() bool {
-			in, err := sagas.Get(context.Background(), rig.db, ordersaga.Name, id)
+		rigs.WaitFor(t, id+"'s saga to finish", func() bool {
+			in, err := sagas.Get(context.Background(), rig.DB, ordersaga.Name, id)
 			return err == nil && in.Outcome == want
 		})
 	}
@@ -86,7 +87,7 @@ func TestTheOrderSagaShipsPaidOrdersAndRefundsOneThatCannotShip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := rig.svc.Dispatcher.Dispatch(context.Background(), cmd)
+	res, err := rig.Svc.Dispatcher.Dispatch(context.Background(), cmd)
 	if err != nil || res.Status != commands.StatusRejected || !res.Duplicate || !strings.Contains(res.Reason, "deadline") {
 		t.Errorf("late ShipOrder: %+v, %v", res, err)
 	}

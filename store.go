@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/eventpipe/eventpipe/analytics"
 
 	"github.com/eventpipe/eventpipe/commands"
@@ -48,6 +50,13 @@ func processDefaults(catalog **Catalog, ep *Endpoints, logger **slog.Logger) err
 // and the role to assume.
 func dynamoConfig(ep Endpoints) dynamoclient.Config {
 	return dynamoclient.Config{Endpoint: ep.DynamoDB, RoleARN: ep.AWSRoleARN}
+}
+
+// OpenDynamoDB returns a DynamoDB client of ep's endpoint (DynamoDB
+// Local, or AWS when ep.DynamoDB is "aws", assuming ep.AWSRoleARN when
+// set): the client OpenStore and OpenAnalytics read and write through.
+func OpenDynamoDB(ctx context.Context, ep Endpoints) (*dynamodb.Client, error) {
+	return dynamoclient.New(ctx, dynamoConfig(ep))
 }
 
 // storeOr returns given, or, when it is nil, the DynamoDB store of ep

@@ -16,6 +16,7 @@ import (
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
@@ -42,10 +43,10 @@ func TestATraceFollowsTheCommandItsEventsAndTheProjection(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	db := withLeasesAndReadModels(t, &ep, "trace")
-	svc := newService(t, ep, testenv.UniqueName(t, "g"))
+	svc := rigs.NewService(t, ep, testenv.UniqueName(t, "g"))
 	srv, err := svc.NewHTTP()
 	if err != nil {
 		t.Fatal(err)
@@ -93,14 +94,14 @@ func TestATraceFollowsTheCommandItsEventsAndTheProjection(t *testing.T) {
 	}
 	defer sender.Close()
 	sendCtx, root := tracing.Tracer().Start(ctx, "caller")
-	res, err := sender.SendAndWait(sendCtx, todoCmd(t, todo.CreateTodo, "traced-bus", todo.TodoData{Title: "TODO", Message: "by bus"}, nil))
+	res, err := sender.SendAndWait(sendCtx, rigs.TodoCmd(t, todo.CreateTodo, "traced-bus", todo.TodoData{Title: "TODO", Message: "by bus"}, nil))
 	root.End()
 	if err != nil || res.Status != "accepted" {
 		t.Fatalf("send: %+v %v", res, err)
 	}
 
 	for _, id := range []string{"traced-http", "traced-bus"} {
-		waitFor(t, "todo "+id+" in the read model", func() bool {
+		rigs.WaitFor(t, "todo "+id+" in the read model", func() bool {
 			var n int
 			if err := db.QueryRow(ctx, `SELECT count(*) FROM todos WHERE todo_id = $1`, id).Scan(&n); err != nil {
 				t.Fatal(err)
@@ -111,7 +112,7 @@ func TestATraceFollowsTheCommandItsEventsAndTheProjection(t *testing.T) {
 	// The consumer span ends right after the apply's transaction, the
 	// relay's once Kafka acknowledged the batch (possibly later).
 	var spans []sdktrace.ReadOnlySpan
-	waitFor(t, "two projection and two relay spans ended", func() bool {
+	rigs.WaitFor(t, "two projection and two relay spans ended", func() bool {
 		spans = rec.Ended()
 		applied, published := 0, 0
 		for _, s := range spans {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 
@@ -32,7 +33,6 @@ import (
 	"github.com/eventpipe/eventpipe/httpapi/auth"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
-	"github.com/eventpipe/eventpipe/statuspage"
 )
 
 // DefaultCommandGroup is the consumer group of the command handlers.
@@ -66,13 +66,20 @@ type WriteSideConfig struct {
 	// before it is acked (tracing, auditing, test hooks).
 	Middlewares []message.HandlerMiddleware
 	// OperatorAddr, when set, is the listen address of the operator
-	// surface: /metrics, /status and /status.json (and /healthz) are
-	// served there (NewOperatorHTTP) and not on the API's listener,
-	// which then serves the API and /healthz only. Keep it on loopback or
-	// a private network. Empty (the default): the operator surface shares
-	// the API's listener, as before. `serve` reads it from
-	// --operator-addr or EVENTPIPE_OPERATOR_ADDR.
+	// surface: /metrics and the OperatorRoutes (and /healthz) are served
+	// there (NewOperatorHTTP) and not on the API's listener, which then
+	// serves the API and /healthz only. Keep it on loopback or a private
+	// network. Empty (the default): the operator surface shares the API's
+	// listener, as before. `serve` reads it from --operator-addr or
+	// EVENTPIPE_OPERATOR_ADDR.
 	OperatorAddr string
+	// OperatorRoutes, when set, mounts the operator surface's own routes
+	// beside /metrics: on the API's server (NewHTTP), behind its
+	// authentication, when OperatorAddr is empty, else on the operator
+	// listener's (NewOperatorHTTP). `serve` mounts the status page with
+	// it (operator.MountStatusPage: GET /status and /status.json). Nil:
+	// the operator surface is /metrics alone.
+	OperatorRoutes OperatorRoutes
 	// Auth, when set, turns on JWT bearer authentication and its policy on
 	// the API's listener (package httpapi/auth): every request but
 	// /healthz needs a valid token, the todo API asks the policy before
@@ -147,6 +154,14 @@ func (c WriteSideConfig) topics() bus.Topics {
 	return bus.Topics{Prefix: c.Endpoints.TopicPrefix}
 }
 
+// OperatorRoutes mounts routes of the operator surface on srv, the server
+// that carries it (see WriteSideConfig.OperatorRoutes), reaching the
+// write side through w. It runs each time such a server is built. What
+// it returns, when not nil, is closed when that server's Run (in
+// WriteSide.Run) ends, or else by WriteSide.Close: a status page's
+// sampling, for example.
+type OperatorRoutes func(srv *httpapi.Server, w *WriteSide) (io.Closer, error)
+
 // WriteSide is the write side of the pipeline: the DynamoDB event store,
 // the catalogue's command handlers, the dispatcher consuming the commands
 // topics in one consumer group, and the HTTP API. `eventpipe serve` runs
@@ -171,8 +186,9 @@ type WriteSide struct {
 	analytics  *analytics.Store
 	auth       *auth.Authenticator // nil: the API is open
 
-	// statusPages were mounted by NewHTTP; Run and Close stop them.
-	statusPages []*statuspage.Page
+	// operatorClosers are what the OperatorRoutes of NewHTTP and
+	// NewOperatorHTTP returned; Run and Close close them.
+	operatorClosers []io.Closer
 }
 
 // NewWriteSide connects to DynamoDB (without an injected Store) and
@@ -257,6 +273,10 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 // Endpoints returns the resolved endpoints.
 func (s *WriteSide) Endpoints() endpoints.Endpoints { return s.cfg.Endpoints }
 
+// Config returns the configuration the write side was built with, its
+// defaults filled (Endpoints, Catalog, ConsumerGroup, Logger).
+func (s *WriteSide) Config() WriteSideConfig { return s.cfg }
+
 // Catalog returns the catalogue the write side was built from.
 func (s *WriteSide) Catalog() *Catalog { return s.cfg.Catalog }
 
@@ -280,11 +300,12 @@ func (s *WriteSide) SearchAlias(name string) string {
 	return elastic.Alias(s.cfg.Endpoints.TopicPrefix, name)
 }
 
-// Close stops the status pages' sampling and releases the read-model pool
-// and the publisher NewWriteSide opened.
+// Close closes what the OperatorRoutes returned (a status page's
+// sampling) and releases the read-model pool and the publisher
+// NewWriteSide opened.
 func (s *WriteSide) Close() error {
-	for _, p := range s.statusPages {
-		_ = p.Close()
+	for _, c := range s.operatorClosers {
+		_ = c.Close()
 	}
 	s.readModels.Close()
 	if !s.ownPub {
@@ -319,7 +340,7 @@ func (s *WriteSide) RunCommandHandlers(ctx context.Context) error {
 	// One consumer group per commands topic (<group>.<topic>), so a
 	// rebalance on one topic does not pause the others.
 	for _, topic := range s.Dispatcher.Topics() {
-		sub, err := s.cfg.NewSubscriber(commandGroup(s.cfg.ConsumerGroup, topic))
+		sub, err := s.cfg.NewSubscriber(CommandGroup(s.cfg.ConsumerGroup, topic))
 		if err != nil {
 			return fmt.Errorf("write side: subscriber for %s: %w", topic, err)
 		}
@@ -336,16 +357,16 @@ func (s *WriteSide) RunCommandHandlers(ctx context.Context) error {
 // neither Auth nor NoAuth: the HTTP API is not served open by accident.
 var ErrNoAuth = errors.New("write side: the HTTP API has no authentication: set WriteSideConfig.Auth (JWT, see docs/security.md), or NoAuth for local development")
 
-// commandGroup is the consumer group of the command handlers of group on
-// one commands topic.
-func commandGroup(group, topic string) string { return group + "." + topic }
+// CommandGroup is the consumer group in which the command handlers of
+// group (WriteSideConfig.ConsumerGroup) consume one commands topic:
+// <group>.<topic>, one group per topic (see RunCommandHandlers).
+func CommandGroup(group, topic string) string { return group + "." + topic }
 
 // NewHTTP returns the HTTP API on Endpoints.HTTPAddr with every HTTP
 // resource of the catalogue mounted, in name order, and, unless
-// OperatorAddr is set, the operator surface: /metrics and the status page
-// (package statuspage: GET /status and /status.json, sampling from the
-// first request until Close). With WriteSideConfig.Auth, every route but
-// /healthz is behind its authentication and policy.
+// OperatorAddr is set, the operator surface: /metrics and the
+// OperatorRoutes (`serve`'s status page). With WriteSideConfig.Auth,
+// every route but /healthz is behind its authentication and policy.
 func (s *WriteSide) NewHTTP() (*httpapi.Server, error) {
 	if s.auth == nil && !s.cfg.NoAuth {
 		return nil, ErrNoAuth
@@ -360,7 +381,7 @@ func (s *WriteSide) NewHTTP() (*httpapi.Server, error) {
 		return nil, err
 	}
 	if !separate {
-		if err := s.mountStatusPage(srv); err != nil {
+		if err := s.mountOperatorRoutes(srv); err != nil {
 			return nil, err
 		}
 	}
@@ -373,8 +394,8 @@ func (s *WriteSide) NewHTTP() (*httpapi.Server, error) {
 }
 
 // NewOperatorHTTP returns the operator surface on OperatorAddr: /healthz,
-// /metrics and the status page. It is an error when OperatorAddr is not
-// set (NewHTTP serves them then).
+// /metrics and the OperatorRoutes. It is an error when OperatorAddr is
+// not set (NewHTTP serves them then).
 func (s *WriteSide) NewOperatorHTTP() (*httpapi.Server, error) {
 	if s.cfg.OperatorAddr == "" {
 		return nil, errors.New("write side: no OperatorAddr: the operator surface is on the API's listener")
@@ -383,52 +404,37 @@ func (s *WriteSide) NewOperatorHTTP() (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.mountStatusPage(srv); err != nil {
+	if err := s.mountOperatorRoutes(srv); err != nil {
 		return nil, err
 	}
 	return srv, nil
 }
 
-// access says who may reach the HTTP API and the operator surface, for
-// the status page.
-func (s *WriteSide) access() statuspage.Access {
-	a := statuspage.Access{Mode: statuspage.AccessOpen, Operator: "on the API's listener, open like the API"}
-	if s.cfg.OperatorAddr != "" {
-		a.Operator = "on their own listener " + s.cfg.OperatorAddr + ", without authentication (keep it on loopback or a private network)"
+// mountOperatorRoutes mounts the OperatorRoutes on srv; Close (or Run)
+// closes what they return.
+func (s *WriteSide) mountOperatorRoutes(srv *httpapi.Server) error {
+	if s.cfg.OperatorRoutes == nil {
+		return nil
 	}
-	if s.auth == nil {
-		return a
-	}
-	a.Mode, a.Issuer, a.Audience = statuspage.AccessJWT, s.cfg.Auth.Issuer, s.cfg.Auth.Audience
-	for _, r := range s.auth.Policy().Rules {
-		a.Rules = append(a.Rules, statuspage.AccessRule(r))
-	}
-	if s.cfg.OperatorAddr == "" {
-		a.Operator = "on the API's listener, behind its authentication (read grants status and metrics)"
-	}
-	return a
-}
-
-// mountStatusPage mounts a status page on srv; Close stops its sampling.
-func (s *WriteSide) mountStatusPage(srv *httpapi.Server) error {
-	page, err := statuspage.New(statuspage.Config{Reader: StatusPageReader(StatusConfig{Catalog: s.cfg.Catalog, Endpoints: s.cfg.Endpoints,
-		CommandGroup: s.cfg.ConsumerGroup, DB: s.readModels}), Access: s.access(), Logger: s.cfg.Logger})
+	c, err := s.cfg.OperatorRoutes(srv, s)
 	if err != nil {
-		return fmt.Errorf("write side: status page: %w", err)
+		return fmt.Errorf("write side: %w", err)
 	}
-	page.Mount(srv.Mux)
-	s.statusPages = append(s.statusPages, page)
+	if c != nil {
+		s.operatorClosers = append(s.operatorClosers, c)
+	}
 	return nil
 }
 
 // Run runs the command handlers, the HTTP API and, with OperatorAddr, the
 // operator surface until ctx ends or one of them fails.
 func (s *WriteSide) Run(ctx context.Context) error {
-	pages := len(s.statusPages)
-	defer func() { // the status pages of Run's servers stop with them
-		for _, p := range s.statusPages[pages:] {
-			p.Close()
+	mounted := len(s.operatorClosers)
+	defer func() { // what the OperatorRoutes of Run's servers returned ends with them
+		for _, c := range s.operatorClosers[mounted:] {
+			_ = c.Close()
 		}
+		s.operatorClosers = s.operatorClosers[:mounted]
 	}()
 	runs := []func(context.Context) error{s.RunCommandHandlers}
 	srv, err := s.NewHTTP()

@@ -30,6 +30,7 @@ import (
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/analytics/analyticsapi"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
@@ -94,7 +95,7 @@ type analyticsRig struct {
 func newAnalyticsRig(t *testing.T) *analyticsRig {
 	t.Helper()
 	ctx := context.Background()
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	ddb := testenv.DynamoDB(t)
 	ep.AnalyticsTable = testenv.UniqueName(t, "analytics")
 	ep.LeasesTable = testenv.UniqueName(t, "leases")
@@ -264,7 +265,7 @@ func TestAnalyticsEventIDsAreStoredAndCountedOnceHoweverPostedAndBatched(t *test
 	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const source = "retry-site"
 	r := newAnalyticsRig(t)
-	base := serveHTTP(t, newService(t, r.ep, testenv.UniqueName(t, "g")))
+	base := rigs.ServeHTTP(t, rigs.NewService(t, r.ep, testenv.UniqueName(t, "g")))
 	r.runRelay()
 	r.runAggregator()
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/analytics/analyticsapi"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
@@ -25,7 +26,7 @@ import (
 func TestServeMountsTheAnalyticsAPI(t *testing.T) {
 	r := newAnalyticsRig(t)
 	ep := r.ep
-	base := serveHTTP(t, newService(t, ep, testenv.UniqueName(t, "g")))
+	base := rigs.ServeHTTP(t, rigs.NewService(t, ep, testenv.UniqueName(t, "g")))
 
 	post := func(body string) *http.Response {
 		t.Helper()
@@ -104,7 +105,7 @@ func TestAnalyticsAndOrderAPIsBadInputWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	r := newAnalyticsRig(t)
 	ep, ddb := r.ep, r.ddb
-	base := serveHTTP(t, newService(t, ep, testenv.UniqueName(t, "g")))
+	base := rigs.ServeHTTP(t, rigs.NewService(t, ep, testenv.UniqueName(t, "g")))
 	count := func(table string) int32 {
 		out, err := ddb.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), Select: "COUNT", ConsistentRead: aws.Bool(true)})
 		if err != nil {

@@ -17,11 +17,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/httpapi/auth"
 	"github.com/eventpipe/eventpipe/httpapi/auth/authtest"
+	"github.com/eventpipe/eventpipe/operator"
 )
 
 // TestHTTPAuth runs the write side's HTTP API with JWT auth on, keys from
@@ -35,7 +37,7 @@ import (
 func TestHTTPAuth(t *testing.T) {
 	const iss, aud = "https://idp.eventpipe.test/", "eventpipe-write"
 	idp := authtest.New(t, iss, aud)
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "g"),
 		Auth: &auth.Config{JWKSURL: idp.Serve(t), Issuer: iss, Audience: aud, MinRefreshInterval: 100 * time.Millisecond,
@@ -43,12 +45,13 @@ func TestHTTPAuth(t *testing.T) {
 				{Subjects: []string{"alice"}, Commands: []string{todo.CreateTodo, todo.UpdateTodo}, Read: []string{"todo"}},
 				{Scopes: []string{"todo:write"}, Commands: []string{todo.CreateTodo}},
 				{Subjects: []string{"ops"}, Read: []string{"status"}},
-			}}}})
+			}}},
+		OperatorRoutes: operator.MountStatusPage}) // the status page, as serve mounts it
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Close() })
-	base := serveHTTP(t, svc)
+	base := rigs.ServeHTTP(t, svc)
 
 	db := testenv.DynamoDB(t)
 	count := func() int32 {
@@ -154,7 +157,7 @@ func TestHTTPAuth(t *testing.T) {
 			Rules                            []struct{ Subjects, Scopes, Commands, Read []string }
 		}
 	}
-	waitUntil(t, "ops reads /status.json", func() (bool, string) {
+	rigs.WaitUntil(t, "ops reads /status.json", func() (bool, string) {
 		code, body := getWithBearer(t, base+"/status.json", ops)
 		if code != 200 { // 503 until the first sample
 			return false, fmt.Sprintf("%d %s", code, body)
@@ -225,7 +228,7 @@ func getWithBearer(t *testing.T, url, token string) (int, string) {
 // Auth nor NoAuth: NewHTTP refuses with ErrNoAuth, so a program that
 // forgets to configure authentication does not serve an open API.
 func TestHTTPAPIIsNotServedOpenByAccident(t *testing.T) {
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "g")})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 )
@@ -34,7 +35,7 @@ import (
 // the number of commands on each side. Nothing about time is asserted.
 func BenchmarkCommandsThroughBus(b *testing.B) {
 	const senders = 64
-	ep := testEndpoints(b)
+	ep := rigs.Endpoints(b)
 	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(b, "g"),
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -103,7 +104,7 @@ func startServeChild(t *testing.T, ep endpoints.Endpoints, group string, env ...
 func TestKillingServeLosesNoCommandAndAppliesNoneTwice(t *testing.T) {
 	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const todos, kills = 20, 4
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	group := testenv.UniqueName(t, "g")
 	topics := bus.Topics{Prefix: ep.TopicPrefix}
 	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
@@ -111,7 +112,7 @@ func TestKillingServeLosesNoCommandAndAppliesNoneTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	svc := newService(t, ep, group+"-reader")
+	svc := rigs.NewService(t, ep, group+"-reader")
 	todoID := func(i int) string { return fmt.Sprintf("todo-%02d", i) }
 	// applied counts the commands applied so far (the todos' versions).
 	applied := func() int64 {
@@ -148,7 +149,7 @@ func TestKillingServeLosesNoCommandAndAppliesNoneTwice(t *testing.T) {
 				if round == 0 {
 					typ = todo.CreateTodo
 				}
-				// Not todoCmd: t.Fatal must not run on this goroutine.
+				// Not rigs.TodoCmd: t.Fatal must not run on this goroutine.
 				cmd, err := commands.NewJSON(typ, todo.AggregateType, todoID(i), todo.TodoData{Title: fmt.Sprintf("round %d", round)})
 				if err != nil {
 					t.Errorf("command: %v", err)
@@ -207,7 +208,7 @@ func TestKillingServeLosesNoCommandAndAppliesNoneTwice(t *testing.T) {
 	for i := range todos {
 		id := todoID(i)
 		want := len(sent[id])
-		evs := events(t, svc, todo.AggregateType, id)
+		evs := rigs.Events(t, svc, todo.AggregateType, id)
 		causes := map[string]int{}
 		for _, e := range evs {
 			causes[e.Metadata.CausationID]++

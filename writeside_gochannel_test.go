@@ -16,6 +16,7 @@ import (
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
@@ -42,7 +43,7 @@ func (sharedSubscriber) Close() error { return nil }
 func TestPipelineRunsOnGoChannelWithTheRealStore(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ep := readModelSchema(t, testEndpoints(t), true)
+	ep := readModelSchema(t, rigs.Endpoints(t), true)
 	ep.LeasesTable = testenv.UniqueName(t, "leases")
 	db := testenv.DynamoDB(t)
 	if err := migrate.CreateLeasesTable(ctx, db, ep.LeasesTable); err != nil {
@@ -111,9 +112,9 @@ func TestPipelineRunsOnGoChannelWithTheRealStore(t *testing.T) {
 	}
 	id := testenv.UniqueName(t, "todo")
 	cmds := []commands.Command{
-		todoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: "on a GoChannel"}, ver(0)),
-		todoCmd(t, todo.UpdateTodo, id, todo.TodoData{Title: "still on a GoChannel", Completed: true}, ver(1)),
-		todoCmd(t, todo.UpdateTodo, id, todo.TodoData{Title: "stale"}, ver(1)),
+		rigs.TodoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: "on a GoChannel"}, rigs.Ver(0)),
+		rigs.TodoCmd(t, todo.UpdateTodo, id, todo.TodoData{Title: "still on a GoChannel", Completed: true}, rigs.Ver(1)),
+		rigs.TodoCmd(t, todo.UpdateTodo, id, todo.TodoData{Title: "stale"}, rigs.Ver(1)),
 	}
 	want := []commands.Status{commands.StatusAccepted, commands.StatusAccepted, commands.StatusConflict}
 	for i, c := range cmds {

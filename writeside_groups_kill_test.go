@@ -2,7 +2,6 @@ package eventpipe_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -21,10 +20,10 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // The crash tests in this file run their own Kafka broker as a child
@@ -48,14 +47,14 @@ func TestCommandGroupRecoversFromTwoQuickDoubleKills(t *testing.T) {
 	procs.start("A")
 	procs.start("B")
 	// Both members hold partitions and answer commands.
-	waitFor(t, "A and B to share the group", func() bool {
+	rigs.WaitFor(t, "A and B to share the group", func() bool {
 		snap, ok := watch.last()
 		return ok && snap.State == "Stable" && len(snap.Members) == 2 &&
 			len(snap.Members[0].Partitions) > 0 && len(snap.Members[1].Partitions) > 0
 	})
 	load := sendCommands(t, sender, since, 200*time.Millisecond)
 	defer load.stop()
-	waitFor(t, "A and B to answer commands", func() bool { return load.answeredCount() >= 5 })
+	rigs.WaitFor(t, "A and B to answer commands", func() bool { return load.answeredCount() >= 5 })
 
 	var inFlight []int
 	killPair := func(first, second string) {
@@ -132,7 +131,7 @@ func TestServeStopsPromptlyWhileItsGroupRebalances(t *testing.T) {
 
 	procs.start("A")
 	procs.start("B")
-	waitFor(t, "A and B to share the group and answer commands", func() bool {
+	rigs.WaitFor(t, "A and B to share the group and answer commands", func() bool {
 		snap, ok := watch.last()
 		return ok && snap.State == "Stable" && len(snap.Members) == 2 && load.answeredCount() >= 5
 	})
@@ -141,7 +140,7 @@ func TestServeStopsPromptlyWhileItsGroupRebalances(t *testing.T) {
 	killedAt := time.Now()
 	procs.start("C")
 	// C joins; B rejoins; the group waits for A's session to run out.
-	waitFor(t, "C to join the rebalance", func() bool {
+	rigs.WaitFor(t, "C to join the rebalance", func() bool {
 		snap, ok := watch.last()
 		return ok && snap.State == "PreparingRebalance" && len(snap.Members) == 3
 	})
@@ -179,7 +178,7 @@ type groupRig struct {
 
 func newGroupRig(t *testing.T) *groupRig {
 	t.Helper()
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	broker := testenv.StartKafkaBrokerWithConfig(t, testenv.KafkaBrokerConfig{DataDir: t.TempDir(), Partitions: 12})
 	ep.KafkaBrokers = []string{broker.Addr}
 	group := testenv.UniqueName(t, "g")
@@ -507,16 +506,4 @@ func (l *commandLoad) report() loadReport {
 		}
 	}
 	return r
-}
-
-// waitFor waits until cond holds; it fails t when cond does not hold
-// within integration.HangAfter.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	integration.Await(t, what, func() error {
-		if !cond() {
-			return errors.New("not yet")
-		}
-		return nil
-	})
 }

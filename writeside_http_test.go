@@ -14,10 +14,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/operator"
 )
 
 // startHTTP runs the write side's HTTP API against a fresh events table
@@ -31,23 +33,9 @@ func startHTTP(t *testing.T) string {
 // startHTTPOn is startHTTP that also returns the endpoints (the table).
 func startHTTPOn(t *testing.T) (string, endpoints.Endpoints) {
 	t.Helper()
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	return serveHTTP(t, newService(t, ep, testenv.UniqueName(t, "g"))), ep
-}
-
-// serveHTTP runs svc's HTTP API until t ends and returns its base URL.
-func serveHTTP(t *testing.T, svc *eventpipe.WriteSide) string {
-	t.Helper()
-	srv, err := svc.NewHTTP()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ready) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return "http://" + <-ready
+	return rigs.ServeHTTP(t, rigs.NewService(t, ep, testenv.UniqueName(t, "g"))), ep
 }
 
 type reply struct {
@@ -225,15 +213,16 @@ func TestTodoAPIBadInputWritesNothing(t *testing.T) {
 }
 
 // TestOperatorSurfaceMovesToItsOwnListener runs the write side with an
-// operator address: /metrics, /status and /status.json answer there and
+// operator address and the status page as its OperatorRoutes (as serve
+// does): /metrics, /status and /status.json answer there and
 // are 404 on the API's listener, which still serves the API and /healthz;
 // without one, the API's listener serves them as before.
 func TestOperatorSurfaceMovesToItsOwnListener(t *testing.T) {
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	operator := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	operatorAddr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "g"),
-		OperatorAddr: operator, NoAuth: true})
+		OperatorAddr: operatorAddr, OperatorRoutes: operator.MountStatusPage, NoAuth: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,21 +246,21 @@ func TestOperatorSurfaceMovesToItsOwnListener(t *testing.T) {
 		_ = resp.Body.Close()
 		return resp.StatusCode
 	}
-	waitFor(t, "both listeners", func() bool { return get(ep.HTTPAddr, "/healthz") == 200 && get(operator, "/healthz") == 200 })
-	for path, want := range map[string][2]int{ // API, operator
+	rigs.WaitFor(t, "both listeners", func() bool { return get(ep.HTTPAddr, "/healthz") == 200 && get(operatorAddr, "/healthz") == 200 })
+	for path, want := range map[string][2]int{ // API, operatorAddr
 		"/metrics":     {404, 200},
 		"/status":      {404, 200},
 		"/status.json": {404, 200},
-		"/todo/a1":     {404, 404}, // the API's answer: no such todo; the operator's: no such route
+		"/todo/a1":     {404, 404}, // the API's answer: no such todo; the operatorAddr's: no such route
 	} {
-		if got := [2]int{get(ep.HTTPAddr, path), get(operator, path)}; got != want {
-			t.Errorf("GET %s: API %d, operator %d; want %d, %d", path, got[0], got[1], want[0], want[1])
+		if got := [2]int{get(ep.HTTPAddr, path), get(operatorAddr, path)}; got != want {
+			t.Errorf("GET %s: API %d, operatorAddr %d; want %d, %d", path, got[0], got[1], want[0], want[1])
 		}
 	}
 	if r := call(t, "POST", "http://"+ep.HTTPAddr+"/todo", "", `{"id":"a1","title":"x"}`); r.status != 201 {
 		t.Errorf("the API on its listener: POST /todo %d %+v", r.status, r.err)
 	}
 	if _, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, OperatorAddr: ep.HTTPAddr}); err == nil {
-		t.Error("an operator address equal to the API's was accepted")
+		t.Error("an operatorAddr address equal to the API's was accepted")
 	}
 }

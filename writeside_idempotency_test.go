@@ -22,6 +22,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
@@ -402,7 +403,7 @@ func TestTodoAPIIdempotencyKeyRacingRequestsCreateOneTodo(t *testing.T) {
 // would have answered, and no command ran twice. It does so for a create
 // without an id (the key derives the id) and for an update.
 func TestTodoAPIIdempotencyKeyAnswerSurvivesAKillBetweenAppendAndAnswer(t *testing.T) {
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	base := "http://" + addr
 	// records returns the accepted commands' records of Idempotency-Key

@@ -14,6 +14,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/testkit/integration"
@@ -27,8 +28,8 @@ import (
 func TestThousandConcurrentCommandsApplyExactlyOnce(t *testing.T) {
 	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const accounts, total, senders = 10, 1000, 40
-	ep := testEndpoints(t)
-	svc := newService(t, ep, testenv.UniqueName(t, "g"))
+	ep := rigs.Endpoints(t)
+	svc := rigs.NewService(t, ep, testenv.UniqueName(t, "g"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -122,7 +123,7 @@ func TestThousandConcurrentCommandsApplyExactlyOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		evs := events(t, svc, bankaccount.AggregateType, id(i))
+		evs := rigs.Events(t, svc, bankaccount.AggregateType, id(i))
 		if st.Item.Balance != sum[id(i)] || len(evs) != 1+accepted[id(i)] || st.Seq != int64(len(evs)) {
 			t.Errorf("%s: balance %d (want %d), %d events (want %d), version %d", id(i), st.Item.Balance, sum[id(i)], len(evs), 1+accepted[id(i)], st.Seq)
 		}

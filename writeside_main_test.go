@@ -8,78 +8,35 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
-	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/order"
 	"github.com/eventpipe/eventpipe/domains/todo"
-	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
-	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // TestMain turns the test binary into a child process when a test
 // started it as one: a serve child (child_test.go), a saga child
-// (sagas_transfer_test.go), an analytics serve or aggregator child
+// (rigs.TransferRig.StartSaga), an analytics serve or aggregator child
 // (writeside_analytics_idempotent_test.go), an HTTP API child
 // (writeside_idempotency_test.go) or a Kafka broker
 // (the crash tests that run their own broker).
 func TestMain(m *testing.M) {
 	runServeChildIfRequested()
-	runSagaChildIfRequested()
+	rigs.RunSagaChildIfRequested()
 	runAnalyticsChildIfRequested()
 	runHTTPChildIfRequested()
 	testenv.RunChildIfRequested()
 	os.Exit(m.Run())
 }
-
-// testEndpoints returns the environment's endpoints with a fresh events
-// table, deleted when t ends.
-func testEndpoints(t testing.TB) endpoints.Endpoints {
-	t.Helper()
-	db := testenv.DynamoDB(t)
-	testenv.KafkaBrokers(t)
-	ep := testenv.Endpoints()
-	ep.EventsTable = testenv.UniqueName(t, "events")
-	ep.TopicPrefix = testenv.UniqueName(t, "ns") + "."
-	ctx := context.Background()
-	if err := migrate.CreateEventsTable(ctx, db, ep.EventsTable); err != nil {
-		t.Fatalf("create events table: %v", err)
-	}
-	t.Cleanup(func() { testenv.DeleteTable(t, db, ep.EventsTable) })
-	return ep
-}
-
-func newService(t testing.TB, ep endpoints.Endpoints, group string) *eventpipe.WriteSide {
-	t.Helper()
-	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: group, NoAuth: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Close() })
-	return svc
-}
-
-func todoCmd(t *testing.T, typ, id string, payload any, expected *int64) commands.Command {
-	t.Helper()
-	cmd, err := commands.NewJSON(typ, todo.AggregateType, id, payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.ExpectedVersion = expected
-	return cmd
-}
-
-func ver(v int64) *int64 { return &v }
 
 func mustCmd(t *testing.T, typ, aggType, id string, payload any) commands.Command {
 	t.Helper()
@@ -116,25 +73,13 @@ func partitions(t *testing.T, ep endpoints.Endpoints) []string {
 	return pks
 }
 
-func events(t *testing.T, svc *eventpipe.WriteSide, typ, id string) []eventstore.Envelope {
-	t.Helper()
-	evs, err := svc.Store.Load(context.Background(), eventstore.Ref{Type: typ, ID: id}, 0)
-	if errors.Is(err, eventstore.ErrAggregateNotFound) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return evs
-}
-
 // TestDispatchTodoLifecycleOutcomes runs the todo commands in-process
 // against DynamoDB Local and checks every outcome and what was stored.
 func TestDispatchTodoLifecycleOutcomes(t *testing.T) {
 	ctx := context.Background()
-	svc := newService(t, testEndpoints(t), testenv.UniqueName(t, "g"))
+	svc := rigs.NewService(t, rigs.Endpoints(t), testenv.UniqueName(t, "g"))
 	d := svc.Dispatcher
-	create := todoCmd(t, todo.CreateTodo, "t1", todo.TodoData{Title: "write tests"}, ver(0))
+	create := rigs.TodoCmd(t, todo.CreateTodo, "t1", todo.TodoData{Title: "write tests"}, rigs.Ver(0))
 
 	res, err := d.Dispatch(ctx, create)
 	if err != nil || res.Status != commands.StatusAccepted || res.Version != 1 || len(res.EventIDs) != 1 {
@@ -151,10 +96,10 @@ func TestDispatchTodoLifecycleOutcomes(t *testing.T) {
 		cmd    commands.Command
 		status commands.Status
 	}{
-		{"create existing", todoCmd(t, todo.CreateTodo, "t1", todo.TodoData{Title: "x"}, nil), commands.StatusConflict},
-		{"stale version", todoCmd(t, todo.UpdateTodo, "t1", todo.TodoData{Title: "x"}, ver(0)), commands.StatusConflict},
-		{"update unknown", todoCmd(t, todo.UpdateTodo, "nope", todo.TodoData{Title: "x"}, nil), commands.StatusNotFound},
-		{"delete unknown", todoCmd(t, todo.DeleteTodo, "nope", struct{}{}, nil), commands.StatusNotFound},
+		{"create existing", rigs.TodoCmd(t, todo.CreateTodo, "t1", todo.TodoData{Title: "x"}, nil), commands.StatusConflict},
+		{"stale version", rigs.TodoCmd(t, todo.UpdateTodo, "t1", todo.TodoData{Title: "x"}, rigs.Ver(0)), commands.StatusConflict},
+		{"update unknown", rigs.TodoCmd(t, todo.UpdateTodo, "nope", todo.TodoData{Title: "x"}, nil), commands.StatusNotFound},
+		{"delete unknown", rigs.TodoCmd(t, todo.DeleteTodo, "nope", struct{}{}, nil), commands.StatusNotFound},
 	}
 	for _, c := range checks {
 		res, err := d.Dispatch(ctx, c.cmd)
@@ -168,11 +113,11 @@ func TestDispatchTodoLifecycleOutcomes(t *testing.T) {
 		}
 	}
 	for name, cmd := range map[string]commands.Command{
-		"empty title":   todoCmd(t, todo.UpdateTodo, "t1", todo.TodoData{Title: " "}, nil),
+		"empty title":   rigs.TodoCmd(t, todo.UpdateTodo, "t1", todo.TodoData{Title: " "}, nil),
 		"unknown field": {ID: "01JAAAAAAAAAAAAAAAAAAAAAAA", Type: todo.UpdateTodo, AggregateType: todo.AggregateType, AggregateID: "t1", Payload: json.RawMessage(`{"title":"a","bogus":1}`)},
-		"reserved char": todoCmd(t, todo.CreateTodo, "a#b", todo.TodoData{Title: "x"}, nil),
+		"reserved char": rigs.TodoCmd(t, todo.CreateTodo, "a#b", todo.TodoData{Title: "x"}, nil),
 		"unknown type":  {ID: "01JAAAAAAAAAAAAAAAAAAAAAAB", Type: "Frobnicate", AggregateType: todo.AggregateType, AggregateID: "t1", Payload: json.RawMessage(`{}`)},
-		"long title":    todoCmd(t, todo.UpdateTodo, "t1", todo.TodoData{Title: strings.Repeat("x", 5000)}, nil),
+		"long title":    rigs.TodoCmd(t, todo.UpdateTodo, "t1", todo.TodoData{Title: strings.Repeat("x", 5000)}, nil),
 		"oversize item": mustCmd(t, order.PlaceOrder, order.AggregateType, "o1", order.OrderPlacedData{Customer: strings.Repeat("x", 450_000), Total: 1}),
 	} {
 		res, err := d.Dispatch(ctx, cmd)
@@ -181,11 +126,11 @@ func TestDispatchTodoLifecycleOutcomes(t *testing.T) {
 			t.Errorf("%s: %+v, %v; want an InvalidError", name, res, err)
 		}
 	}
-	upd := todoCmd(t, todo.UpdateTodo, "t1", todo.TodoData{Title: "write more tests", Completed: true}, ver(1))
+	upd := rigs.TodoCmd(t, todo.UpdateTodo, "t1", todo.TodoData{Title: "write more tests", Completed: true}, rigs.Ver(1))
 	if res, err := d.Dispatch(ctx, upd); err != nil || res.Status != commands.StatusAccepted || res.Version != 2 {
 		t.Fatalf("update: %+v, %v", res, err)
 	}
-	if evs := events(t, svc, todo.AggregateType, "t1"); len(evs) != 2 || evs[0].EventType != todo.TodoCreated || evs[1].EventType != todo.TodoUpdated ||
+	if evs := rigs.Events(t, svc, todo.AggregateType, "t1"); len(evs) != 2 || evs[0].EventType != todo.TodoCreated || evs[1].EventType != todo.TodoUpdated ||
 		evs[1].Metadata.CausationID != upd.ID {
 		t.Fatalf("stored events %v", evs)
 	}
@@ -199,16 +144,16 @@ func TestDispatchTodoLifecycleOutcomes(t *testing.T) {
 // unknown, reserved-character and oversize commands land on the poison
 // topic with a reason while the handler keeps going.
 func TestBusCommandsDuplicatesAndPoison(t *testing.T) {
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	group := testenv.UniqueName(t, "g")
-	svc := newService(t, ep, group)
+	svc := rigs.NewService(t, ep, group)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- svc.RunCommandHandlers(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	pub, sender, topics := newBusClients(t, ep)
+	pub, sender, topics := rigs.BusClients(t, ep)
 	topic := topics.Commands(todo.AggregateType)
 
 	// Poison first, so the valid commands after them prove the handler
@@ -221,9 +166,9 @@ func TestBusCommandsDuplicatesAndPoison(t *testing.T) {
 	}
 	bad := map[string]*message.Message{}
 	bad["malformed"] = raw("bad-json", `{"id":`)
-	unknown := todoCmd(t, "Frobnicate", id, struct{}{}, nil)
+	unknown := rigs.TodoCmd(t, "Frobnicate", id, struct{}{}, nil)
 	bad["unknown"], _ = unknown.ToMessage()
-	reserved := todoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: "x"}, nil)
+	reserved := rigs.TodoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: "x"}, nil)
 	reserved.AggregateID = "a#b"
 	body, _ := json.Marshal(reserved)
 	bad["reserved"] = raw(reserved.ID, string(body))
@@ -238,7 +183,7 @@ func TestBusCommandsDuplicatesAndPoison(t *testing.T) {
 			t.Fatalf("publish %s: %v", name, err)
 		}
 	}
-	create := todoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: "once"}, nil)
+	create := rigs.TodoCmd(t, todo.CreateTodo, id, todo.TodoData{Title: "once"}, nil)
 	msg, _ := create.ToMessage()
 	msg2, _ := create.ToMessage()
 	if err := pub.Publish(topic, msg, msg2); err != nil {
@@ -246,11 +191,11 @@ func TestBusCommandsDuplicatesAndPoison(t *testing.T) {
 	}
 	waitCtx, waitCancel := context.WithTimeout(ctx, integration.HangAfter())
 	defer waitCancel()
-	res, err := sender.SendAndWait(waitCtx, todoCmd(t, todo.UpdateTodo, id, todo.TodoData{Title: "after"}, ver(1)))
+	res, err := sender.SendAndWait(waitCtx, rigs.TodoCmd(t, todo.UpdateTodo, id, todo.TodoData{Title: "after"}, rigs.Ver(1)))
 	if err != nil || res.Status != commands.StatusAccepted || res.Version != 2 {
 		t.Fatalf("update after the poison and the duplicate: %+v, %v", res, err)
 	}
-	if evs := events(t, svc, todo.AggregateType, id); len(evs) != 2 {
+	if evs := rigs.Events(t, svc, todo.AggregateType, id); len(evs) != 2 {
 		t.Fatalf("stored %d events for %s, want 2 (create once, update once): %v", len(evs), id, evs)
 	}
 	if pks := partitions(t, ep); len(pks) != 1 || pks[0] != "AGGREGATE#todo#"+id {
@@ -267,22 +212,4 @@ func TestBusCommandsDuplicatesAndPoison(t *testing.T) {
 			t.Errorf("%s: poison reason %q does not say %q", name, r, want)
 		}
 	}
-}
-
-// newBusClients returns a Kafka publisher and a command Sender on ep's
-// brokers and topic prefix, closed when t ends, and the topics.
-func newBusClients(t *testing.T, ep endpoints.Endpoints) (*kafka.Publisher, *kafka.Sender, bus.Topics) {
-	t.Helper()
-	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pub.Close() })
-	topics := bus.Topics{Prefix: ep.TopicPrefix}
-	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: ep.KafkaBrokers, Publisher: pub, Topics: topics, Logger: watermill.NopLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sender.Close() })
-	return pub, sender, topics
 }

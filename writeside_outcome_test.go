@@ -16,6 +16,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -108,9 +109,9 @@ func waitKilled(t *testing.T, child *exec.Cmd) {
 func TestRedeliveredRefusalsAreAnsweredAsFirstAfterAKill(t *testing.T) {
 	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	ctx := context.Background()
-	ep := testEndpoints(t)
+	ep := rigs.Endpoints(t)
 	group := testenv.UniqueName(t, "g")
-	svc := newService(t, ep, group+"-direct")
+	svc := rigs.NewService(t, ep, group+"-direct")
 	replies := collectReplies(t, ep)
 	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
 	if err != nil {
@@ -175,7 +176,7 @@ func TestRedeliveredRefusalsAreAnsweredAsFirstAfterAKill(t *testing.T) {
 				t.Errorf("%s: answer %d of %d is %+v; want the first %+v repeated (duplicate)", c.name, i+1, len(got), res, got[0])
 			}
 		}
-		evs := events(t, svc, c.ref.Type, c.ref.ID)
+		evs := rigs.Events(t, svc, c.ref.Type, c.ref.ID)
 		if len(evs) != c.events {
 			t.Errorf("%s: %s holds %d events, want %d", c.name, c.ref, len(evs), c.events)
 		}
@@ -203,8 +204,8 @@ func TestRedeliveredRefusalsAreAnsweredAsFirstAfterAKill(t *testing.T) {
 func TestTwoProcessesDeliveringOneCommandAnswerOnce(t *testing.T) {
 	const accounts = 24
 	ctx := context.Background()
-	ep := testEndpoints(t)
-	svc := newService(t, ep, testenv.UniqueName(t, "direct"))
+	ep := rigs.Endpoints(t)
+	svc := rigs.NewService(t, ep, testenv.UniqueName(t, "direct"))
 	replies := collectReplies(t, ep)
 	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
 	if err != nil {
@@ -266,7 +267,7 @@ func TestTwoProcessesDeliveringOneCommandAnswerOnce(t *testing.T) {
 		}
 		outcomes[got[0].Status]++
 		applied := 0
-		for _, e := range events(t, svc, bankaccount.AggregateType, ids[i]) {
+		for _, e := range rigs.Events(t, svc, bankaccount.AggregateType, ids[i]) {
 			if e.Metadata.CausationID == w.ID {
 				applied++
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/testkit/integration"
@@ -23,8 +24,8 @@ import (
 // both answers arrive on the replies topic keyed by command id, as
 // documented.
 func TestCommandFromAPlainKafkaProducerIsHandledAndAnswered(t *testing.T) {
-	ep := testEndpoints(t)
-	svc := newService(t, ep, testenv.UniqueName(t, "g"))
+	ep := rigs.Endpoints(t)
+	svc := rigs.NewService(t, ep, testenv.UniqueName(t, "g"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.RunCommandHandlers(ctx) }()
@@ -83,7 +84,7 @@ func TestCommandFromAPlainKafkaProducerIsHandledAndAnswered(t *testing.T) {
 	if r := replies[bad]; r.Status != "invalid" || r.Reason == "" {
 		t.Errorf("command with an unknown payload field: reply %+v, want invalid with a reason", r)
 	}
-	evs := events(t, svc, todo.AggregateType, todoID)
+	evs := rigs.Events(t, svc, todo.AggregateType, todoID)
 	if len(evs) != 1 || evs[0].Metadata.CausationID != good {
 		t.Fatalf("events %+v, want the one TodoCreated caused by %s", evs, good)
 	}

@@ -20,9 +20,11 @@ import (
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/order"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/projections/elastic"
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
 	"github.com/eventpipe/eventpipe/testkit/integration"
@@ -33,14 +35,14 @@ import (
 // dispatcher, the store, the relay, Kafka and both search models
 // (eventpipe.NewConsumers). Every document reaches its aggregate's version;
 // the search endpoints answer what the commands imply; bad search input is
-// a 400 that changes nothing; and a replay from scratch (eventpipe.Replay)
+// a 400 that changes nothing; and a replay from scratch (operator.Replay)
 // swaps in documents equal to the live ones.
 func TestSearchModelsFollowCommandsEndToEnd(t *testing.T) {
 	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ep := testEndpoints(t)
-	ep.Postgres = migratedPostgres(t) // parked_events: the search models park by default
+	ep := rigs.Endpoints(t)
+	ep.Postgres = rigs.MigratedPostgres(t) // parked_events: the search models park by default
 	ep.LeasesTable = testenv.UniqueName(t, "leases")
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	if err := migrate.CreateLeasesTable(ctx, testenv.DynamoDB(t), ep.LeasesTable); err != nil {
@@ -65,7 +67,7 @@ func TestSearchModelsFollowCommandsEndToEnd(t *testing.T) {
 			}
 		}
 	}()
-	svc := newService(t, ep, testenv.UniqueName(t, "g"))
+	svc := rigs.NewService(t, ep, testenv.UniqueName(t, "g"))
 	srv, err := svc.NewHTTP()
 	if err != nil {
 		t.Fatal(err)
@@ -273,7 +275,7 @@ func TestSearchModelsFollowCommandsEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := eventpipe.Replay(ctx, eventpipe.ReplayConfig{Endpoints: ep, ReadModel: models[0]})
+	res, err := operator.Replay(ctx, operator.ReplayConfig{Endpoints: ep, ReadModel: models[0]})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
@@ -35,14 +36,14 @@ func readModelSchema(t *testing.T, ep endpoints.Endpoints, migrated bool) endpoi
 func listServer(t *testing.T, migrated bool) (base string, db *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
-	ep := readModelSchema(t, testEndpoints(t), migrated)
+	ep := readModelSchema(t, rigs.Endpoints(t), migrated)
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	conn, err := pgx.Connect(ctx, ep.Postgres)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	svc := newService(t, ep, testenv.UniqueName(t, "g"))
+	svc := rigs.NewService(t, ep, testenv.UniqueName(t, "g"))
 	srv, err := svc.NewHTTP()
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@
 //     with reason, shard_id and stream_sequence_number: it has no topic to
 //     go back to, so it cannot be re-driven (ErrNoOrigin).
 //
-// Read reads a poison topic from its start to its end with franz-go;
+// Read reads a poison topic from its start to its end (kafka.ReadTopic);
 // Redriver publishes a poison message again, without its poison fields,
 // and records it in Postgres (table poison_redrives, migrations/postgres
 // 009) so that a second redrive publishes nothing.

@@ -251,13 +251,9 @@ func (r *Redriver) done(ctx context.Context, conn *pgxpool.Conn, m Message) (tim
 // published reports whether topic holds, since since, a copy of m
 // (KeyRedrivenFrom = m.Ref).
 func (r *Redriver) published(ctx context.Context, topic string, m Message, since time.Time) (bool, error) {
-	cl, err := newClient(r.cfg.Brokers, r.cfg.Security)
-	if err != nil {
-		return false, err
-	}
-	defer cl.Close()
 	found := false
-	err = scan(ctx, cl, topic, since, func(c Message) bool {
+	err := kafka.ReadTopic(ctx, kafka.Cluster{Brokers: r.cfg.Brokers, Security: r.cfg.Security}, topic, since, func(rec kafka.Record) bool {
+		c := fromRecord(rec)
 		found = c.Metadata.Get(KeyRedrivenFrom) == m.Ref.String() && c.UUID == m.UUID
 		return !found
 	})

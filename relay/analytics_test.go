@@ -12,11 +12,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/analytics/analyticsbus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/eventstore"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
@@ -252,25 +252,23 @@ func TestAnalyticsRelayCarriesRawEventsBesideTheEventsRelay(t *testing.T) {
 // arrived (failing t when none arrives for integration.HangAfter), then
 // for one more second to catch any extra, and returns them in partition
 // order.
-func readAll(t testing.TB, brokers, topics []string, n int) []*kgo.Record {
+func readAll(t testing.TB, brokers, topics []string, n int) []kafka.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var got []*kgo.Record
+	r := newTopicReader(t, brokers, topics...)
+	defer r.Close()
+	var got []kafka.Record
 	integration.AwaitProgress(t, fmt.Sprintf("records on %v", topics), func() int64 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		got = append(got, cl.PollFetches(ctx).Records()...)
+		recs, _ := r.Poll(ctx) // a failed fetch is retried; a stuck read fails the wait
+		got = append(got, recs...)
 		return int64(len(got))
 	}, int64(n))
 	extra, done := context.WithTimeout(context.Background(), time.Second)
 	defer done()
 	for extra.Err() == nil {
-		got = append(got, cl.PollFetches(extra).Records()...)
+		recs, _ := r.Poll(extra)
+		got = append(got, recs...)
 	}
 	return got
 }

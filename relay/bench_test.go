@@ -13,8 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	st "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
-	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/relay"
 )
@@ -98,26 +99,26 @@ func BenchmarkRelayVsRawGetRecords(b *testing.B) {
 	// Latency: append one event at a time and time its arrival.
 	arrived := make(map[string]time.Time)
 	var mu sync.Mutex
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.ep.KafkaBrokers...), kgo.ConsumeTopics(e.topics.Events("tick")),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.FetchMaxWait(10*time.Millisecond))
+	reader, err := kafka.NewTopicReader(ctx, kafka.TopicReaderConfig{Cluster: kafka.Cluster{Brokers: e.ep.KafkaBrokers},
+		Topics: []string{e.topics.Events("tick")}, Start: bus.StartLatest, MaxWait: 10 * time.Millisecond})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer cl.Close()
+	defer reader.Close()
 	pollCtx, cancelPoll := context.WithCancel(ctx)
 	polled := make(chan struct{})
 	go func() {
 		defer close(polled)
 		for pollCtx.Err() == nil {
-			f := cl.PollFetches(pollCtx)
+			recs, _ := reader.Poll(pollCtx)
 			now := time.Now()
-			f.EachRecord(func(r *kgo.Record) {
+			for _, r := range recs {
 				if ev, err := eventstore.Unmarshal(r.Value); err == nil {
 					mu.Lock()
 					arrived[ev.EventID] = now
 					mu.Unlock()
 				}
-			})
+			}
 		}
 	}()
 	time.Sleep(time.Second) // let the consumer reach the end of the topic

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	st "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/relay"
@@ -91,12 +90,8 @@ func (rr *runningRelay) stop() error {
 // integration.HangAfter.
 func awaitEvents(t *testing.T, e *env, rr *runningRelay, topic string, want map[string]int64) []delivery {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.ep.KafkaBrokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	reader := newTopicReader(t, e.ep.KafkaBrokers, topic)
+	defer reader.Close()
 	hang := integration.HangAfter()
 	var got []delivery
 	for moved := time.Now(); !complete(want)(got); {
@@ -109,16 +104,16 @@ func awaitEvents(t *testing.T, e *env, rr *runningRelay, topic string, want map[
 			t.Fatalf("%s: %d records, then none for %v (%s); not all expected events arrived", topic, len(got), stuck.Round(time.Millisecond), integration.EnvHangAfter)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		fetches := cl.PollFetches(ctx)
+		recs, _ := reader.Poll(ctx) // a failed fetch is retried; a stuck read fails above
 		cancel()
-		fetches.EachRecord(func(r *kgo.Record) {
+		for _, r := range recs {
 			env, err := eventstore.Unmarshal(r.Value)
 			if err != nil {
 				t.Fatalf("record %s/%d@%d: %v", r.Topic, r.Partition, r.Offset, err)
 			}
 			got = append(got, delivery{partition: r.Partition, offset: r.Offset, env: env})
 			moved = time.Now()
-		})
+		}
 	}
 	return got
 }

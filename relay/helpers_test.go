@@ -15,7 +15,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
@@ -160,12 +159,8 @@ type delivery struct {
 // partition order.
 func readUntil(t testing.TB, brokers []string, topic string, done func([]delivery) bool) []delivery {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	reader := newTopicReader(t, brokers, topic)
+	defer reader.Close()
 	hang := integration.HangAfter()
 	var got []delivery
 	for moved := time.Now(); !done(got); {
@@ -173,23 +168,35 @@ func readUntil(t testing.TB, brokers []string, topic string, done func([]deliver
 			t.Fatalf("%s: %d records, then none for %v (%s); not all expected events arrived", topic, len(got), stuck.Round(time.Millisecond), integration.EnvHangAfter)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		fetches := cl.PollFetches(ctx)
+		recs, err := reader.Poll(ctx)
 		cancel()
-		fetches.EachError(func(topic string, p int32, err error) {
-			if err != context.DeadlineExceeded {
-				t.Logf("fetch %s/%d: %v", topic, p, err)
-			}
-		})
-		fetches.EachRecord(func(r *kgo.Record) {
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Logf("read %s: %v", topic, err)
+		}
+		for _, r := range recs {
 			e, err := eventstore.Unmarshal(r.Value)
 			if err != nil {
 				t.Fatalf("record %s/%d@%d: %v", r.Topic, r.Partition, r.Offset, err)
 			}
 			got = append(got, delivery{partition: r.Partition, offset: r.Offset, env: e})
 			moved = time.Now()
-		})
+		}
 	}
 	return got
+}
+
+// newTopicReader returns a group-less reader of topics from their start
+// (plain text, fetches waiting at most 200 ms); the caller closes it.
+func newTopicReader(t testing.TB, brokers []string, topics ...string) *kafka.TopicReader {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
+	defer cancel()
+	r, err := kafka.NewTopicReader(ctx, kafka.TopicReaderConfig{Cluster: kafka.Cluster{Brokers: brokers}, Topics: topics,
+		MaxWait: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // coverage checks deliveries against want (aggregate id → last sequence):

@@ -11,8 +11,8 @@
 // the samples of Config.History in a ring. Rates are the differences of
 // each events topic's newest offset between two samples. Sampling starts
 // with the first request, so a server nobody looks at reads nothing; Close
-// stops it. The page knows nothing of how the status is read: eventpipe
-// fills a Snapshot from its StatusReport (eventpipe.StatusPageReader).
+// stops it. The page knows nothing of how the status is read: package
+// operator fills a Snapshot from its StatusReport (StatusPageReader).
 package statuspage
 
 import (

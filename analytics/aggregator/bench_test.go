@@ -7,74 +7,57 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eventpipe/eventpipe/analytics/aggregator"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
 
-// drainHandler reads every message of its claims and does nothing else;
-// when the want-th arrives it notes the time and calls done.
-type drainHandler struct {
-	want int64
-	read atomic.Int64
-	at   atomic.Pointer[time.Time]
-	done context.CancelFunc
-}
-
-func (*drainHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
-func (*drainHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
-
-func (h *drainHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	for {
-		select {
-		case <-sess.Context().Done():
-			return nil
-		case _, ok := <-claim.Messages():
-			if !ok {
-				return nil
-			}
-			if h.read.Add(1) == h.want {
-				now := time.Now()
-				h.at.Store(&now)
-				h.done()
-			}
-		}
-	}
-}
-
 // rawDrain reads topic from the start as a new member of group, with the
-// aggregation consumer's sarama configuration, until it has read n
-// messages, and returns the time from joining to the last one.
+// aggregation consumer's group configuration (kafka.GroupConsumer taking
+// batches as the consumer does), until it has read n messages, and
+// returns the time from joining to the last one.
 func rawDrain(b *testing.B, w *world, group, topic string, n int) time.Duration {
 	b.Helper()
 	kcfg := childConfig(w.db, w.brokers, w.table, w.topics.Prefix, nil).Kafka
 	kcfg.ConsumerGroup = group
-	sc, err := kcfg.SaramaConfig()
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	h := &drainHandler{want: int64(n), done: cancel}
+	var (
+		read atomic.Int64
+		at   atomic.Pointer[time.Time]
+	)
+	count := func(ctx context.Context, claim *kafka.Claim) error {
+		for {
+			batch, open := claim.Batch(ctx, aggregator.DefaultBatchSize, aggregator.DefaultBatchWait)
+			if total := read.Add(int64(len(batch))); len(batch) > 0 && total >= int64(n) && at.Load() == nil {
+				now := time.Now()
+				at.Store(&now)
+				cancel()
+			}
+			if !open || ctx.Err() != nil {
+				return nil
+			}
+		}
+	}
 	start := time.Now()
-	cg, err := sarama.NewConsumerGroup(w.brokers, group, sc)
+	cg, err := kafka.NewGroupConsumer(kafka.GroupConsumerConfig{Subscriber: kcfg, ReadAhead: aggregator.DefaultBatchSize})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer cg.Close()
 	for ctx.Err() == nil {
-		if err := cg.Consume(ctx, []string{topic}, h); err != nil && ctx.Err() == nil {
+		if err := cg.Consume(ctx, []string{topic}, count); err != nil && ctx.Err() == nil {
 			b.Fatalf("raw drain: %v", err)
 		}
 	}
-	at := h.at.Load()
-	if at == nil {
-		b.Fatalf("raw drain read %d of %d messages in 5 minutes", h.read.Load(), n)
+	done := at.Load()
+	if done == nil {
+		b.Fatalf("raw drain read %d of %d messages in 5 minutes", read.Load(), n)
 	}
-	return at.Sub(start)
+	return done.Sub(start)
 }
 
 // handled is how many messages the consumer has applied or recognised
@@ -119,7 +102,7 @@ func counterByLabel(b *testing.B, reg *prometheus.Registry, name, label string) 
 // of b.N×70 events (100 per session, over one day, 5% delivered late, 1%
 // delivered twice) to a fresh analytics topic of 12 partitions, then
 // reads it from the start two ways, each as a new consumer group, in two
-// rounds: a raw drain (a sarama consumer group with the consumer's
+// rounds: a raw drain (a kafka.GroupConsumer with the consumer's
 // configuration that only counts the messages), and the aggregation
 // consumer (aggregator.New + Run in process, default BatchSize and
 // BatchWait, a fresh table each round), timed from Run until the daily

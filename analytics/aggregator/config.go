@@ -144,10 +144,16 @@ func (c Config) Validate() error {
 	case c.ConflictRetries < 1:
 		return fmt.Errorf("aggregator: Config.ConflictRetries %d must be positive", c.ConflictRetries)
 	}
-	if _, err := c.Kafka.SaramaConfig(); err != nil {
+	if err := c.groupConfig(nil).Validate(); err != nil {
 		return fmt.Errorf("aggregator: %w", err)
 	}
 	return bus.ValidateTopic(c.poisonTopic())
+}
+
+// groupConfig is the consumer group member of the consumer, logging to
+// log: it fetches a batch of each partition ahead.
+func (c Config) groupConfig(log *slog.Logger) kafka.GroupConsumerConfig {
+	return kafka.GroupConsumerConfig{Subscriber: c.Kafka, ReadAhead: c.BatchSize, Logger: log}
 }
 
 // poisonTopic is where messages that are not analytics events go.

@@ -11,15 +11,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eventpipe/eventpipe/internal/pause"
-
-	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/eventpipe/eventpipe/analytics/analyticsbus"
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/pause"
 )
 
 // Consumer is the aggregation consumer: a member of its Kafka consumer
@@ -27,7 +26,7 @@ import (
 // and daily aggregations of the analytics table.
 type Consumer struct {
 	cfg     Config
-	sarama  *sarama.Config
+	group   kafka.GroupConsumerConfig
 	table   *table
 	metrics *metrics
 	log     *slog.Logger
@@ -42,18 +41,13 @@ func New(cfg Config) (*Consumer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	sc, err := cfg.Kafka.SaramaConfig()
-	if err != nil {
-		return nil, fmt.Errorf("aggregator: %w", err)
-	}
-	sc.Consumer.Return.Errors = true
-	sc.ChannelBufferSize = max(sc.ChannelBufferSize, cfg.BatchSize)
+	log := cfg.Logger.With("component", "analytics-aggregator")
 	return &Consumer{
 		cfg:        cfg,
-		sarama:     sc,
+		group:      cfg.groupConfig(log),
 		table:      &table{client: cfg.Client, name: cfg.Table, sessionTTL: cfg.SessionTTL},
 		metrics:    newMetrics(cfg.Registerer),
-		log:        cfg.Logger.With("component", "analytics-aggregator", "group", cfg.Kafka.ConsumerGroup),
+		log:        log.With("group", cfg.Kafka.ConsumerGroup),
 		prefix:     cfg.Topics.Prefix + bus.AnalyticsPrefix,
 		writeSlots: make(chan struct{}, cfg.WriteConcurrency),
 	}, nil
@@ -66,32 +60,25 @@ func (c *Consumer) Group() string { return c.cfg.Kafka.ConsumerGroup }
 // DiscoveryInterval and rejoins the group with the new set when one
 // appears. It returns nil after ctx ends, or the error that stopped it.
 func (c *Consumer) Run(ctx context.Context) error {
-	client, err := sarama.NewClient(c.cfg.Kafka.Brokers, c.sarama)
+	// The reader lists the analytics topics; the group member reads them.
+	reader, err := kafka.NewOffsetReader(kafka.Cluster{Brokers: c.cfg.Kafka.Brokers, Security: c.cfg.Kafka.Security})
 	if err != nil {
 		return fmt.Errorf("aggregator: connect to kafka: %w", err)
 	}
-	group, err := sarama.NewConsumerGroup(c.cfg.Kafka.Brokers, c.cfg.Kafka.ConsumerGroup, c.sarama)
+	defer reader.Close()
+	group, err := kafka.NewGroupConsumer(c.group)
 	if err != nil {
-		_ = client.Close()
 		return fmt.Errorf("aggregator: join group %s: %w", c.cfg.Kafka.ConsumerGroup, err)
 	}
-	go func() {
-		for err := range group.Errors() {
-			if !errors.Is(err, context.Canceled) {
-				c.log.Warn("consumer group error", "err", err)
-			}
-		}
-	}()
 	defer func() {
 		if err := group.Close(); err != nil {
 			c.log.Warn("leave consumer group", "err", err)
 		}
-		_ = client.Close()
 	}()
 	c.log.InfoContext(ctx, "aggregation consumer started", "topics", c.prefix+"*", "table", c.cfg.Table)
 	for ctx.Err() == nil {
-		topics, err := c.topics(client)
-		if err != nil {
+		topics, err := reader.TopicsWithPrefix(ctx, c.prefix)
+		if err != nil && ctx.Err() == nil {
 			c.log.WarnContext(ctx, "list topics failed; retrying", "err", err)
 		}
 		if len(topics) == 0 {
@@ -100,8 +87,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		err = c.consume(ctx, client, group, topics)
-		if errors.Is(err, sarama.ErrClosedConsumerGroup) {
+		err = c.consume(ctx, reader, group, topics)
+		if errors.Is(err, kafka.ErrGroupConsumerClosed) {
 			return fmt.Errorf("aggregator: %w", err)
 		}
 		if err != nil && ctx.Err() == nil {
@@ -115,7 +102,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 // consume runs group sessions on topics until ctx ends or another
 // analytics topic appears.
-func (c *Consumer) consume(ctx context.Context, client sarama.Client, group sarama.ConsumerGroup, topics []string) error {
+func (c *Consumer) consume(ctx context.Context, reader *kafka.OffsetReader, group *kafka.GroupConsumer, topics []string) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -123,7 +110,7 @@ func (c *Consumer) consume(ctx context.Context, client sarama.Client, group sara
 	go func() {
 		defer wg.Done()
 		for pause.Sleep(sctx, c.cfg.DiscoveryInterval) == nil {
-			now, err := c.topics(client)
+			now, err := reader.TopicsWithPrefix(sctx, c.prefix)
 			if err == nil && !slices.Equal(now, topics) {
 				c.log.Info("analytics topics changed; rejoining", "topics", now)
 				cancel()
@@ -132,53 +119,26 @@ func (c *Consumer) consume(ctx context.Context, client sarama.Client, group sara
 	}()
 	defer wg.Wait()
 	for sctx.Err() == nil {
-		if err := group.Consume(sctx, topics, handler{c}); err != nil {
+		if err := group.Consume(sctx, topics, c.consumeClaim); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// topics lists the analytics topics, sorted.
-func (c *Consumer) topics(client sarama.Client) ([]string, error) {
-	if err := client.RefreshMetadata(); err != nil {
-		return nil, err
-	}
-	all, err := client.Topics()
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, t := range all {
-		if strings.HasPrefix(t, c.prefix) && len(t) > len(c.prefix) {
-			out = append(out, t)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
-// handler is the sarama.ConsumerGroupHandler of a Consumer.
-type handler struct{ c *Consumer }
-
-func (handler) Setup(sarama.ConsumerGroupSession) error   { return nil }
-func (handler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
-
-// ConsumeClaim folds one partition in batches and marks each batch's
+// consumeClaim folds one partition in batches and marks each batch's
 // offsets once it is written.
-func (h handler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	c := h.c
-	ctx := sess.Context()
+func (c *Consumer) consumeClaim(ctx context.Context, claim *kafka.Claim) error {
 	topic, partition := claim.Topic(), claim.Partition()
 	source := strings.TrimPrefix(topic, c.prefix)
 	log := c.log.With("topic", topic, "partition", partition)
 	for {
-		batch, open := c.collect(ctx, claim.Messages())
+		batch, open := claim.Batch(ctx, c.cfg.BatchSize, c.cfg.BatchWait)
 		if len(batch) > 0 {
 			if err := c.handle(ctx, log, source, partition, batch); err != nil {
 				return err // the session ended; nothing past the last mark is committed
 			}
-			sess.MarkMessage(batch[len(batch)-1], "")
+			claim.Mark(batch[len(batch)-1])
 		}
 		if !open || ctx.Err() != nil {
 			return nil
@@ -186,39 +146,9 @@ func (h handler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 	}
 }
 
-// collect waits for a message, then takes more until BatchSize or
-// BatchWait; open is false once the claim's channel is closed.
-func (c *Consumer) collect(ctx context.Context, msgs <-chan *sarama.ConsumerMessage) (batch []*sarama.ConsumerMessage, open bool) {
-	select {
-	case <-ctx.Done():
-		return nil, true
-	case m, ok := <-msgs:
-		if !ok {
-			return nil, false
-		}
-		batch = append(batch, m)
-	}
-	timer := time.NewTimer(c.cfg.BatchWait)
-	defer timer.Stop()
-	for len(batch) < c.cfg.BatchSize {
-		select {
-		case m, ok := <-msgs:
-			if !ok {
-				return batch, false
-			}
-			batch = append(batch, m)
-		case <-timer.C:
-			return batch, true
-		case <-ctx.Done():
-			return batch, true
-		}
-	}
-	return batch, true
-}
-
 // handle decodes and applies a batch, retrying failed writes with
 // back-off until they succeed or ctx ends.
-func (c *Consumer) handle(ctx context.Context, log *slog.Logger, source string, partition int32, batch []*sarama.ConsumerMessage) error {
+func (c *Consumer) handle(ctx context.Context, log *slog.Logger, source string, partition int32, batch []kafka.Record) error {
 	deliveries := make([]delivery, 0, len(batch))
 	for _, m := range batch {
 		d, err := decode(source, m)
@@ -255,7 +185,7 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, source string, 
 
 // decode reads a message: an analytics event of the topic's source.
 // Anything else is a *eventstore.DecodeError.
-func decode(source string, m *sarama.ConsumerMessage) (delivery, error) {
+func decode(source string, m kafka.Record) (delivery, error) {
 	e, err := analyticsbus.Decode(m.Value)
 	if err != nil {
 		return delivery{}, err
@@ -280,7 +210,7 @@ const (
 
 // poison sends a message that is not an analytics event to the poison
 // topic (or logs it without one) so that it never blocks its partition.
-func (c *Consumer) poison(ctx context.Context, log *slog.Logger, m *sarama.ConsumerMessage, reason error) error {
+func (c *Consumer) poison(ctx context.Context, log *slog.Logger, m kafka.Record, reason error) error {
 	c.metrics.poison.Inc()
 	log.Error("message is not an analytics event; sent to the poison topic", "offset", m.Offset, "err", reason)
 	if c.cfg.Poison == nil {

@@ -2,6 +2,18 @@
 // with eventpipe's defaults, the command Sender that publishes commands
 // and waits for their answers, and consumer-group lag metrics.
 //
+// It is also the one place that talks to Kafka's client libraries (sarama
+// and franz-go; bus/kafka/keyed and bus/kafka/kafkatest aside): other
+// packages use its small API instead. GroupConsumer is a consumer-group
+// member for consumers that take a partition's records in batches and
+// mark what they are done with (analytics/aggregator). ReadTopic reads a
+// topic from its start (or a time) to its end as of the call, outside any
+// group (poison topics); TopicReader follows topics as records arrive
+// (tools, tests). OffsetReader reads groups' positions and topics'
+// offsets, lists topics by prefix and describes groups (DescribeGroup);
+// Ping tells whether the brokers answer with the given security (health
+// checks). Records come out of all of them as Record.
+//
 // The Publisher writes with acks from all replicas and an idempotent
 // producer. A message's bus.MetadataPartitionKey (the aggregate id) is its
 // record key: the messages of one key go to one partition, in order;
@@ -21,9 +33,10 @@
 // flight, one key's in order.
 //
 // Every client the package builds (the Publisher, the Subscriber and its
-// topic creation, the keyed subscriber, the Sender, ConsumerLag,
-// TopicMessages, the LagMonitor and StartGroup) connects as its config's
-// Security says: TLS (tlsconfig) and SASL PLAIN, SCRAM-SHA-256,
+// topic creation, the keyed subscriber, the Sender, the GroupConsumer,
+// ConsumerLag, TopicMessages, the LagMonitor, the OffsetReader,
+// ReadTopic, the TopicReader, Ping and StartGroup) connects as its
+// config's Security says: TLS (tlsconfig) and SASL PLAIN, SCRAM-SHA-256,
 // SCRAM-SHA-512 or AWS MSK IAM (OAUTHBEARER with a token of
 // aws-msk-iam-sasl-signer-go). Security.ApplySarama and Security.KgoOpts
 // configure sarama and franz-go clients built elsewhere the same way. The

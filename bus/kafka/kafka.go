@@ -284,9 +284,8 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 }
 
 // SaramaConfig fills c's defaults, validates it and returns the sarama
-// configuration of a consumer group member with c's timeouts, for a
-// consumer that talks to sarama directly (one that needs batches of a
-// partition or its offsets, as analytics/aggregator does).
+// configuration of a consumer group member with c's timeouts: the
+// GroupConsumer's, and that of a consumer built on sarama directly.
 func (c SubscriberConfig) SaramaConfig() (*sarama.Config, error) {
 	c.setDefaults()
 	if err := c.Validate(); err != nil {

@@ -24,8 +24,10 @@ const offsetsRetryTimeout = 10 * time.Second
 // offsets with one franz-go admin client, in a few broker round trips
 // whatever their number: one metadata request for every topic named, then
 // at once the start and end offsets of all of them and the committed
-// offsets of all the groups (one OffsetFetch per group coordinator). It is
-// safe for concurrent use; Close it when done.
+// offsets of all the groups (one OffsetFetch per group coordinator). With
+// the same client it lists topics by prefix (TopicsWithPrefix) and
+// describes consumer groups (DescribeGroup). It is safe for concurrent
+// use; Close it when done.
 type OffsetReader struct {
 	cluster Cluster
 	cl      *kgo.Client

@@ -48,7 +48,8 @@ const (
 
 // Security is how every Kafka client eventpipe builds (publisher,
 // subscribers, the keyed subscriber, the Sender, the analytics
-// aggregator, the lag monitor, status, group start positions) connects:
+// aggregator, the lag monitor, status, group start positions, poison
+// topic reads, health probes) connects:
 // TLS and SASL. The zero value is plain text without authentication, as
 // the local stack's default broker expects.
 type Security struct {

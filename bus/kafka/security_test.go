@@ -2,25 +2,26 @@ package kafka_test
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/bus/kafka/kafkatest"
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/dev/certs"
@@ -56,23 +57,17 @@ func startSecureCluster(t *testing.T) secureCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert := files.Cert
 	sc := secureCluster{caFile: files.CAFile, otherCA: other.CAFile}
-	cluster, err := kfake.NewCluster(
-		kfake.NumBrokers(1),
-		kfake.EnableSASL(),
-		kfake.Superuser(kafka.SASLScramSHA512, scram512User, scram512Pass),
-		kfake.Superuser(kafka.SASLScramSHA256, scram256User, scram256Pass),
-		kfake.Superuser(kafka.SASLPlain, plainUser, plainPass),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}),
-		kfake.AllowAutoTopicCreation(),
-		kfake.DefaultNumPartitions(3),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	sc.brokers = cluster.ListenAddrs()
+	sc.brokers = kafkatest.StartCluster(t, kafkatest.ClusterConfig{
+		Certificate: &files.Cert,
+		Users: []kafkatest.User{
+			{Mechanism: kafka.SASLScramSHA512, Name: scram512User, Password: scram512Pass},
+			{Mechanism: kafka.SASLScramSHA256, Name: scram256User, Password: scram256Pass},
+			{Mechanism: kafka.SASLPlain, Name: plainUser, Password: plainPass},
+		},
+		AutoCreateTopics: true,
+		Partitions:       3,
+	})
 	return sc
 }
 
@@ -147,6 +142,33 @@ func TestSecureClusterEveryClient(t *testing.T) {
 		t.Fatalf("OffsetReader.Read = %+v, %v; want a lag of 1 and 1 record", read, err)
 	}
 
+	if err := kafka.Ping(ctx, cluster); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	var records []kafka.Record
+	err = kafka.ReadTopic(ctx, cluster, topic, time.Time{}, func(r kafka.Record) bool { records = append(records, r); return true })
+	if err != nil || len(records) != 1 || string(records[0].Value) != "over tls and scram" || string(records[0].Key) != "k" ||
+		!slices.ContainsFunc(records[0].Headers, func(h kafka.RecordHeader) bool { return string(h.Value) == msg.UUID }) {
+		t.Fatalf("ReadTopic = %+v, %v; want the one record, keyed k, with its UUID in a header", records, err)
+	}
+	topicReader, err := kafka.NewTopicReader(ctx, kafka.TopicReaderConfig{Cluster: cluster, Topics: []string{topic}, MaxWait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tailed []kafka.Record
+	for len(tailed) == 0 {
+		recs, err := topicReader.Poll(ctx)
+		if err != nil {
+			t.Fatalf("TopicReader.Poll: %v", err)
+		}
+		tailed = append(tailed, recs...)
+	}
+	topicReader.Close()
+	if len(tailed) != 1 || tailed[0].Partition != records[0].Partition || tailed[0].Offset != records[0].Offset {
+		t.Fatalf("TopicReader read %+v, want the record ReadTopic read (%+v)", tailed, records[0])
+	}
+	consumeBatches(ctx, t, cluster, "secure-batches", topic, 1)
+
 	mon, err := kafka.NewLagMonitor(kafka.LagConfig{Brokers: c.brokers, Security: sec, ConsumerGroup: group, Topics: []string{topic}, Interval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +197,15 @@ func TestSecureClusterEveryClient(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the subscriber received nothing")
+	}
+	describer, err := kafka.NewOffsetReader(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := describer.DescribeGroup(ctx, group)
+	describer.Close()
+	if err != nil || len(desc.Members) != 1 || len(desc.Members[0].Partitions[topic]) == 0 {
+		t.Fatalf("DescribeGroup = %+v, %v; want the subscriber's member with the topic's partitions", desc, err)
 	}
 
 	ks, err := keyed.New(keyed.Config{Brokers: c.brokers, ConsumerGroup: "secure-keyed", Security: sec, Logger: watermill.NopLogger{}})
@@ -208,6 +239,62 @@ func TestSecureClusterEveryClient(t *testing.T) {
 	cmdTopic := cmd.Topic(bus.Topics{})
 	if counts, err := kafka.TopicMessages(ctx, cluster, []string{cmdTopic}); err != nil || counts[cmdTopic] != 1 {
 		t.Fatalf("TopicMessages(%s) = %v, %v; want 1", cmdTopic, counts, err)
+	}
+}
+
+// consumeBatches reads want records of topic as a member of group with a
+// kafka.GroupConsumer on cluster, marking each batch, and checks that the
+// group committed them.
+func consumeBatches(ctx context.Context, t *testing.T, cluster kafka.Cluster, group, topic string, want int) {
+	t.Helper()
+	gc, err := kafka.NewGroupConsumer(kafka.GroupConsumerConfig{Subscriber: kafka.SubscriberConfig{
+		Brokers: cluster.Brokers, Security: cluster.Security, ConsumerGroup: group}})
+	if err != nil {
+		t.Fatalf("NewGroupConsumer: %v", err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var (
+		mu  sync.Mutex
+		got []kafka.Record
+	)
+	handle := func(ctx context.Context, claim *kafka.Claim) error {
+		for {
+			batch, open := claim.Batch(ctx, 10, 50*time.Millisecond)
+			if len(batch) > 0 {
+				if batch[0].Topic != claim.Topic() || batch[0].Partition != claim.Partition() {
+					t.Errorf("claim of %s/%d got a record of %s/%d", claim.Topic(), claim.Partition(), batch[0].Topic, batch[0].Partition)
+				}
+				claim.Mark(batch[len(batch)-1])
+				mu.Lock()
+				got = append(got, batch...)
+				if len(got) >= want {
+					stop()
+				}
+				mu.Unlock()
+			}
+			if !open || ctx.Err() != nil {
+				return nil
+			}
+		}
+	}
+	for sctx.Err() == nil {
+		if err := gc.Consume(sctx, []string{topic}, handle); err != nil && sctx.Err() == nil {
+			t.Fatalf("GroupConsumer.Consume: %v", err)
+		}
+	}
+	if err := gc.Close(); err != nil {
+		t.Fatalf("GroupConsumer.Close: %v", err)
+	}
+	if err := gc.Consume(ctx, []string{topic}, handle); !errors.Is(err, kafka.ErrGroupConsumerClosed) {
+		t.Fatalf("Consume after Close = %v, want ErrGroupConsumerClosed", err)
+	}
+	if len(got) != want {
+		t.Fatalf("GroupConsumer read %d records, want %d", len(got), want)
+	}
+	rows, err := kafka.ConsumerLag(ctx, cluster, group, []string{topic})
+	if err != nil || totalLag(rows) != 0 {
+		t.Fatalf("after GroupConsumer: lag %+v, %v; want 0", rows, err)
 	}
 }
 
@@ -324,6 +411,35 @@ func TestSecureClusterRefusesWrongSettings(t *testing.T) {
 					_, err = r.Read(ctx, kafka.OffsetsRequest{Groups: []kafka.GroupTopics{{Group: group, Topics: []string{topic}}}})
 					return err
 				}},
+				{"ping", func(ctx context.Context) error {
+					return kafka.Ping(ctx, kafka.Cluster{Brokers: c.brokers, Security: tc.sec})
+				}},
+				{"read topic", func(ctx context.Context) error {
+					return kafka.ReadTopic(ctx, kafka.Cluster{Brokers: c.brokers, Security: tc.sec}, topic, time.Time{}, func(kafka.Record) bool { return true })
+				}},
+				{"topic reader", func(ctx context.Context) error {
+					r, err := kafka.NewTopicReader(ctx, kafka.TopicReaderConfig{Cluster: kafka.Cluster{Brokers: c.brokers, Security: tc.sec}, Topics: []string{topic}})
+					if err == nil {
+						r.Close()
+					}
+					return err
+				}},
+				{"describe group", func(ctx context.Context) error {
+					r, err := kafka.NewOffsetReader(kafka.Cluster{Brokers: c.brokers, Security: tc.sec})
+					if err != nil {
+						return err
+					}
+					defer r.Close()
+					_, err = r.DescribeGroup(ctx, group)
+					return err
+				}},
+				{"group consumer", func(context.Context) error {
+					gc, err := kafka.NewGroupConsumer(kafka.GroupConsumerConfig{Subscriber: kafka.SubscriberConfig{Brokers: c.brokers, ConsumerGroup: group, Security: tc.sec}})
+					if err == nil {
+						gc.Close()
+					}
+					return err
+				}},
 				{"group start", func(ctx context.Context) error {
 					_, err := kafka.StartGroup(ctx, kafka.GroupStartConfig{Brokers: c.brokers, Security: tc.sec, Group: group, Topics: []string{topic}, Start: bus.StartEarliest})
 					return err
@@ -407,12 +523,14 @@ func TestSecurityValidateRejectsBadSettings(t *testing.T) {
 				t.Errorf("KgoOpts = %v, want a *eventstore.ValidationError", err)
 			}
 			for cfg, err := range map[string]error{
-				"PublisherConfig":  kafka.PublisherConfig{Brokers: brokers, Security: sec}.Validate(),
-				"SubscriberConfig": subscriberValidate(brokers, sec),
-				"SenderConfig":     kafka.SenderConfig{Brokers: brokers, Security: sec}.Validate(),
-				"LagConfig":        kafka.LagConfig{Brokers: brokers, Security: sec, ConsumerGroup: "g", Topics: []string{"t"}}.Validate(),
-				"GroupStartConfig": kafka.GroupStartConfig{Brokers: brokers, Security: sec, Group: "g", Topics: []string{"t"}, Start: bus.StartEarliest}.Validate(),
-				"keyed.Config":     keyedValidate(brokers, sec),
+				"PublisherConfig":     kafka.PublisherConfig{Brokers: brokers, Security: sec}.Validate(),
+				"SubscriberConfig":    subscriberValidate(brokers, sec),
+				"SenderConfig":        kafka.SenderConfig{Brokers: brokers, Security: sec}.Validate(),
+				"LagConfig":           kafka.LagConfig{Brokers: brokers, Security: sec, ConsumerGroup: "g", Topics: []string{"t"}}.Validate(),
+				"GroupStartConfig":    kafka.GroupStartConfig{Brokers: brokers, Security: sec, Group: "g", Topics: []string{"t"}, Start: bus.StartEarliest}.Validate(),
+				"keyed.Config":        keyedValidate(brokers, sec),
+				"GroupConsumerConfig": kafka.GroupConsumerConfig{Subscriber: kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: "g", Security: sec}}.Validate(),
+				"TopicReaderConfig":   kafka.TopicReaderConfig{Cluster: kafka.Cluster{Brokers: brokers, Security: sec}, Topics: []string{"t"}}.Validate(),
 			} {
 				if !errors.As(err, &ve) {
 					t.Errorf("%s.Validate = %v, want a *eventstore.ValidationError", cfg, err)
@@ -426,6 +544,18 @@ func TestSecurityValidateRejectsBadSettings(t *testing.T) {
 			}
 			if _, err := kafka.NewOffsetReader(kafka.Cluster{Brokers: brokers, Security: sec}); !errors.As(err, &ve) {
 				t.Errorf("NewOffsetReader = %v, want a *eventstore.ValidationError", err)
+			}
+			if err := kafka.Ping(context.Background(), kafka.Cluster{Brokers: brokers, Security: sec}); !errors.As(err, &ve) {
+				t.Errorf("Ping = %v, want a *eventstore.ValidationError", err)
+			}
+			if err := kafka.ReadTopic(context.Background(), kafka.Cluster{Brokers: brokers, Security: sec}, "t", time.Time{}, func(kafka.Record) bool { return true }); !errors.As(err, &ve) {
+				t.Errorf("ReadTopic = %v, want a *eventstore.ValidationError", err)
+			}
+			if _, err := kafka.NewTopicReader(context.Background(), kafka.TopicReaderConfig{Cluster: kafka.Cluster{Brokers: brokers, Security: sec}, Topics: []string{"t"}}); !errors.As(err, &ve) {
+				t.Errorf("NewTopicReader = %v, want a *eventstore.ValidationError", err)
+			}
+			if _, err := kafka.NewGroupConsumer(kafka.GroupConsumerConfig{Subscriber: kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: "g", Security: sec}}); !errors.As(err, &ve) {
+				t.Errorf("NewGroupConsumer = %v, want a *eventstore.ValidationError", err)
 			}
 		})
 	}

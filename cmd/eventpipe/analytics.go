@@ -10,6 +10,7 @@ import (
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/analytics"
+	"github.com/eventpipe/eventpipe/operator"
 )
 
 // openAnalytics opens the analytics store of the environment.
@@ -223,7 +224,7 @@ docs/operations.md. The run is recorded in Postgres (operator_actions). Prints J
 			if err != nil {
 				return fmt.Errorf("--to: %w", err)
 			}
-			res, err := eventpipe.AnalyticsRecount(cmd.Context(), eventpipe.AnalyticsRecountConfig{
+			res, err := operator.AnalyticsRecount(cmd.Context(), operator.AnalyticsRecountConfig{
 				Endpoints: eventpipe.EndpointsFromEnv(), Source: source, From: lo, To: hi, Settle: settle,
 				Actor: actor, Reason: reason, Logger: slog.Default(),
 			})
@@ -237,7 +238,7 @@ docs/operations.md. The run is recorded in Postgres (operator_actions). Prints J
 	cmd.Flags().StringVar(&from, "from", "", "start of the range, a whole UTC hour, RFC 3339 (required)")
 	cmd.Flags().StringVar(&to, "to", "", "end of the range (excluded), a whole UTC hour, RFC 3339 (required)")
 	cmd.Flags().DurationVar(&settle, "settle", 0, "how long ago the range must have ended (default 5m)")
-	cmd.Flags().StringVar(&actor, "actor", eventpipe.DefaultActor(), "who recounts (recorded)")
+	cmd.Flags().StringVar(&actor, "actor", operator.DefaultActor(), "who recounts (recorded)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
 	for _, f := range []string{"source", "from", "to"} {
 		_ = cmd.MarkFlagRequired(f)

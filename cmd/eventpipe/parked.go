@@ -12,6 +12,7 @@ import (
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/operator"
 )
 
 func parkedCommand() *cobra.Command {
@@ -44,7 +45,7 @@ func parkedListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			events, err := eventpipe.ParkedList(cmd.Context(), eventpipe.ParkedListConfig{
+			events, err := operator.ParkedList(cmd.Context(), operator.ParkedListConfig{
 				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Projection: projection, Aggregate: ref, Logger: slog.Default(),
 			})
 			if err != nil {
@@ -91,7 +92,7 @@ new reason, and replay exits non-zero.`,
 			if err != nil {
 				return err
 			}
-			res, err := eventpipe.ParkedReplay(cmd.Context(), eventpipe.ParkedReplayConfig{
+			res, err := operator.ParkedReplay(cmd.Context(), operator.ParkedReplayConfig{
 				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Projection: projection, Aggregate: ref,
 				Actor: actor, Reason: reason, Logger: slog.Default(),
 			})
@@ -117,7 +118,7 @@ new reason, and replay exits non-zero.`,
 	}
 	cmd.Flags().StringVar(&projection, "projection", "", "the read or search model whose parked aggregates to re-drive (required)")
 	cmd.Flags().StringVar(&aggregate, "aggregate", "", "only this aggregate (type/id) or aggregate type")
-	cmd.Flags().StringVar(&actor, "actor", eventpipe.DefaultActor(), "who replays (recorded)")
+	cmd.Flags().StringVar(&actor, "actor", operator.DefaultActor(), "who replays (recorded)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
 	return cmd
 }
@@ -143,7 +144,7 @@ operator_actions.`,
 			if ref.ID == "" {
 				return fmt.Errorf("parked skip: %q: want <type>/<id>", args[1])
 			}
-			res, err := eventpipe.ParkedSkip(cmd.Context(), eventpipe.ParkedSkipConfig{
+			res, err := operator.ParkedSkip(cmd.Context(), operator.ParkedSkipConfig{
 				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Projection: args[0], Aggregate: ref,
 				Actor: actor, Reason: reason, Logger: slog.Default(),
 			})
@@ -161,7 +162,7 @@ operator_actions.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&actor, "actor", eventpipe.DefaultActor(), "who skips (recorded)")
+	cmd.Flags().StringVar(&actor, "actor", operator.DefaultActor(), "who skips (recorded)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why the event is skipped (required, recorded)")
 	return cmd
 }

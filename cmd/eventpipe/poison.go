@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/poison"
 )
 
@@ -42,11 +43,11 @@ func poisonListCommand(group *string) *cobra.Command {
 		Short: "List poison messages: topic, offset, origin, reason, message id, age, redrive",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := eventpipe.PoisonListConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), CommandGroup: *group, Logger: slog.Default()}
+			cfg := operator.PoisonListConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), CommandGroup: *group, Logger: slog.Default()}
 			if len(args) == 1 {
 				cfg.Topic = args[0]
 			}
-			msgs, err := eventpipe.PoisonList(cmd.Context(), cfg)
+			msgs, err := operator.PoisonList(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -78,7 +79,7 @@ func poisonShowCommand(group *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			m, err := eventpipe.PoisonShow(cmd.Context(), eventpipe.PoisonListConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(),
+			m, err := operator.PoisonShow(cmd.Context(), operator.PoisonListConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(),
 				CommandGroup: *group, Topic: args[0], Logger: slog.Default()}, pos)
 			if err != nil {
 				return err
@@ -127,7 +128,7 @@ poison records name no topic and cannot be re-driven. Exits non-zero when a
 message failed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var pos []eventpipe.PoisonPosition
+			var pos []operator.PoisonPosition
 			for _, o := range offsets {
 				p, err := parsePoisonPosition(o)
 				if err != nil {
@@ -138,7 +139,7 @@ message failed.`,
 			if all == (len(pos) > 0) {
 				return errors.New("poison redrive: give --offset (one or more) or --all")
 			}
-			res, err := eventpipe.PoisonRedrive(cmd.Context(), eventpipe.PoisonRedriveConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(),
+			res, err := operator.PoisonRedrive(cmd.Context(), operator.PoisonRedriveConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(),
 				CommandGroup: *group, Topic: args[0], Positions: pos, All: all, Actor: actor, Reason: reason, Logger: slog.Default()})
 			out := cmd.OutOrStdout()
 			for _, r := range res.Results {
@@ -174,14 +175,14 @@ message failed.`,
 	}
 	cmd.Flags().StringArrayVar(&offsets, "offset", nil, "a message to re-drive: its offset, or partition/offset (repeat for several)")
 	cmd.Flags().BoolVar(&all, "all", false, "re-drive every message of the topic")
-	cmd.Flags().StringVar(&actor, "actor", eventpipe.DefaultActor(), "who re-drives (recorded)")
+	cmd.Flags().StringVar(&actor, "actor", operator.DefaultActor(), "who re-drives (recorded)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
 	return cmd
 }
 
 // parsePoisonPosition reads "N" (any partition) or "P/N".
-func parsePoisonPosition(s string) (eventpipe.PoisonPosition, error) {
-	pos := eventpipe.PoisonPosition{Partition: eventpipe.AnyPartition}
+func parsePoisonPosition(s string) (operator.PoisonPosition, error) {
+	pos := operator.PoisonPosition{Partition: operator.AnyPartition}
 	off := s
 	if p, o, ok := strings.Cut(s, "/"); ok {
 		n, err := strconv.ParseInt(p, 10, 32)
@@ -240,7 +241,7 @@ func sortedMetadataKeys(m map[string]string) []string {
 
 // printOperatorActions prints the status section "OPERATOR ACTIONS": the
 // latest actions, newest first.
-func printOperatorActions(out io.Writer, r eventpipe.StatusReport) {
+func printOperatorActions(out io.Writer, r operator.StatusReport) {
 	fmt.Fprintln(out, "\nOPERATOR ACTIONS")
 	if r.OperatorActionsErr != nil {
 		fmt.Fprintln(out, "?")

@@ -17,6 +17,7 @@ import (
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/poison"
 )
 
@@ -117,7 +118,7 @@ func TestPoisonCLIListShowAndRedriveTwice(t *testing.T) {
 	}
 
 	var buf bytes.Buffer
-	printOperatorActions(&buf, eventpipe.Status(ctx, eventpipe.StatusConfig{}))
+	printOperatorActions(&buf, operator.Status(ctx, operator.StatusConfig{}))
 	if s := buf.String(); !strings.Contains(s, "OPERATOR ACTIONS") || !strings.Contains(s, "erin") || !strings.Contains(s, "dave") ||
 		!strings.Contains(s, "1 already re-driven") {
 		t.Fatalf("status section:\n%s", s)

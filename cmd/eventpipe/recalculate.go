@@ -8,6 +8,7 @@ import (
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/operator"
 )
 
 func recalculateCommand() *cobra.Command {
@@ -30,7 +31,7 @@ again with --after <id> to resume. Each run is recorded in Postgres
 (operator_actions; 'eventpipe status' shows the latest).`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := eventpipe.RecalculateConfig{
+			cfg := operator.RecalculateConfig{
 				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Type: args[0], All: all, After: after,
 				Actor: actor, Reason: reason, Retries: retries, Logger: slog.Default(),
 				Progress: func(r commands.Recalculation) {
@@ -47,7 +48,7 @@ again with --after <id> to resume. Each run is recorded in Postgres
 			if len(args) == 2 {
 				cfg.ID = args[1]
 			}
-			res, err := eventpipe.Recalculate(cmd.Context(), cfg)
+			res, err := operator.Recalculate(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -62,7 +63,7 @@ again with --after <id> to resume. Each run is recorded in Postgres
 	cmd.Flags().BoolVar(&all, "all", false, "every aggregate of the type, in id order")
 	cmd.Flags().StringVar(&after, "after", "", "with --all: start after this id (the last id of a run that stopped)")
 	cmd.Flags().IntVar(&retries, "retries", 3, "retries of one aggregate after a concurrent command moved its version")
-	cmd.Flags().StringVar(&actor, "actor", eventpipe.DefaultActor(), "who recalculates (recorded)")
+	cmd.Flags().StringVar(&actor, "actor", operator.DefaultActor(), "who recalculates (recorded)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/projections"
 )
 
@@ -45,11 +46,11 @@ a plain line every --progress-interval otherwise.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			progress := newReplayProgress(cmd.ErrOrStderr(), args[0], interval)
-			res, err := eventpipe.Replay(ctx, eventpipe.ReplayConfig{
+			res, err := operator.Replay(ctx, operator.ReplayConfig{
 				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), ReadModel: args[0], Progress: progress.update,
 			})
 			progress.finish()
-			if errors.Is(err, eventpipe.ErrReplayRunning) {
+			if errors.Is(err, operator.ErrReplayRunning) {
 				return fmt.Errorf("replay: %s: another replay of it is running; wait for it to finish", args[0])
 			}
 			if err != nil {

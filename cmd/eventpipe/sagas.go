@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/sagas"
 )
 
@@ -47,12 +48,12 @@ func sagasListCommand() *cobra.Command {
 		Short: "List saga instances: saga, instance, status, age, pending step, next timeout",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := eventpipe.SagaInstancesConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Status: state,
+			cfg := operator.SagaInstancesConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Status: state,
 				StuckAfter: stuckAfter, Limit: limit, Logger: slog.Default()}
 			if len(args) == 1 {
 				cfg.Saga = args[0]
 			}
-			list, err := eventpipe.SagaInstances(cmd.Context(), cfg)
+			list, err := operator.SagaInstances(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -85,7 +86,7 @@ func sagasShowCommand() *cobra.Command {
 		Short: "Show a saga instance: state, inputs handled, commands and answers, timeouts, outbox",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := eventpipe.SagaInstance(cmd.Context(), eventpipe.SagaInstanceConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(),
+			d, err := operator.SagaInstance(cmd.Context(), operator.SagaInstanceConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(),
 				Saga: args[0], Instance: args[1], StuckAfter: stuckAfter, Logger: slog.Default()})
 			if err != nil {
 				return err
@@ -115,8 +116,8 @@ consumer (which must run) and it ended. Recorded in operator_actions.`,
 			if err != nil {
 				return err
 			}
-			res, err := eventpipe.SagaAbort(cmd.Context(), eventpipe.SagaAbortConfig{
-				SagaOpsConfig: eventpipe.SagaOpsConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), CommandKey: key, Actor: actor, Logger: slog.Default()},
+			res, err := operator.SagaAbort(cmd.Context(), operator.SagaAbortConfig{
+				SagaOpsConfig: operator.SagaOpsConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), CommandKey: key, Actor: actor, Logger: slog.Default()},
 				Saga:          args[0], Instance: args[1], Reason: reason,
 			})
 			if err != nil {
@@ -138,7 +139,7 @@ consumer (which must run) and it ended. Recorded in operator_actions.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&actor, "actor", eventpipe.DefaultActor(), "who aborts (recorded)")
+	cmd.Flags().StringVar(&actor, "actor", operator.DefaultActor(), "who aborts (recorded)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (required, recorded)")
 	return cmd
 }
@@ -163,8 +164,8 @@ beside a running saga and safe to repeat. Recorded in operator_actions.`,
 			if err != nil {
 				return err
 			}
-			res, err := eventpipe.SagaRetry(cmd.Context(), eventpipe.SagaRetryConfig{
-				SagaOpsConfig: eventpipe.SagaOpsConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), CommandKey: key,
+			res, err := operator.SagaRetry(cmd.Context(), operator.SagaRetryConfig{
+				SagaOpsConfig: operator.SagaOpsConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), CommandKey: key,
 					StuckAfter: stuckAfter, Actor: actor, Logger: slog.Default()},
 				Saga: args[0], Instance: args[1], Reason: reason,
 			})
@@ -185,7 +186,7 @@ beside a running saga and safe to repeat. Recorded in operator_actions.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&actor, "actor", eventpipe.DefaultActor(), "who retries (recorded)")
+	cmd.Flags().StringVar(&actor, "actor", operator.DefaultActor(), "who retries (recorded)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
 	cmd.Flags().DurationVar(&stuckAfter, "stuck-after", sagas.DefaultStuckAfter, "how long an effect waits before it counts as stuck")
 	return cmd

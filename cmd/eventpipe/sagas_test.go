@@ -19,6 +19,7 @@ import (
 	"github.com/eventpipe/eventpipe/internal/endpoints"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/sagas"
 	"github.com/eventpipe/eventpipe/sagas/transfersaga"
 )
@@ -157,7 +158,7 @@ func TestSagasCLIListShowRetryAndAbortAStuckTransfer(t *testing.T) {
 		t.Errorf("second abort: %v", err)
 	}
 
-	acts, err := eventpipe.OperatorActions(ctx, eventpipe.OperatorActionsConfig{DB: db})
+	acts, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{DB: db})
 	if err != nil {
 		t.Fatal(err)
 	}

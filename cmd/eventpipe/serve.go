@@ -10,6 +10,7 @@ import (
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/httpapi/auth"
+	"github.com/eventpipe/eventpipe/operator"
 )
 
 func serveCommand() *cobra.Command {
@@ -61,8 +62,11 @@ least 32 bytes, the same for serve and consume.`,
 			if err != nil {
 				return err
 			}
+			// The status page is the operator surface's own route, on the
+			// API's listener or on --operator-addr's (package operator).
 			svc, err := eventpipe.NewWriteSide(cmd.Context(), eventpipe.WriteSideConfig{Catalog: catalog, ConsumerGroup: group,
-				OperatorAddr: operatorAddr, Auth: authCfg, NoAuth: authCfg == nil && noAuth, CommandKey: key, Logger: slog.Default()})
+				OperatorAddr: operatorAddr, OperatorRoutes: operator.MountStatusPage, Auth: authCfg, NoAuth: authCfg == nil && noAuth,
+				CommandKey: key, Logger: slog.Default()})
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/operator"
 )
 
 func statusCommand() *cobra.Command {
@@ -28,7 +29,7 @@ func statusCommand() *cobra.Command {
 			}
 			fmt.Fprintln(out, "STACK")
 			stackErr := printStatus(cmd, s)
-			r := eventpipe.Status(cmd.Context(), eventpipe.StatusConfig{Catalog: catalog, CommandGroup: group})
+			r := operator.Status(cmd.Context(), operator.StatusConfig{Catalog: catalog, CommandGroup: group})
 
 			for _, rel := range r.Relays {
 				fmt.Fprintf(out, "\nRELAY %s  ", rel.Name)
@@ -74,7 +75,7 @@ func statusCommand() *cobra.Command {
 			}
 			printOperatorActions(out, r)   // issue 27: cmd/eventpipe/poison.go
 			for _, err := range r.Errors { // under the table: a PARKED of "?" is explained here
-				if !slices.ContainsFunc(r.Relays, func(rel eventpipe.RelayStreamReport) bool { return rel.Err != nil && errors.Is(err, rel.Err) }) {
+				if !slices.ContainsFunc(r.Relays, func(rel operator.RelayStreamReport) bool { return rel.Err != nil && errors.Is(err, rel.Err) }) {
 					fmt.Fprintln(out, "could not read:", err) // a relay stream's was printed in place
 				}
 			}
@@ -95,7 +96,7 @@ func statusCommand() *cobra.Command {
 // parkedCell is the PARKED column of g: what its projection parked
 // ("3 (1 aggregate)"), "?" when that could not be read, "-" for a group
 // that is not a projection's.
-func parkedCell(g eventpipe.GroupStatus, parkedErr error) string {
+func parkedCell(g operator.GroupStatus, parkedErr error) string {
 	switch {
 	case g.Projection == "":
 		return "-"

@@ -23,6 +23,7 @@ import (
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/poison"
 )
 
@@ -288,7 +289,7 @@ func (s *scenario) dayTwoChapter(ctx context.Context, n *narrator, d *dayTwo) er
 	if err := s.skipStory(ctx, n, d); err != nil {
 		return err
 	}
-	actions, err := eventpipe.OperatorActions(ctx, eventpipe.OperatorActionsConfig{Endpoints: s.cfg.Endpoints, DB: s.db, Limit: 3,
+	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: s.cfg.Endpoints, DB: s.db, Limit: 3,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
@@ -309,10 +310,10 @@ func (s *scenario) redriveStory(ctx context.Context, n *narrator, d *dayTwo) err
 	n.line("%s v1 addresses each notice to the owner's name in the accounts read model and refuses an", notifierName)
 	n.line("account without one: a bug (bob and carol never gave a name), so their notices went to its poison topic:")
 	topic := bus.Topics{Prefix: s.cfg.Endpoints.TopicPrefix}.Poison("handler." + notifierName)
-	list := eventpipe.PoisonListConfig{Catalog: d.catalog, Endpoints: s.cfg.Endpoints, DB: s.db, Topic: topic, Logger: slog.New(slog.DiscardHandler)}
-	var mine []eventpipe.PoisonMessage
+	list := operator.PoisonListConfig{Catalog: d.catalog, Endpoints: s.cfg.Endpoints, DB: s.db, Topic: topic, Logger: slog.New(slog.DiscardHandler)}
+	var mine []operator.PoisonMessage
 	err := s.await(ctx, d, "bob's and carol's notices poisoned", func() (bool, string, error) {
-		msgs, err := eventpipe.PoisonList(ctx, list)
+		msgs, err := operator.PoisonList(ctx, list)
 		if err != nil {
 			return false, "", err
 		}
@@ -328,11 +329,11 @@ func (s *scenario) redriveStory(ctx context.Context, n *narrator, d *dayTwo) err
 		return err
 	}
 	n.line("  $ bin/eventpipe poison list %s", topic)
-	positions := make([]eventpipe.PoisonPosition, len(mine))
+	positions := make([]operator.PoisonPosition, len(mine))
 	offsets := ""
 	for i, m := range mine {
 		n.line("  %d/%-4d %-20s %s  %s", m.Partition, m.Offset, m.Origin().Topic, m.UUID, m.Reason())
-		positions[i] = eventpipe.PoisonPosition{Partition: m.Partition, Offset: m.Offset}
+		positions[i] = operator.PoisonPosition{Partition: m.Partition, Offset: m.Offset}
 		offsets += fmt.Sprintf(" --offset %d/%d", m.Partition, m.Offset)
 	}
 
@@ -349,10 +350,10 @@ func (s *scenario) redriveStory(ctx context.Context, n *narrator, d *dayTwo) err
 	d.running[1] = v2
 
 	reason := notifierName + " v2 needs no owner name"
-	redrive := eventpipe.PoisonRedriveConfig{Catalog: fixed, Endpoints: s.cfg.Endpoints, DB: s.db, Topic: topic, Positions: positions,
+	redrive := operator.PoisonRedriveConfig{Catalog: fixed, Endpoints: s.cfg.Endpoints, DB: s.db, Topic: topic, Positions: positions,
 		Actor: "demo", Reason: reason, Logger: slog.New(slog.DiscardHandler)}
 	n.line("  $ bin/eventpipe poison redrive %s%s --reason %q --actor demo", topic, offsets, reason)
-	res, err := eventpipe.PoisonRedrive(ctx, redrive)
+	res, err := operator.PoisonRedrive(ctx, redrive)
 	if err != nil {
 		return err
 	}
@@ -373,7 +374,7 @@ func (s *scenario) redriveStory(ctx context.Context, n *narrator, d *dayTwo) err
 		n.line("  sent: %s", d.notifier.notices(acc)[0])
 	}
 	n.line("  $ bin/eventpipe poison redrive %s%s   (again)", topic, offsets)
-	again, err := eventpipe.PoisonRedrive(ctx, redrive)
+	again, err := operator.PoisonRedrive(ctx, redrive)
 	if err != nil {
 		return err
 	}
@@ -418,7 +419,7 @@ func (s *scenario) skipStory(ctx context.Context, n *narrator, d *dayTwo) error 
 	s.balances[frank] = 2500 - 1200
 	var parked []parkedRow
 	err := s.await(ctx, d, "frank's transactions parked", func() (bool, string, error) {
-		evs, err := eventpipe.ParkedList(ctx, eventpipe.ParkedListConfig{Catalog: d.catalog, Endpoints: s.cfg.Endpoints, DB: s.db,
+		evs, err := operator.ParkedList(ctx, operator.ParkedListConfig{Catalog: d.catalog, Endpoints: s.cfg.Endpoints, DB: s.db,
 			Projection: ledgerName, Aggregate: ref, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			return false, "", err
@@ -432,14 +433,14 @@ func (s *scenario) skipStory(ctx context.Context, n *narrator, d *dayTwo) error 
 	if err != nil {
 		return err
 	}
-	n.line("  eventpipe.ParkedList, projection %s, aggregate %s (what `eventpipe parked list` runs, in a", ledgerName, ref)
+	n.line("  operator.ParkedList, projection %s, aggregate %s (what `eventpipe parked list` runs, in a", ledgerName, ref)
 	n.line("  binary whose catalogue has the read model, as examples/todolog's has its own):")
 	for _, p := range parked {
 		n.line("  %s  #%d  %-20s %s", ref, p.seq, p.typ, p.reason)
 	}
 	reason := "reviewed: payroll import without descriptions"
-	n.line("  eventpipe.ParkedSkip, reason %q, actor demo (`eventpipe parked skip %s %s`):", reason, ledgerName, ref)
-	res, err := eventpipe.ParkedSkip(ctx, eventpipe.ParkedSkipConfig{Catalog: d.catalog, Endpoints: s.cfg.Endpoints, DB: s.db,
+	n.line("  operator.ParkedSkip, reason %q, actor demo (`eventpipe parked skip %s %s`):", reason, ledgerName, ref)
+	res, err := operator.ParkedSkip(ctx, operator.ParkedSkipConfig{Catalog: d.catalog, Endpoints: s.cfg.Endpoints, DB: s.db,
 		Projection: ledgerName, Aggregate: ref, Reason: reason, Actor: "demo", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/certs"
@@ -237,34 +238,29 @@ func TestSecureStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts, err := sec.KgoOpts()
-	if err != nil {
-		t.Fatal(err)
-	}
 	kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	client, err := kgo.NewClient(append(opts, kgo.SeedBrokers(s.Endpoints().KafkaBrokers...), kgo.AllowAutoTopicCreation())...)
+	brokers := s.Endpoints().KafkaBrokers
+	if err := kafka.Ping(kctx, kafka.Cluster{Brokers: brokers, Security: sec}); err != nil {
+		t.Fatalf("ping the secured broker: %v", err)
+	}
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Security: sec, Logger: watermill.NopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
-	if err := client.ProduceSync(kctx, &kgo.Record{Topic: "secured", Value: []byte("hello")}).FirstErr(); err != nil {
+	if err := pub.Publish("secured", message.NewMessage(watermill.NewUUID(), []byte("hello"))); err != nil {
 		t.Fatalf("produce to the secured broker: %v", err)
 	}
-	for name, o := range map[string][]kgo.Opt{
-		"plain text":   nil,
-		"wrong CA":     mustKgoOpts(t, kafka.Security{TLS: tlsconfig.Config{CAFile: otherCAFile(t)}, SASL: sec.SASL}),
-		"bad password": mustKgoOpts(t, kafka.Security{TLS: sec.TLS, SASL: kafka.SASL{Mechanism: sec.SASL.Mechanism, Username: sec.SASL.Username, Password: "wrong"}}),
+	_ = pub.Close()
+	for name, wrong := range map[string]kafka.Security{
+		"plain text":   {},
+		"wrong CA":     {TLS: tlsconfig.Config{CAFile: otherCAFile(t)}, SASL: sec.SASL},
+		"bad password": {TLS: sec.TLS, SASL: kafka.SASL{Mechanism: sec.SASL.Mechanism, Username: sec.SASL.Username, Password: "wrong"}},
 	} {
 		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-		c, err := kgo.NewClient(append(o, kgo.SeedBrokers(s.Endpoints().KafkaBrokers...), kgo.DialTimeout(2*time.Second))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Ping(pctx); err == nil {
+		if err := kafka.Ping(pctx, kafka.Cluster{Brokers: brokers, Security: wrong}); err == nil {
 			t.Errorf("the secured broker answered a client with %s", name)
 		}
-		c.Close()
 		pcancel()
 	}
 
@@ -287,13 +283,4 @@ func TestSecureStack(t *testing.T) {
 			t.Errorf("status through a second Stack: %s unhealthy: %s", st.Name, st.Detail)
 		}
 	}
-}
-
-func mustKgoOpts(t *testing.T, sec kafka.Security) []kgo.Opt {
-	t.Helper()
-	o, err := sec.KgoOpts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
 }

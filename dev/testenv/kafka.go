@@ -2,12 +2,10 @@ package testenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -50,35 +48,20 @@ func Consume(tb testing.TB, brokers []string, group, topic string, n int) []*mes
 }
 
 // CommittedOffsets returns group's committed offset per partition of topic
-// (empty when the group has committed nothing).
+// (empty when the group has committed nothing, or the topic does not
+// exist), read with kafka.ConsumerLag over plain text.
 func CommittedOffsets(tb testing.TB, brokers []string, group, topic string) map[int32]int64 {
 	tb.Helper()
-	cfg := sarama.NewConfig()
-	cfg.Version = kafka.KafkaVersion
-	client, err := sarama.NewClient(brokers, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
+	defer cancel()
+	rows, err := kafka.ConsumerLag(ctx, kafka.Cluster{Brokers: brokers}, group, []string{topic})
 	if err != nil {
-		tb.Fatalf("kafka client: %v", err)
-	}
-	defer client.Close()
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		tb.Fatalf("cluster admin: %v", err)
-	}
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		tb.Fatalf("partitions of %s: %v", topic, err)
-	}
-	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
-	if errors.Is(err, sarama.ErrGroupIDNotFound) {
-		return map[int32]int64{}
-	}
-	if err != nil {
-		tb.Fatalf("committed offsets of %s: %v", group, err)
+		tb.Fatalf("committed offsets of %s on %s: %v", group, topic, err)
 	}
 	out := map[int32]int64{}
-	for p, block := range resp.Blocks[topic] {
-		if block.Offset >= 0 {
-			out[p] = block.Offset
+	for _, r := range rows {
+		if r.Committed >= 0 {
+			out[r.Partition] = r.Committed
 		}
 	}
 	return out

@@ -28,6 +28,7 @@ import (
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/operator"
 )
 
 func main() {
@@ -84,7 +85,7 @@ func run(args []string) error {
 		}
 		return nil
 	case "replay":
-		res, err := eventpipe.Replay(ctx, eventpipe.ReplayConfig{Catalog: catalog, Endpoints: ep, ReadModel: "todo_log"})
+		res, err := operator.Replay(ctx, operator.ReplayConfig{Catalog: catalog, Endpoints: ep, ReadModel: "todo_log"})
 		if err != nil {
 			return err
 		}

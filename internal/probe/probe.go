@@ -13,7 +13,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
@@ -47,26 +46,14 @@ func DynamoDB(ctx context.Context, endpoint string) error {
 	return nil
 }
 
-// Kafka sends ApiVersions and Metadata requests to the seed brokers,
-// connecting with sec (TLS and SASL; the zero kafka.Security is plain
-// text), so a wrong CA or password fails the probe.
+// Kafka pings the seed brokers (kafka.Ping: ApiVersions, the SASL
+// handshake and Metadata), connecting with sec (TLS and SASL; the zero
+// kafka.Security is plain text), so a wrong CA or password fails the
+// probe.
 func Kafka(ctx context.Context, brokers []string, sec kafka.Security) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	secOpts, err := sec.KgoOpts()
-	if err != nil {
-		return fmt.Errorf("kafka client for %v: %w", brokers, err)
-	}
-	opts := append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.DialTimeout(2 * time.Second)}, secOpts...)
-	client, err := kgo.NewClient(opts...)
-	if err != nil {
-		return fmt.Errorf("kafka client for %v: %w", brokers, err)
-	}
-	defer client.Close()
-	if err := client.Ping(ctx); err != nil {
-		return fmt.Errorf("kafka ping %v with %s: %w", brokers, sec, err)
-	}
-	return nil
+	return kafka.Ping(ctx, kafka.Cluster{Brokers: brokers, Security: sec})
 }
 
 // Postgres connects to url and runs SELECT 1.

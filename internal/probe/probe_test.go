@@ -2,13 +2,11 @@ package probe_test
 
 import (
 	"context"
-	"crypto/tls"
 	"strings"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/bus/kafka/kafkatest"
 	"github.com/eventpipe/eventpipe/dev/certs"
 	"github.com/eventpipe/eventpipe/internal/probe"
 	"github.com/eventpipe/eventpipe/testkit/integration"
@@ -24,14 +22,8 @@ func TestKafkaProbeUsesSecurity(t *testing.T) {
 		t.Fatal(err)
 	}
 	cert, caFile := files.Cert, files.CAFile
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(),
-		kfake.Superuser(kafka.SASLScramSHA512, "probe", "pw"),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
+	brokers := kafkatest.StartCluster(t, kafkatest.ClusterConfig{Certificate: &cert,
+		Users: []kafkatest.User{{Mechanism: kafka.SASLScramSHA512, Name: "probe", Password: "pw"}}})
 	good := kafka.Security{TLS: tlsconfig.Config{CAFile: caFile}, SASL: kafka.SASL{Mechanism: kafka.SASLScramSHA512, Username: "probe", Password: "pw"}}
 
 	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())

@@ -24,6 +24,7 @@ import (
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
 )
@@ -269,7 +270,7 @@ func runReplayChildIfRequested() {
 			sep = "&"
 		}
 		ep.Postgres += sep + "search_path=" + schema // the URL picks the schema
-		res, err := eventpipe.Replay(context.Background(), eventpipe.ReplayConfig{ReadModel: readmodels.Accounts{}.Name(), Endpoints: ep,
+		res, err := operator.Replay(context.Background(), operator.ReplayConfig{ReadModel: readmodels.Accounts{}.Name(), Endpoints: ep,
 			History: s.history, Count: s.count})
 		if err != nil {
 			return err
