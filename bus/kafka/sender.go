@@ -62,6 +62,8 @@ func (c SenderConfig) Validate() error {
 	return nil
 }
 
+var _ commands.Sender = (*Sender)(nil)
+
 // Sender publishes commands and can wait for their results. It is safe
 // for concurrent use.
 type Sender struct {

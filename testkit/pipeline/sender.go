@@ -33,6 +33,8 @@ func (c SenderConfig) Validate() error {
 	return nil
 }
 
+var _ commands.Sender = (*Sender)(nil)
+
 // Sender publishes commands onto their commands topic and waits for
 // their answers on the replies topic, as the Kafka sender of
 // eventpipe.NewSender does, on any Watermill Pub/Sub whose subscriber
