@@ -15,7 +15,9 @@ import (
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
 
-// DefaultBuffer is Config.Buffer's default.
+// DefaultBuffer was Config.Buffer's default.
+//
+// Deprecated: Config.Buffer is unused.
 const DefaultBuffer = 256
 
 // Config configures a Pipeline. The zero Config is usable: the built-in
@@ -35,7 +37,7 @@ type Config struct {
 	Store *memstore.Store
 	// Consumers names the catalogue's consumers to run
 	// (Catalog.ConsumerNames), each in the way `eventpipe consume` runs
-	// it, through eventpipe.NewConsumers, on the GoChannel. Default:
+	// it, through eventpipe.NewConsumers, on the pipeline's Bus. Default:
 	// none. The analytics aggregator cannot run here.
 	Consumers []string
 	// DB is the Postgres database of the consumers that need one (read
@@ -58,8 +60,10 @@ type Config struct {
 	// Middlewares wrap the command handlers' dispatcher (see
 	// eventpipe.WriteSideConfig.Middlewares).
 	Middlewares []message.HandlerMiddleware
-	// Buffer is the GoChannel's buffer of messages per subscriber
-	// (default DefaultBuffer).
+	// Buffer was the GoChannel's buffer of messages per subscriber.
+	//
+	// Deprecated: unused; the Bus hands each subscriber one message at
+	// a time. A negative Buffer is still refused.
 	Buffer int64
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -68,9 +72,6 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.Catalog == nil {
 		c.Catalog = eventpipe.Builtin()
-	}
-	if c.Buffer == 0 {
-		c.Buffer = DefaultBuffer
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -8,7 +8,8 @@
 //
 //   - an in-memory event store (eventstore/memstore) holding the
 //     catalogue's schema, in place of the DynamoDB events table;
-//   - Watermill's GoChannel Pub/Sub as the bus, in place of Kafka;
+//   - an in-memory Pub/Sub as the bus (Bus), in place of Kafka: one
+//     ordered log per topic;
 //   - the command handlers of every domain of the catalogue
 //     (eventpipe.WriteSide.RunCommandHandlers, the same dispatcher and
 //     middlewares as `eventpipe serve`) on the commands topics;
@@ -22,27 +23,46 @@
 //   - a Sender whose SendAndWait publishes a command and waits for its
 //     answer.
 //
+// Pipeline.Settle waits until the pipeline has done everything it was
+// given: every append relayed and every message acked by every
+// subscriber, including what the consumers' own effects (a saga's
+// commands, a handler's messages) started. A test sends, settles, then
+// looks at the read models, the store or what a handler recorded, with
+// no polling.
+//
 // # How it differs from the real pipeline
 //
-// GoChannel is not Kafka. It has no partitions, no consumer groups and
-// no committed offsets: every consumer subscribes on its own and gets its
-// own copy of every message, and the bus is persistent, so a consumer
-// that subscribes late still gets every message published before, from
-// the first; a consumer's start (bus.Start: latest, earliest, a time) is
-// therefore not applied, nothing resumes after a restart (a new Pipeline
-// starts empty), and every message stays in memory until Close. Nor does GoChannel keep one aggregate's
-// messages in order: it hands a subscriber its next message before the
-// previous one is acked, and a Watermill Router handles them at once,
-// so consumers see what they must cope with anyway under Kafka's at
-// least once delivery (redeliveries, gaps that the read models repair
-// from the store), more often. A nacked message is redelivered at once.
+// The bus is not Kafka. It has no partitions, no consumer groups and no
+// committed offsets: every subscription gets its own copy of every
+// message of its topic, from the first, so a consumer that subscribes
+// late still gets every message published before; a consumer's start
+// (bus.Start: latest, earliest, a time) is therefore not applied,
+// nothing resumes after a restart (a new Pipeline starts empty), and
+// every message stays in memory until Close.
+//
+// Order is kept as Kafka keeps it, and more strictly. Kafka keeps the
+// order of a partition, so of one partition key (an event's aggregate
+// id), and redelivers a nacked message before the ones after it. The bus
+// keeps one order per topic: a subscription hands over a topic's
+// messages in the order they were published, the next only once the
+// previous was acked, and a nacked message again (after
+// RedeliveryPause) before any later one. So a consumer sees each
+// aggregate's events in sequence order, with no gaps (but for an event
+// the relay sent to the poison topic); it sees a message twice only
+// when it nacked it. It also never sees two messages of a
+// topic at once, even of different aggregates, where Kafka hands a
+// consumer several partitions in parallel; and the at-least-once
+// redeliveries Kafka makes after a crash or a rebalance do not happen.
+// Consumers must still cope with those: test that against the local
+// stack's Kafka (package testkit/integration).
 //
 // The relay reads the store's change feed, not a DynamoDB Stream: no
 // shards, leases or checkpoints, and a message is published once per
-// Pipeline (GoChannel's Publish does not fail while it is open). A
-// record the translator refuses (an upcaster fails) goes to the relay's
-// poison topic as a message of this package (PoisonRecord), not the
-// stream-record form of relay.PoisonMessage.
+// Pipeline (the bus's Publish does not fail while it is open), each
+// append's messages in order. A record the translator refuses (an
+// upcaster fails) goes to the relay's poison topic as a message of this
+// package (PoisonRecord), not the stream-record form of
+// relay.PoisonMessage.
 //
 // Not in the pipeline: the HTTP API, the analytics table, its relay and
 // aggregation consumer (they need DynamoDB and Kafka), Kafka lag metrics,

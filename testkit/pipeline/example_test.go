@@ -54,18 +54,16 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	// GoChannel keeps no order: sort what was relayed by sequence.
-	relayed := make([]string, len(stored))
+	// In the order they were appended, each acked before the next comes.
 	for range stored {
 		msg := <-events
-		msg.Ack()
 		e, err := bus.EventFromMessage(msg)
 		if err != nil {
 			panic(err)
 		}
-		relayed[e.Sequence-1] = fmt.Sprint("relayed ", e.EventType, " sequence ", e.Sequence)
+		msg.Ack()
+		fmt.Println("relayed", e.EventType, "sequence", e.Sequence)
 	}
-	fmt.Println(strings.Join(relayed, "\n"))
 	// Output:
 	// OpenAccount → accepted
 	// RecordTransaction → accepted

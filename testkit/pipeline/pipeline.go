@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
@@ -18,16 +16,20 @@ import (
 
 // Pipeline is the whole pipeline in one process, for tests and local
 // experiments only (see the package documentation): the in-memory store,
-// the GoChannel bus, the command handlers, the relay of the store's
+// the in-memory bus, the command handlers, the relay of the store's
 // change feed, the consumers of Config.Consumers and a Sender. Start it;
-// Close stops it.
+// Settle waits until it has done everything it was given; Close stops
+// it.
 type Pipeline struct {
 	// Store is the event store the command handlers append to.
 	Store *memstore.Store
-	// Bus is the GoChannel every part publishes on and subscribes to.
-	// Subscribe to any topic (Topics names them) to see its messages,
-	// every one since the start; do not Close it (Pipeline.Close does).
-	Bus *gochannel.GoChannel
+	// Bus is the in-memory Pub/Sub every part publishes on and
+	// subscribes to. Subscribe to any topic (Topics names them) to see
+	// its messages, every one since the start, in order, the next once
+	// the previous is acked: ack each (or end the subscription's ctx),
+	// as Settle waits for every subscription. Do not Close it
+	// (Pipeline.Close does).
+	Bus Bus
 	// WriteSide holds the command handlers (WriteSide.Handlers,
 	// WriteSide.Dispatcher); its HTTP API is not served.
 	WriteSide *eventpipe.WriteSide
@@ -35,6 +37,8 @@ type Pipeline struct {
 	Sender *Sender
 
 	topics    bus.Topics
+	bus       *memBus
+	groups    []groupTopic // the parts' subscriptions, for Settle
 	relay     *feedRelay
 	consumers *eventpipe.Consumers
 	cancel    context.CancelFunc
@@ -67,42 +71,52 @@ func Start(ctx context.Context, cfg Config) (*Pipeline, error) {
 			return nil, fmt.Errorf("pipeline: store: %w", err)
 		}
 	}
-	// Persistent: a subscriber gets every message published before it
-	// subscribed, so no part misses what another published first.
-	goch := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: cfg.Buffer, Persistent: true}, watermill.NopLogger{})
-	subscribers := func(string) (message.Subscriber, error) { return shared{goch}, nil }
-	p := &Pipeline{Store: store, Bus: goch, topics: topics, done: make(chan struct{})}
+	// A subscriber gets every message published before it subscribed, so
+	// no part misses what another published first.
+	b := newMemBus()
+	subscribers := func(group string) (message.Subscriber, error) { return b.subscriber(group), nil }
+	p := &Pipeline{Store: store, Bus: b, bus: b, topics: topics, done: make(chan struct{})}
 	var closers []func() error
 	fail := func(err error) (*Pipeline, error) {
 		for i := len(closers) - 1; i >= 0; i-- {
 			_ = closers[i]()
 		}
-		_ = goch.Close()
+		_ = b.Close()
 		return nil, err
 	}
 
 	ws, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, Catalog: cfg.Catalog, Store: store,
-		Publisher: goch, NewSubscriber: subscribers, Middlewares: cfg.Middlewares, CommandKey: cfg.CommandKey, Logger: cfg.Logger})
+		Publisher: b, NewSubscriber: subscribers, Middlewares: cfg.Middlewares, CommandKey: cfg.CommandKey, Logger: cfg.Logger})
 	if err != nil {
 		return fail(fmt.Errorf("pipeline: write side: %w", err))
 	}
 	closers = append(closers, ws.Close)
 	p.WriteSide = ws
+	for _, topic := range ws.Dispatcher.Topics() {
+		p.groups = append(p.groups, groupTopic{eventpipe.CommandGroup(ws.Config().ConsumerGroup, topic), topic})
+	}
 	if len(cfg.Consumers) > 0 {
 		cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: cfg.Catalog, Endpoints: ep, Names: cfg.Consumers,
-			DB: cfg.DB, Search: cfg.Search, NewSubscriber: subscribers, Publisher: goch, NoKafka: true, Store: store,
+			DB: cfg.DB, Search: cfg.Search, NewSubscriber: subscribers, Publisher: b, NoKafka: true, Store: store,
 			NoParking: cfg.NoParking, SnapshotEvery: cfg.SnapshotEvery, CommandKey: cfg.CommandKey, Logger: cfg.Logger})
 		if err != nil {
 			return fail(fmt.Errorf("pipeline: consumers: %w", err))
 		}
 		closers = append(closers, cons.Close)
 		p.consumers = cons
+		for _, name := range cfg.Consumers {
+			c, _ := cfg.Catalog.Consumer(name)
+			info := c.Describe(topics)
+			for _, topic := range info.Topics {
+				p.groups = append(p.groups, groupTopic{info.Group, topic})
+			}
+		}
 	}
-	p.relay = newFeedRelay(store, relay.Translator{Topics: topics, Upcasters: cfg.Catalog.Upcasters()}, goch, cfg.Logger)
+	p.relay = newFeedRelay(store, relay.Translator{Topics: topics, Upcasters: cfg.Catalog.Upcasters()}, b, cfg.Logger)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	p.cancel = cancel
-	if p.Sender, err = NewSender(runCtx, SenderConfig{Publisher: goch, Subscriber: goch, Topics: topics}); err != nil {
+	if p.Sender, err = NewSender(runCtx, SenderConfig{Publisher: b, Subscriber: b, Topics: topics}); err != nil {
 		cancel()
 		return fail(err)
 	}
@@ -138,9 +152,77 @@ func (p *Pipeline) Topics() bus.Topics { return p.topics }
 
 // WaitRelayed waits until every append committed to the store before
 // the call was published on the bus (not yet consumed: consumers follow
-// on their own), or ctx ends.
+// on their own, see Settle), or ctx ends.
 func (p *Pipeline) WaitRelayed(ctx context.Context) error {
 	return p.relay.wait(ctx, p.Store.Head())
+}
+
+// Settle waits until the pipeline has done everything it was given so
+// far: every part subscribed (the command handlers and each consumer of
+// Config.Consumers, on each of its topics), the relay published every
+// append committed to the store (WaitRelayed), and every subscription of
+// the bus, the consumers' and any of the caller's (Bus.Subscribe), acked
+// every message published on its topic. What a consumer does may start
+// new work (a saga sends a command, whose events are relayed; a handler
+// publishes), so Settle loops until this holds twice in a row with
+// nothing appended, published or subscribed in between. Work that a
+// consumer does after it acked, off its handler, is not waited for.
+//
+// It returns nil then; an error wrapping ctx.Err(), which says what was
+// still pending, when ctx ends first; and an error when the pipeline
+// stops first (or was stopped). A subscription that is neither read and
+// acked nor ended keeps it waiting until ctx ends.
+func (p *Pipeline) Settle(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-p.done:
+			cancel(errStopped)
+		case <-ctx.Done():
+		}
+	}()
+	if ctx.Err() != nil {
+		return p.settleErr(ctx)
+	}
+	if err := p.bus.waitJoined(ctx, p.groups); err != nil {
+		return p.settleErr(ctx)
+	}
+	var last [2]uint64
+	for pass := 0; ; pass++ {
+		head := p.Store.Head()
+		if err := p.relay.wait(ctx, head); err != nil {
+			return p.settleErr(ctx)
+		}
+		version, err := p.bus.waitIdle(ctx)
+		if err != nil {
+			return p.settleErr(ctx)
+		}
+		now := [2]uint64{uint64(head), version}
+		if pass > 0 && now == last {
+			return nil
+		}
+		last = now
+	}
+}
+
+// errStopped is the cause of Settle's ctx when the pipeline stops.
+var errStopped = errors.New("pipeline: stopped")
+
+// settleErr is Settle's error once its wait failed under ctx.
+func (p *Pipeline) settleErr(ctx context.Context) error {
+	select {
+	case <-p.done:
+		if err := p.Err(); err != nil {
+			return fmt.Errorf("pipeline: settle: the pipeline stopped: %w", err)
+		}
+		return errors.New("pipeline: settle: the pipeline stopped")
+	default:
+	}
+	if err := ctx.Err(); err != nil && !errors.Is(context.Cause(ctx), errStopped) {
+		return fmt.Errorf("pipeline: settle: %s: %w", p.bus.busy(p.groups), err)
+	}
+	return errors.New("pipeline: settle: the pipeline stopped")
 }
 
 // Done is closed once every part of the pipeline stopped: after Close,
@@ -165,15 +247,7 @@ func (p *Pipeline) Close() error {
 	p.closeOnce.Do(func() {
 		p.cancel()
 		<-p.done
-		p.closeErr = errors.Join(p.err, p.Bus.Close())
+		p.closeErr = errors.Join(p.err, p.bus.Close())
 	})
 	return p.closeErr
 }
-
-// shared hands the pipeline's GoChannel to a consumer and ignores its
-// Close: the GoChannel outlives every consumer and Pipeline.Close
-// closes it.
-type shared struct{ message.Subscriber }
-
-// Close does nothing.
-func (shared) Close() error { return nil }

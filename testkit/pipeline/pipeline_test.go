@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -42,6 +41,14 @@ type collect struct {
 	msgs []*message.Message
 }
 
+// settle is p.Settle, failing the test on an error.
+func settle(t *testing.T, ctx context.Context, p *pipeline.Pipeline) {
+	t.Helper()
+	if err := p.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (c *collect) from(t *testing.T, ctx context.Context, p *pipeline.Pipeline, topic string) {
 	t.Helper()
 	ch, err := p.Bus.Subscribe(ctx, topic)
@@ -50,28 +57,28 @@ func (c *collect) from(t *testing.T, ctx context.Context, p *pipeline.Pipeline, 
 	}
 	go func() {
 		for m := range ch {
-			m.Ack()
 			c.mu.Lock()
 			c.msgs = append(c.msgs, m)
 			c.mu.Unlock()
+			m.Ack()
 		}
 	}()
 }
 
-// wait returns the messages once there are n, by UUID.
-func (c *collect) wait(t *testing.T, what string, n int) map[string]*message.Message {
+// got returns the messages gathered so far (after Settle: every one
+// published), by UUID, failing the test on a message seen twice.
+func (c *collect) got(t *testing.T) map[string]*message.Message {
 	t.Helper()
-	var got map[string]*message.Message
-	integration.AwaitProgress(t, what+": distinct messages", func() int64 {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		got = map[string]*message.Message{}
-		for _, m := range c.msgs {
-			got[m.UUID] = m
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]*message.Message{}
+	for _, m := range c.msgs {
+		if out[m.UUID] != nil {
+			t.Fatalf("message %s delivered twice", m.UUID)
 		}
-		return int64(len(got))
-	}, int64(n))
-	return got
+		out[m.UUID] = m
+	}
+	return out
 }
 
 // TestCommandsRunThroughTheWholePipelineWithoutServices sends bank
@@ -145,12 +152,10 @@ func TestCommandsRunThroughTheWholePipelineWithoutServices(t *testing.T) {
 	if got := strings.Join(types, " "); got != "AccountOpened TransactionAccepted TransactionAccepted" {
 		t.Fatalf("stored events %s", got)
 	}
-	if err := p.WaitRelayed(ctx); err != nil {
-		t.Fatal(err)
-	}
+	settle(t, ctx, p)
 
 	// Relayed as the relay's Translator publishes each event.
-	got := events.wait(t, "events topic", len(stored))
+	got := events.got(t)
 	if len(got) != len(stored) {
 		t.Fatalf("%d messages on the events topic, want %d", len(got), len(stored))
 	}
@@ -174,7 +179,10 @@ func TestCommandsRunThroughTheWholePipelineWithoutServices(t *testing.T) {
 	}
 
 	// The overdraft's outbound record, relayed and handled.
-	out := outbound.wait(t, "outbound topic", 1)
+	out := outbound.got(t)
+	if len(out) != 1 {
+		t.Fatalf("%d messages on the outbound topic, want 1", len(out))
+	}
 	for _, m := range out {
 		var o eventstore.OutboundRecord
 		err := json.Unmarshal(m.Payload, &o)
@@ -186,29 +194,19 @@ func TestCommandsRunThroughTheWholePipelineWithoutServices(t *testing.T) {
 			if h.UUID != m.UUID {
 				t.Fatalf("the handler got %s, want %s", h.UUID, m.UUID)
 			}
-		case <-ctx.Done():
+		default:
 			t.Fatal("the handler consumer got no outbound message")
 		}
 	}
 
 	// The snapshot consumer snapshots the account when its event 2
 	// arrives, at the version the account has then.
-	for {
-		snap, err := p.Store.Snapshot(ctx, ref)
-		if err == nil {
-			if snap.Seq < 2 {
-				t.Fatalf("snapshot at %d, want 2 or 3", snap.Seq)
-			}
-			break
-		}
-		if !errors.Is(err, eventstore.ErrAggregateNotFound) {
-			t.Fatal(err)
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("no snapshot of the account")
-		case <-time.After(10 * time.Millisecond):
-		}
+	snap, err := p.Store.Snapshot(ctx, ref)
+	if err != nil {
+		t.Fatalf("no snapshot of the account: %v", err)
+	}
+	if snap.Seq < 2 {
+		t.Fatalf("snapshot at %d, want 2 or 3", snap.Seq)
 	}
 	if err := p.Err(); err != nil {
 		t.Fatalf("the pipeline stopped: %v", err)
@@ -247,10 +245,11 @@ func TestTheRelayPublishesAGivenStoresHistoryAndPoisonsWhatItCannotUpcast(t *tes
 	var poison, outbound collect
 	poison.from(t, ctx, p, p.Topics().Poison(relay.DefaultPoisonGroup))
 	outbound.from(t, ctx, p, p.Topics().Outbound("gadgetMade"))
-	if err := p.WaitRelayed(ctx); err != nil {
-		t.Fatal(err)
+	settle(t, ctx, p)
+	if n, m := len(poison.got(t)), len(outbound.got(t)); n != 1 || m != 1 {
+		t.Fatalf("%d poison and %d outbound messages, want 1 and 1", n, m)
 	}
-	for _, m := range poison.wait(t, "poison topic", 1) {
+	for _, m := range poison.got(t) {
 		var rec pipeline.PoisonRecord
 		if err := json.Unmarshal(m.Payload, &rec); err != nil {
 			t.Fatal(err)
@@ -260,7 +259,7 @@ func TestTheRelayPublishesAGivenStoresHistoryAndPoisonsWhatItCannotUpcast(t *tes
 			t.Fatalf("poison message %s %s %v", m.UUID, m.Payload, m.Metadata)
 		}
 	}
-	for _, m := range outbound.wait(t, "outbound topic", 1) {
+	for _, m := range outbound.got(t) {
 		var o eventstore.OutboundRecord
 		if err := json.Unmarshal(m.Payload, &o); err != nil || o.EventID != res.EventIDs[0] || string(o.Payload) != `{"id":"g1"}` || m.UUID != o.ID {
 			t.Fatalf("outbound message %s %s: %v", m.UUID, m.Payload, err)

@@ -3,11 +3,8 @@ package pipeline_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe"
@@ -37,15 +34,9 @@ func migratedPool(t *testing.T) *pgxpool.Pool {
 	return pool
 }
 
-// eventually runs check until it returns nil (integration.Await).
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	integration.Await(t, what, check)
-}
-
 // TestCommandsReachThePostgresReadModelsAndTheSaga runs the in-process
 // pipeline with the todos and accounts read models and the transfer
-// saga on a real Postgres: commands sent on the GoChannel end up in the
+// saga on a real Postgres: commands sent on the pipeline's bus end up in the
 // read models, and a transfer requested there is carried out by the saga
 // through the same pipeline.
 func TestCommandsReachThePostgresReadModelsAndTheSaga(t *testing.T) {
@@ -86,52 +77,40 @@ func TestCommandsReachThePostgresReadModelsAndTheSaga(t *testing.T) {
 	send(command(t, bankaccount.RecordTransaction, bankaccount.AggregateType, "a", bankaccount.TransactionAcceptedData{Desc: "salary", Amount: 500}), commands.StatusAccepted)
 	send(command(t, transfer.RequestTransfer, transfer.AggregateType, "tr1", transfer.RequestedData{From: "a", To: "b", Amount: 200}), commands.StatusAccepted)
 
-	eventually(t, "todo t1 in the todos read model at version 2", func() error {
-		var title string
-		var completed bool
-		var version int64
-		err := db.QueryRow(ctx, `SELECT title, completed, version FROM todos WHERE todo_id = 't1'`).Scan(&title, &completed, &version)
-		switch {
-		case err != nil:
-			return err
-		case version != 2:
-			return fmt.Errorf("at version %d", version)
-		case title != "in one process, with SQL" || !completed:
-			t.Fatalf("todo row %q completed=%v at version 2", title, completed)
+	// The read models and the saga caught up, and so did the commands
+	// the saga sent and their events.
+	if err := p.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var title string
+	var completed bool
+	var version int64
+	err = db.QueryRow(ctx, `SELECT title, completed, version FROM todos WHERE todo_id = 't1'`).Scan(&title, &completed, &version)
+	if err != nil || version != 2 || title != "in one process, with SQL" || !completed {
+		t.Fatalf("todo row %q completed=%v at version %d, %v; want the update at version 2", title, completed, version, err)
+	}
+	st, err := p.Store.State(ctx, eventstore.Ref{Type: transfer.AggregateType, ID: "tr1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr transfer.Transfer
+	if err := json.Unmarshal(st.Data, &tr); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Status != transfer.StatusCompleted {
+		t.Fatalf("transfer tr1 %q, want completed", tr.Status)
+	}
+	balances := map[string]int64{}
+	for _, acc := range []string{"a", "b"} {
+		var b int64
+		if err := db.QueryRow(ctx, `SELECT balance FROM accounts WHERE account_id = $1`, acc).Scan(&b); err != nil {
+			t.Fatalf("account %s in the accounts read model: %v", acc, err)
 		}
-		return nil
-	})
-	eventually(t, "transfer tr1 completed", func() error {
-		st, err := p.Store.State(ctx, eventstore.Ref{Type: transfer.AggregateType, ID: "tr1"})
-		if err != nil {
-			return err
-		}
-		var tr transfer.Transfer
-		if err := json.Unmarshal(st.Data, &tr); err != nil {
-			t.Fatal(err)
-		}
-		if tr.Status != transfer.StatusCompleted {
-			return fmt.Errorf("status %q", tr.Status)
-		}
-		return nil
-	})
-	eventually(t, "the accounts read model after the transfer", func() error {
-		balances := map[string]int64{}
-		for _, acc := range []string{"a", "b"} {
-			var b int64
-			if err := db.QueryRow(ctx, `SELECT balance FROM accounts WHERE account_id = $1`, acc).Scan(&b); err != nil {
-				if errors.Is(err, pgx.ErrNoRows) {
-					return err
-				}
-				t.Fatal(err)
-			}
-			balances[acc] = b
-		}
-		if balances["a"] != 300 || balances["b"] != 200 {
-			return fmt.Errorf("balances %v", balances)
-		}
-		return nil
-	})
+		balances[acc] = b
+	}
+	if balances["a"] != 300 || balances["b"] != 200 {
+		t.Fatalf("balances %v after the transfer, want a 300 and b 200", balances)
+	}
 	if err := p.Err(); err != nil {
 		t.Fatalf("the pipeline stopped: %v", err)
 	}

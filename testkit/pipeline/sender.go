@@ -16,7 +16,7 @@ type SenderConfig struct {
 	// Publisher publishes the commands. Required.
 	Publisher message.Publisher
 	// Subscriber reads the replies topic. Required. With a Pipeline's
-	// GoChannel the Sender gets every reply, each its own copy.
+	// Bus the Sender gets every reply, each its own copy.
 	Subscriber message.Subscriber
 	// Topics is the topic namespace (default: the default namespace).
 	Topics bus.Topics
@@ -38,8 +38,8 @@ var _ commands.Sender = (*Sender)(nil)
 // Sender publishes commands onto their commands topic and waits for
 // their answers on the replies topic, as the Kafka sender of
 // eventpipe.NewSender does, on any Watermill Pub/Sub whose subscriber
-// gives it every reply (a Pipeline's GoChannel). It is safe for
-// concurrent use.
+// gives it every reply (a Pipeline's Bus). It is safe for concurrent
+// use.
 type Sender struct {
 	pub    message.Publisher
 	topics bus.Topics
