@@ -1,8 +1,9 @@
 // Package rigs holds the integration-test rigs that the tests of the
-// composition root (package eventpipe) and of the operator's tools
-// (package operator) share: fresh endpoints, a write side, a parking
-// pipeline, the saga tests' pipeline, and waits. It is for tests only;
-// like package testenv, it needs the local stack (`eventpipe stack up`).
+// composition root (package eventpipe), of the operator's tools (package
+// operator) and the end-to-end tests (e2e/) share: fresh endpoints, a
+// write side, a parking pipeline, the saga tests' pipeline, and waits.
+// It is for tests only; like package testenv, it needs the local stack
+// (`eventpipe stack up`).
 package rigs
 
 import (

@@ -1,4 +1,4 @@
-package eventpipe_test
+package e2e_test
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 )
 
 // TestMain turns the test binary into a child process when a test
-// started it as one: a serve child (child_test.go), a saga child
+// started it as one: a serve child (writeside_child_test.go), a saga child
 // (rigs.TransferRig.StartSaga), an analytics serve or aggregator child
 // (writeside_analytics_idempotent_test.go), an HTTP API child
 // (writeside_idempotency_test.go) or a Kafka broker
