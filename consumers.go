@@ -84,8 +84,8 @@ type ConsumersConfig struct {
 	// the event instead, and every later event of its aggregate, in DB's
 	// parked_events under the model's name, while its other aggregates
 	// flow (see package parking and projections.RunnerConfig.Parking);
-	// `eventpipe parked list|replay` (operator.ParkedList, ParkedReplay)
-	// show and re-drive them. Parking needs `eventpipe migrate` (Migrate):
+	// `eventpipe parked list|reapply` (operator.ParkedList, ParkedReapply)
+	// show and re-apply them. Parking needs `eventpipe migrate` (Migrate):
 	// a model whose database has no parked_events table fails at the start
 	// of Run. It covers the live topics only: a new read model's catch-up
 	// from the event store, like operator.Replay, applies without parking,

@@ -67,7 +67,7 @@ func TestPostgresSchemaIsTheSearchPathOfTheURL(t *testing.T) {
 	}
 }
 
-// TestThePostgresURLPicksTheSchemaOfMigrateConsumeParkedReplayAndStatus
+// TestThePostgresURLPicksTheSchemaOfMigrateConsumeParkedReapplyAndStatus
 // runs, with nothing but a Postgres URL whose search_path names a schema
 // of its own (no schema option anywhere, no pool given), Migrate, a todos
 // read model through NewConsumers that applies one todo and parks
@@ -77,7 +77,7 @@ func TestPostgresSchemaIsTheSearchPathOfTheURL(t *testing.T) {
 // and an Elasticsearch client (and an Endpoints.Postgres and
 // Elasticsearch that lead nowhere) use them, in the pool's schema, and
 // leave the pool open.
-func TestThePostgresURLPicksTheSchemaOfMigrateConsumeParkedReplayAndStatus(t *testing.T) {
+func TestThePostgresURLPicksTheSchemaOfMigrateConsumeParkedReapplyAndStatus(t *testing.T) {
 	p := rigs.NewParkingPipeline(t) // eventpipe.Migrate, given only the URL
 	ctx := context.Background()
 	if got, err := eventpipe.PostgresSchema(p.EP); err != nil || got != p.Schema {

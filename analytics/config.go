@@ -77,7 +77,7 @@ type Config struct {
 	// remembered after its first use: a retry within it stores nothing
 	// twice, the same key with another batch is refused; after it the key
 	// is new again. Default 24 hours, at most MaxAge (the events of a
-	// replay are dated at the key's first use and must still be
+	// retry are dated at the key's first use and must still be
 	// accepted).
 	IdempotencyTTL time.Duration
 	// BackoffBase and BackoffMax shape the wait before another attempt:

@@ -111,7 +111,7 @@ func (s *Store) claimKey(ctx context.Context, sourceID, key, fp string, now time
 		if stored != fp {
 			return time.Time{}, &KeyReuseError{SourceID: sourceID, Key: key, FirstUsed: first}
 		}
-		s.cfg.Logger.DebugContext(ctx, "idempotency key replayed", "source", sourceID, "key", key, "first_used", first)
+		s.cfg.Logger.DebugContext(ctx, "idempotency key repeated", "source", sourceID, "key", key, "first_used", first)
 		return first, nil
 	}
 	return time.Time{}, fmt.Errorf("claim idempotency key %q: it expired and came back 3 times", key)

@@ -14,7 +14,7 @@ import (
 // shards, in ULID order. Each shard is read with strongly consistent
 // queries, at most Config.QueryConcurrency at a time, so an event whose
 // ingestion returned before the call began is in the result. It reads the
-// source's whole raw history: it is for rebuilding sessions and
+// source's whole raw history: it is for recounting sessions and
 // aggregations (aggregator.Recount), not for dashboards.
 func (s *Store) SourceEvents(ctx context.Context, sourceID string) ([]Event, error) {
 	wrap := func(err error) error { return fmt.Errorf("events of source %s: %w", sourceID, err) }

@@ -17,7 +17,7 @@ import (
 // (AP2). It queries each of the Config.Shards shards of the source, at
 // most Config.QueryConcurrency at a time, filtering on the session id, and
 // merges the results: it reads every event of the source that DynamoDB
-// still holds, so it is for debugging and replay, not for dashboards. A
+// still holds, so it is for debugging and recounts, not for dashboards. A
 // session with no events gives an empty slice. The first failing query
 // cancels the others and is returned.
 func (s *Store) SessionEvents(ctx context.Context, sourceID, sessionID string) ([]Event, error) {

@@ -119,7 +119,7 @@ type Status string
 const (
 	// StatusStored: the event was written by this call or, for an id
 	// derived from an idempotency key, by an earlier call with the same
-	// key and batch (a replay answers as the first call did).
+	// key and batch (a retry is answered as the first call was).
 	StatusStored Status = "stored"
 	// StatusDuplicate: an event with the client's EventID was already
 	// stored (by an earlier call, or earlier in this batch); it was not

@@ -31,10 +31,10 @@ type Domain struct {
 	// processor has HistoryRules (their Load never reads a snapshot); the
 	// snapshot of a processor with FoldRules holds their folds too.
 	NewSnapshot func(store eventstore.Store, upcasters *eventstore.Upcasters) (SnapshotFunc, error)
-	// NewRecalculate builds, on store, the function that rebuilds one
+	// NewRecalculate builds, on store, the function that recalculates one
 	// aggregate's STATE item from its log through the domain's rules
 	// (`eventpipe recalculate`). Optional: nil means the domain keeps no
-	// STATE to rebuild. FacetDomain sets it.
+	// STATE to recalculate. FacetDomain sets it.
 	NewRecalculate func(store eventstore.Store, opts RecalculateOptions) (RecalculateFunc, error)
 }
 

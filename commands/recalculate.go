@@ -13,7 +13,7 @@ import (
 	"github.com/eventpipe/eventpipe/internal/pause"
 )
 
-// RecalculateFunc rebuilds the STATE item of aggregate id from its event
+// RecalculateFunc recalculates the STATE item of aggregate id from its event
 // log through the domain's rules (Processor.Replay, the fold every facet
 // append keeps STATE equal to) and writes it when it differs from the
 // stored one, conditional on the aggregate's version not having moved

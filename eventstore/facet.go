@@ -190,7 +190,7 @@ func (f *Facet[S]) Get(ctx context.Context, id string) (State[S], error) {
 // applied (then the original result comes back with Duplicate). A
 // concurrent append returns *ConcurrencyError. An aggregate whose events
 // were appended without its facet has no up-to-date STATE: every Append
-// conflicts until Recalculate rebuilds it. Append reads no past events:
+// conflicts until Recalculate recalculates it. Append reads no past events:
 // history rules see PastLoaded false, and one that needs the past fails
 // the append with ErrPastNotLoaded (use Recalculate).
 func (f *Facet[S]) Append(ctx context.Context, id string, ch Change) (Result[S], error) {
@@ -446,7 +446,7 @@ func (f *Facet[S]) duplicate(ctx context.Context, ref Ref, commandID string) (Re
 	return Result[S]{State: cur, Duplicate: true, Append: ar}, nil
 }
 
-// Load rebuilds aggregate id the event-sourcing way, for command handlers
+// Load computes aggregate id's state the event-sourcing way, for command handlers
 // that do not trust or use STATE: the latest snapshot (if any) plus the
 // events after it, through the rules. Outbound events are not collected.
 // Returns ErrAggregateNotFound when there is neither snapshot nor event.

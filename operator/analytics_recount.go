@@ -43,7 +43,7 @@ type AnalyticsRecountResult struct {
 	Action OperatorAction `json:"action"`
 }
 
-// AnalyticsRecount rebuilds a source's sessions and aggregations of a
+// AnalyticsRecount recounts a source's sessions and aggregations of a
 // closed time range from its raw events, beside the running aggregation
 // consumer (aggregator.Recount says what is rewritten, how it is fenced
 // against the consumer's writes, and the exact guarantee). Bad input is a

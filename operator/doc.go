@@ -10,14 +10,22 @@
 //   - the poison topics: PoisonTopics, PoisonList, PoisonShow and
 //     PoisonRedrive;
 //   - the parked events of the read and search models: ParkedList,
-//     ParkedReplay and ParkedSkip;
+//     ParkedReapply (re-apply parked events once the cause is fixed)
+//     and ParkedSkip;
 //   - the sagas' instances: SagaInstances, SagaInstance, SagaAbort and
 //     SagaRetry;
-//   - Recalculate, which rebuilds aggregates' STATE from their logs, and
-//     AnalyticsRecount, which recounts a closed range of the analytics;
+//   - Recalculate, which recalculates aggregates' STATE items from their
+//     logs, and AnalyticsRecount, which recounts a closed range of the
+//     analytics from its raw events;
 //   - the operator actions the tools that change something record
 //     (OperatorActions);
-//   - Replay, which rebuilds a read or search model from the event store.
+//   - Replay, which rebuilds a read or search model from the event store
+//     and swaps it in.
+//
+// Each operation has one word, in code, commands, logs and docs alike
+// (docs/architecture.md, "Words"): replay rebuilds a model, redrive
+// publishes a poisoned message again, re-apply applies parked events
+// again, retry retries a saga's stuck effects.
 //
 // The eventpipe binary's commands (status, poison, parked, sagas,
 // recalculate, analytics recount, replay) are built on it. The

@@ -19,7 +19,7 @@ import (
 // The operator actions eventpipe records (OperatorAction.Action).
 const (
 	ActionPoisonRedrive    = "poison redrive"    // PoisonRedrive
-	ActionParkedReplay     = "parked replay"     // ParkedReplay
+	ActionParkedReapply    = "parked reapply"    // ParkedReapply
 	ActionParkedSkip       = "parked skip"       // ParkedSkip
 	ActionRecalculate      = "recalculate"       // Recalculate
 	ActionAnalyticsRecount = "analytics recount" // AnalyticsRecount
@@ -35,8 +35,10 @@ type OperatorAction struct {
 	At time.Time
 	// Actor is who acted (OperatorConfig's Actor, by default $USER).
 	Actor string
-	// Action is one of ActionPoisonRedrive, ActionParkedReplay,
-	// ActionParkedSkip.
+	// Action is one of the Action constants (ActionPoisonRedrive,
+	// ActionParkedReapply, ActionParkedSkip, …). A row recorded before
+	// the re-apply of parked events got its name says "parked replay":
+	// OperatorActions reads it as ActionParkedReapply.
 	Action string
 	// Target is what was acted on: a poison topic and its offsets, a
 	// projection and aggregate.
@@ -101,16 +103,38 @@ func OperatorActions(ctx context.Context, cfg OperatorActionsConfig) ([]Operator
 	return latestOperatorActions(ctx, db, cfg.Action, cfg.Limit)
 }
 
-// latestOperatorActions reads up to limit actions of db, newest first.
+// legacyActions are the names some actions were recorded under before
+// they got their own word, by the name they have now: rows keep what
+// they were written with, and are read (and selected) as the new name.
+var legacyActions = map[string]string{
+	"parked replay": ActionParkedReapply, // before the re-apply of parked events was called so
+}
+
+// actionNames returns action and the legacy names recorded for it.
+func actionNames(action string) []string {
+	names := []string{action}
+	for old, now := range legacyActions {
+		if now == action {
+			names = append(names, old)
+		}
+	}
+	return names
+}
+
+// latestOperatorActions reads up to limit actions of db, newest first
+// (action, when set, selects one kind, under its legacy names too).
 func latestOperatorActions(ctx context.Context, db *pgxpool.Pool, action string, limit int) ([]OperatorAction, error) {
 	rows, err := db.Query(ctx, `SELECT id, at, actor, action, target, reason, result FROM operator_actions
-		WHERE $1 = '' OR action = $1 ORDER BY id DESC LIMIT $2`, action, limit)
+		WHERE $1 = '' OR action = ANY($2) ORDER BY id DESC LIMIT $3`, action, actionNames(action), limit)
 	if err != nil {
 		return nil, fmt.Errorf("operator actions: %w", operatorTableErr(err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OperatorAction, error) {
 		var a OperatorAction
 		err := row.Scan(&a.ID, &a.At, &a.Actor, &a.Action, &a.Target, &a.Reason, &a.Result)
+		if now, ok := legacyActions[a.Action]; ok {
+			a.Action = now
+		}
 		return a, err
 	})
 	if err != nil {

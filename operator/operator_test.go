@@ -43,8 +43,8 @@ func TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded
 	if e := res.Skipped.Envelope; e.Sequence != 3 || e.AggregateID != "a" || res.Skipped.Actor != "bob" || !strings.Contains(res.Skipped.Event.Reason, "poison") {
 		t.Fatalf("skipped %+v", res.Skipped)
 	}
-	if !res.Replay.Unparked || res.Replay.Redriven != 2 || res.Replay.Applied != 2 {
-		t.Fatalf("after the skip: %+v, want unparked with 4 and 5 applied", res.Replay)
+	if !res.Reapply.Unparked || res.Reapply.Reapplied != 2 || res.Reapply.Applied != 2 {
+		t.Fatalf("after the skip: %+v, want unparked with 4 and 5 applied", res.Reapply)
 	}
 	if rows := p.Rows(t); rows["a"] != "a5@5" {
 		t.Fatalf("rows %v, want a at a5@5", rows)
@@ -52,7 +52,7 @@ func TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded
 	c := eventstore.Ref{Type: todo.AggregateType, ID: "c"}
 	resC, err := operator.ParkedSkip(ctx, operator.ParkedSkipConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos",
 		Aggregate: c, Actor: "bob", Reason: "same"})
-	if err != nil || resC.Skipped.Envelope.Sequence != 2 || !resC.Replay.Unparked || resC.Replay.Redriven != 0 {
+	if err != nil || resC.Skipped.Envelope.Sequence != 2 || !resC.Reapply.Unparked || resC.Reapply.Reapplied != 0 {
 		t.Fatalf("skip of c: %+v, %v", resC, err)
 	}
 
@@ -93,7 +93,7 @@ func TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded
 		t.Fatalf("operator actions %+v, %v; want the two skips", actions, err)
 	}
 	if x := actions[1]; x.Action != operator.ActionParkedSkip || x.Actor != "bob" || x.Target != "todos todo/a" || x.Reason != "a poison title never applies" ||
-		!strings.Contains(x.Result, "skipped todo/a #3") || !strings.Contains(x.Result, "unparked, 2 later events re-driven, 2 applied") {
+		!strings.Contains(x.Result, "skipped todo/a #3") || !strings.Contains(x.Result, "unparked, 2 later events re-applied, 2 applied") {
 		t.Fatalf("skip of a recorded as %+v", x)
 	}
 	_, r := p.TodosGroup(t)
@@ -102,20 +102,35 @@ func TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded
 	}
 }
 
-// TestParkedReplayIsRecordedAsAnOperatorAction: a parked replay (with
-// nothing parked) is recorded with its actor and result.
-func TestParkedReplayIsRecordedAsAnOperatorAction(t *testing.T) {
+// TestParkedReapplyIsRecordedAsAnOperatorAction: a parked re-apply
+// (with nothing parked) is recorded with its actor and result, as
+// "parked reapply"; a row recorded before under its old name, "parked
+// replay", reads and is selected as ActionParkedReapply too.
+func TestParkedReapplyIsRecordedAsAnOperatorAction(t *testing.T) {
 	ctx := context.Background()
 	p := rigs.NewParkingPipeline(t)
-	if _, err := operator.ParkedReplay(ctx, operator.ParkedReplayConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos", Actor: "carol", Reason: "deployed 1.2"}); err != nil {
+	if _, err := p.DB.Exec(ctx, `INSERT INTO operator_actions (actor, action, target, reason, result)
+		VALUES ('dave', 'parked replay', 'todos', 'before the rename', 'nothing parked')`); err != nil {
 		t.Fatal(err)
 	}
-	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: p.EP})
-	if err != nil || len(actions) != 1 {
-		t.Fatalf("operator actions %+v, %v", actions, err)
+	if _, err := operator.ParkedReapply(ctx, operator.ParkedReapplyConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos", Actor: "carol", Reason: "deployed 1.2"}); err != nil {
+		t.Fatal(err)
 	}
-	if x := actions[0]; x.Action != operator.ActionParkedReplay || x.Actor != "carol" || x.Target != "todos" || x.Reason != "deployed 1.2" || x.Result != "nothing parked" {
-		t.Fatalf("replay recorded as %+v", x)
+	var stored string
+	if err := p.DB.QueryRow(ctx, `SELECT action FROM operator_actions WHERE actor = 'carol'`).Scan(&stored); err != nil || stored != "parked reapply" {
+		t.Fatalf("stored action %q, %v; want \"parked reapply\"", stored, err)
+	}
+	for _, filter := range []string{"", operator.ActionParkedReapply} {
+		actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: p.EP, Action: filter})
+		if err != nil || len(actions) != 2 {
+			t.Fatalf("operator actions (action %q) %+v, %v; want 2", filter, actions, err)
+		}
+		if x := actions[0]; x.Action != operator.ActionParkedReapply || x.Actor != "carol" || x.Target != "todos" || x.Reason != "deployed 1.2" || x.Result != "nothing parked" {
+			t.Fatalf("re-apply recorded as %+v", x)
+		}
+		if x := actions[1]; x.Action != operator.ActionParkedReapply || x.Actor != "dave" {
+			t.Fatalf("the row recorded as \"parked replay\" read as %+v", x)
+		}
 	}
 }
 

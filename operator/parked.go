@@ -60,8 +60,8 @@ func ParkedList(ctx context.Context, cfg ParkedListConfig) ([]parking.Event, err
 	return store.List(ctx, parking.Filter{Consumer: cfg.Projection, Aggregate: cfg.Aggregate})
 }
 
-// ParkedReplayConfig configures ParkedReplay.
-type ParkedReplayConfig struct {
+// ParkedReapplyConfig configures ParkedReapply.
+type ParkedReapplyConfig struct {
 	// Catalog holds the read models and upcasters (default
 	// eventpipe.Builtin()).
 	Catalog *eventpipe.Catalog
@@ -69,82 +69,82 @@ type ParkedReplayConfig struct {
 	// eventpipe.EndpointsFromEnv()).
 	Endpoints eventpipe.Endpoints
 	// DB holds the parked events and the Postgres read models (default:
-	// eventpipe.OpenPostgres(Endpoints), closed before ParkedReplay returns).
+	// eventpipe.OpenPostgres(Endpoints), closed before ParkedReapply returns).
 	DB *pgxpool.Pool
 	// Search is the search models' Elasticsearch (default: a client of
 	// Endpoints.Elasticsearch).
 	Search *esclient.Client
 	// Projection names the read or search model whose parked aggregates
-	// are re-driven. Required.
+	// are re-applied. Required.
 	Projection string
-	// Aggregate, when its Type is set, re-drives one aggregate type's
+	// Aggregate, when its Type is set, re-applies one aggregate type's
 	// parked aggregates (its ID too when set: one aggregate).
 	Aggregate eventstore.Ref
-	// Actor is who replays (default DefaultActor()), and Reason why
-	// (optional): the replay is recorded as an operator action
-	// (ActionParkedReplay).
+	// Actor is who re-applies (default DefaultActor()), and Reason why
+	// (optional): the re-apply is recorded as an operator action
+	// (ActionParkedReapply).
 	Actor, Reason string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
 
-// ParkedReplay re-drives a projection's parked aggregates, once the cause
+// ParkedReapply re-applies a projection's parked aggregates, once the cause
 // of their failure is fixed: each aggregate's parked events are applied in
 // sequence order through the projection's own applier (the Postgres
 // Applier, or the search model's Elasticsearch Applier), so what was
 // applied already is skipped by the positions or the document versions,
 // and the aggregate is unparked when all applied; a running `eventpipe
-// consume` meanwhile parks the aggregate's new events, and the replay
+// consume` meanwhile parks the aggregate's new events, and the re-apply
 // applies those too. An aggregate whose event fails again stays parked,
-// with the new reason; the result says which (see parking.Store.Replay).
+// with the new reason; the result says which (see parking.Store.Reapply).
 // Run it with the fixed code: the same binary version as the consumers.
-// The replay is recorded in operator_actions (ActionParkedReplay; see
+// The re-apply is recorded in operator_actions (ActionParkedReapply; see
 // OperatorActions), whose table is checked for before anything is
-// re-driven.
-func ParkedReplay(ctx context.Context, cfg ParkedReplayConfig) (parking.ReplayResult, error) {
+// re-applied.
+func ParkedReapply(ctx context.Context, cfg ParkedReapplyConfig) (parking.ReapplyResult, error) {
 	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
-		return parking.ReplayResult{}, fmt.Errorf("parked replay: %w", err)
+		return parking.ReapplyResult{}, fmt.Errorf("parked reapply: %w", err)
 	}
 	if cfg.Projection == "" {
-		return parking.ReplayResult{}, fmt.Errorf("parked replay: name a projection (have %s)", strings.Join(cfg.Catalog.ModelNames(), ", "))
+		return parking.ReapplyResult{}, fmt.Errorf("parked reapply: name a projection (have %s)", strings.Join(cfg.Catalog.ModelNames(), ", "))
 	}
 	if err := knownModel(cfg.Catalog, cfg.Projection); err != nil {
-		return parking.ReplayResult{}, fmt.Errorf("parked replay: %w", err)
+		return parking.ReapplyResult{}, fmt.Errorf("parked reapply: %w", err)
 	}
 	if err := validAggregate(cfg.Aggregate); err != nil {
-		return parking.ReplayResult{}, fmt.Errorf("parked replay: %w", err)
+		return parking.ReapplyResult{}, fmt.Errorf("parked reapply: %w", err)
 	}
 	db, lot, closeDB, err := openParking(ctx, cfg.DB, cfg.Endpoints, cfg.Logger)
 	if err != nil {
-		return parking.ReplayResult{}, fmt.Errorf("parked replay: %w", err)
+		return parking.ReapplyResult{}, fmt.Errorf("parked reapply: %w", err)
 	}
 	defer closeDB()
 	if err := operatorReady(ctx, db); err != nil {
-		return parking.ReplayResult{}, fmt.Errorf("parked replay: %w", err)
+		return parking.ReapplyResult{}, fmt.Errorf("parked reapply: %w", err)
 	}
 	if cfg.Actor == "" {
 		cfg.Actor = DefaultActor()
 	}
 	sink, err := parkedSink(ctx, cfg, db)
 	if err != nil {
-		return parking.ReplayResult{}, fmt.Errorf("parked replay: %w", err)
+		return parking.ReapplyResult{}, fmt.Errorf("parked reapply: %w", err)
 	}
-	res, err := replayParked(ctx, lot, sink, cfg)
+	res, err := reapplyParked(ctx, lot, sink, cfg)
 	target := cfg.Projection
 	if cfg.Aggregate.Type != "" {
 		target += " " + cfg.Aggregate.String()
 	}
-	result := replaySummary(res, err)
-	if _, rerr := recordOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionParkedReplay,
+	result := reapplySummary(res, err)
+	if _, rerr := recordOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionParkedReapply,
 		Target: target, Reason: cfg.Reason, Result: result}); rerr != nil {
-		return res, fmt.Errorf("parked replay: %w", errors.Join(err, rerr))
+		return res, fmt.Errorf("parked reapply: %w", errors.Join(err, rerr))
 	}
 	return res, err
 }
 
-// replayParked re-drives cfg's parked aggregates through sink.
-func replayParked(ctx context.Context, lot *parking.Store, sink projections.Sink, cfg ParkedReplayConfig) (parking.ReplayResult, error) {
-	return lot.Replay(ctx, parking.ReplayConfig{
+// reapplyParked re-applies cfg's parked aggregates through sink.
+func reapplyParked(ctx context.Context, lot *parking.Store, sink projections.Sink, cfg ParkedReapplyConfig) (parking.ReapplyResult, error) {
+	return lot.Reapply(ctx, parking.ReapplyConfig{
 		Consumer: cfg.Projection, Aggregate: cfg.Aggregate, Logger: cfg.Logger,
 		Apply: func(ctx context.Context, events []eventstore.Envelope) (int, error) {
 			out, err := sink.Apply(ctx, events)
@@ -153,21 +153,21 @@ func replayParked(ctx context.Context, lot *parking.Store, sink projections.Sink
 	})
 }
 
-// replaySummary says in a line what a replay did.
-func replaySummary(res parking.ReplayResult, err error) string {
+// reapplySummary says in a line what a re-apply did.
+func reapplySummary(res parking.ReapplyResult, err error) string {
 	if err != nil {
 		return "failed: " + err.Error()
 	}
 	if len(res.Aggregates) == 0 {
 		return "nothing parked"
 	}
-	redriven, applied := 0, 0
+	reapplied, applied := 0, 0
 	for _, a := range res.Aggregates {
-		redriven += a.Redriven
+		reapplied += a.Reapplied
 		applied += a.Applied
 	}
-	return fmt.Sprintf("%d aggregates unparked, %d still parked; %d events re-driven, %d applied",
-		len(res.Aggregates)-res.StillParked(), res.StillParked(), redriven, applied)
+	return fmt.Sprintf("%d aggregates unparked, %d still parked; %d events re-applied, %d applied",
+		len(res.Aggregates)-res.StillParked(), res.StillParked(), reapplied, applied)
 }
 
 // ParkedSkipConfig configures ParkedSkip.
@@ -186,7 +186,7 @@ type ParkedSkipConfig struct {
 	// Required. (A search model's documents carry the last applied
 	// sequence as their version, which a skip cannot move without
 	// writing the document: skip is refused for them; fix the model and
-	// use `parked replay`, or rebuild it with `eventpipe replay`.)
+	// use `parked reapply`, or replay it with `eventpipe replay`.)
 	Projection string
 	// Aggregate is the parked aggregate, type and id. Required.
 	Aggregate eventstore.Ref
@@ -202,9 +202,9 @@ type ParkedSkipConfig struct {
 type ParkedSkipResult struct {
 	// Skipped is the event released without being applied.
 	Skipped parking.Skipped
-	// Replay is the re-drive of the aggregate's later parked events: it
+	// Reapply is the re-apply of the aggregate's later parked events: it
 	// is unparked when they all applied, or none was parked behind.
-	Replay parking.AggregateReplay
+	Reapply parking.AggregateReapply
 	// Action is the operator action recorded (ActionParkedSkip).
 	Action OperatorAction
 }
@@ -219,9 +219,9 @@ type ParkedSkipResult struct {
 // read model to have applied every event before it (the position at its
 // sequence - 1); otherwise nothing changes and ParkedSkip returns an
 // *eventstore.ValidationError. Then the aggregate's later parked events
-// are re-driven in order as ParkedReplay does, and the aggregate is
+// are re-applied in order as ParkedReapply does, and the aggregate is
 // unparked when they applied (a live consumer parks its new events until
-// then, and the re-drive applies those too); one that fails again stays
+// then, and the re-apply applies those too); one that fails again stays
 // parked, as the result says. The skip is recorded in operator_actions
 // (ActionParkedSkip), whose table is checked for first. An aggregate
 // with nothing parked is an error wrapping parking.ErrNotParked.
@@ -235,7 +235,7 @@ func ParkedSkip(ctx context.Context, cfg ParkedSkipConfig) (ParkedSkipResult, er
 	if _, ok := cfg.Catalog.ReadModel(cfg.Projection); !ok {
 		reason := fmt.Sprintf("%q is not a Postgres read model (have %s)", cfg.Projection, strings.Join(cfg.Catalog.ReadModelNames(), ", "))
 		if _, search := cfg.Catalog.SearchModel(cfg.Projection); search {
-			reason = fmt.Sprintf("%q is a search model: skip is for Postgres read models (use parked replay after a fix, or eventpipe replay)", cfg.Projection)
+			reason = fmt.Sprintf("%q is a search model: skip is for Postgres read models (use parked reapply after a fix, or eventpipe replay)", cfg.Projection)
 		}
 		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", &eventstore.ValidationError{Field: "Projection", Reason: reason})
 	}
@@ -253,7 +253,7 @@ func ParkedSkip(ctx context.Context, cfg ParkedSkipConfig) (ParkedSkipResult, er
 	if err := operatorReady(ctx, db); err != nil {
 		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", err)
 	}
-	rcfg := ParkedReplayConfig{Catalog: cfg.Catalog, Endpoints: cfg.Endpoints, DB: db, Projection: cfg.Projection,
+	rcfg := ParkedReapplyConfig{Catalog: cfg.Catalog, Endpoints: cfg.Endpoints, DB: db, Projection: cfg.Projection,
 		Aggregate: cfg.Aggregate, Actor: cfg.Actor, Logger: cfg.Logger}
 	sink, err := parkedSink(ctx, rcfg, db)
 	if err != nil {
@@ -265,20 +265,20 @@ func ParkedSkip(ctx context.Context, cfg ParkedSkipConfig) (ParkedSkipResult, er
 	if err != nil {
 		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", err)
 	}
-	res, rerr := replayParked(ctx, lot, sink, rcfg)
-	out.Replay = parking.AggregateReplay{Aggregate: cfg.Aggregate, Unparked: true}
+	res, rerr := reapplyParked(ctx, lot, sink, rcfg)
+	out.Reapply = parking.AggregateReapply{Aggregate: cfg.Aggregate, Unparked: true}
 	if len(res.Aggregates) > 0 {
-		out.Replay = res.Aggregates[0]
+		out.Reapply = res.Aggregates[0]
 	}
 	if rerr != nil {
-		out.Replay = parking.AggregateReplay{Aggregate: cfg.Aggregate, Err: rerr}
+		out.Reapply = parking.AggregateReapply{Aggregate: cfg.Aggregate, Err: rerr}
 	}
 	e := out.Skipped.Envelope
 	result := fmt.Sprintf("skipped %s #%d (%s, %s)", e.Aggregate(), e.Sequence, e.EventType, e.EventID)
-	if out.Replay.Unparked {
-		result += fmt.Sprintf("; unparked, %d later events re-driven, %d applied", out.Replay.Redriven, out.Replay.Applied)
+	if out.Reapply.Unparked {
+		result += fmt.Sprintf("; unparked, %d later events re-applied, %d applied", out.Reapply.Reapplied, out.Reapply.Applied)
 	} else {
-		result += fmt.Sprintf("; still parked after %d re-driven: %v", out.Replay.Redriven, out.Replay.Err)
+		result += fmt.Sprintf("; still parked after %d re-applied: %v", out.Reapply.Reapplied, out.Reapply.Err)
 	}
 	out.Action, err = recordOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionParkedSkip,
 		Target: cfg.Projection + " " + cfg.Aggregate.String(), Reason: cfg.Reason, Result: result})
@@ -312,7 +312,7 @@ func advancePosition(projection string) func(ctx context.Context, tx pgx.Tx, e e
 			return nil
 		case pos != e.Sequence-1:
 			return &eventstore.ValidationError{Field: "Aggregate", Reason: fmt.Sprintf(
-				"%s has applied %s up to sequence %d only: the events before sequence %d must apply first (parked replay)", projection, ref, pos, e.Sequence)}
+				"%s has applied %s up to sequence %d only: the events before sequence %d must apply first (parked reapply)", projection, ref, pos, e.Sequence)}
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO projection_positions (projection, aggregate_type, aggregate_id, seq) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (projection, aggregate_type, aggregate_id) DO UPDATE SET seq = EXCLUDED.seq, updated_at = now()`,
@@ -323,7 +323,7 @@ func advancePosition(projection string) func(ctx context.Context, tx pgx.Tx, e e
 
 // parkedSink builds the applier of cfg.Projection, as
 // eventpipe.NewConsumers does.
-func parkedSink(ctx context.Context, cfg ParkedReplayConfig, db *pgxpool.Pool) (projections.Sink, error) {
+func parkedSink(ctx context.Context, cfg ParkedReapplyConfig, db *pgxpool.Pool) (projections.Sink, error) {
 	store, err := eventpipe.OpenStore(ctx, cfg.Endpoints, cfg.Catalog, cfg.Logger)
 	if err != nil {
 		return nil, err

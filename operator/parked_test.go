@@ -21,12 +21,12 @@ import (
 	"github.com/eventpipe/eventpipe/projections/readmodels"
 )
 
-// TestParkedListShowsAndParkedReplayRedrivesAParkedAggregateOnce parks
+// TestParkedListShowsAndParkedReapplyReappliesAParkedAggregateOnce parks
 // account A at sequence 3 (with 4 and 5 behind it) after 1 and 2 were
-// applied, lists the parked events through the root API, and replays
+// applied, lists the parked events through the root API, and re-applies
 // them: the accounts read model applies 3, 4 and 5 once, in order, and A
-// is no longer parked. A second replay finds nothing to do.
-func TestParkedListShowsAndParkedReplayRedrivesAParkedAggregateOnce(t *testing.T) {
+// is no longer parked. A second re-apply finds nothing to do.
+func TestParkedListShowsAndParkedReapplyReappliesAParkedAggregateOnce(t *testing.T) {
 	ep := rigs.Endpoints(t)
 	admin := testenv.Postgres(t)
 	schema := fmt.Sprintf("parked_%016x", rand.Uint64()) // short: a long test name passes Postgres' 63-byte names
@@ -96,16 +96,16 @@ func TestParkedListShowsAndParkedReplayRedrivesAParkedAggregateOnce(t *testing.T
 	if _, err := operator.ParkedList(ctx, operator.ParkedListConfig{Endpoints: ep, Projection: "no-such-model"}); err == nil {
 		t.Fatal("ParkedList of an unknown projection succeeded")
 	}
-	if _, err := operator.ParkedReplay(ctx, operator.ParkedReplayConfig{Endpoints: ep}); err == nil {
-		t.Fatal("ParkedReplay without a projection succeeded")
+	if _, err := operator.ParkedReapply(ctx, operator.ParkedReapplyConfig{Endpoints: ep}); err == nil {
+		t.Fatal("ParkedReapply without a projection succeeded")
 	}
 
-	replayed, err := operator.ParkedReplay(ctx, operator.ParkedReplayConfig{Endpoints: ep, Projection: "accounts", Aggregate: ref})
+	reapplied, err := operator.ParkedReapply(ctx, operator.ParkedReapplyConfig{Endpoints: ep, Projection: "accounts", Aggregate: ref})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(replayed.Aggregates) != 1 || !replayed.Aggregates[0].Unparked || replayed.Aggregates[0].Redriven != 3 || replayed.Aggregates[0].Applied != 3 {
-		t.Fatalf("ParkedReplay = %+v", replayed)
+	if len(reapplied.Aggregates) != 1 || !reapplied.Aggregates[0].Unparked || reapplied.Aggregates[0].Reapplied != 3 || reapplied.Aggregates[0].Applied != 3 {
+		t.Fatalf("ParkedReapply = %+v", reapplied)
 	}
 	var version, applyCount, balance, position int64
 	if err := db.QueryRow(ctx, `SELECT version, apply_count, balance, (SELECT seq FROM projection_positions WHERE projection = 'accounts' AND aggregate_id = $1)
@@ -113,12 +113,12 @@ func TestParkedListShowsAndParkedReplayRedrivesAParkedAggregateOnce(t *testing.T
 		t.Fatal(err)
 	}
 	if version != 5 || applyCount != 5 || balance != 20 || position != 5 {
-		t.Fatalf("account after the replay: version %d, apply count %d, balance %d, position %d; want 5, 5, 20, 5", version, applyCount, balance, position)
+		t.Fatalf("account after the re-apply: version %d, apply count %d, balance %d, position %d; want 5, 5, 20, 5", version, applyCount, balance, position)
 	}
 	if listed, err = operator.ParkedList(ctx, operator.ParkedListConfig{Endpoints: ep}); err != nil || len(listed) != 0 {
-		t.Fatalf("ParkedList after the replay = %+v, %v", listed, err)
+		t.Fatalf("ParkedList after the re-apply = %+v, %v", listed, err)
 	}
-	if replayed, err = operator.ParkedReplay(ctx, operator.ParkedReplayConfig{Endpoints: ep, Projection: "accounts"}); err != nil || len(replayed.Aggregates) != 0 {
-		t.Fatalf("second ParkedReplay = %+v, %v", replayed, err)
+	if reapplied, err = operator.ParkedReapply(ctx, operator.ParkedReapplyConfig{Endpoints: ep, Projection: "accounts"}); err != nil || len(reapplied.Aggregates) != 0 {
+		t.Fatalf("second ParkedReapply = %+v, %v", reapplied, err)
 	}
 }

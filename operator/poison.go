@@ -59,7 +59,7 @@ type PoisonMessage struct {
 	// Owner is whose poison topic it is on (PoisonTopic.Owner).
 	Owner string
 	// Redrive is its recorded redrive (PoisonRedrive), nil when it was
-	// never re-driven, or when the redrives could not be read (see
+	// never redriven, or when the redrives could not be read (see
 	// PoisonListConfig.DB).
 	Redrive *poison.Record
 }
@@ -240,11 +240,11 @@ type PoisonRedriveConfig struct {
 	// Topic is the poison topic (full name, or without the prefix).
 	// Required.
 	Topic string
-	// Positions are the messages to re-drive; or All: every message of
+	// Positions are the messages to redrive; or All: every message of
 	// the topic. One of them is required.
 	Positions []PoisonPosition
 	All       bool
-	// Actor is who re-drives (default DefaultActor()), and Reason why
+	// Actor is who redrives (default DefaultActor()), and Reason why
 	// (optional); both are recorded.
 	Actor, Reason string
 	// Logger defaults to slog.Default().
@@ -269,11 +269,11 @@ func (r PoisonRedriveResult) Count(o poison.Outcome) int {
 	return n
 }
 
-// PoisonRedrive re-drives the messages cfg selects from a poison topic to
+// PoisonRedrive redrives the messages cfg selects from a poison topic to
 // the topics they were poisoned from, each at most once in effect
 // whatever how many times it is called (see poison.Redriver.Redrive for
 // the exact guarantee), in order of the positions given (All: partition
-// and offset order). A message already re-driven is reported
+// and offset order). A message already redriven is reported
 // poison.AlreadyRedriven and not published; one without an origin topic
 // (a relay's) is poison.Failed with poison.ErrNoOrigin. The call is
 // recorded as one operator action (ActionPoisonRedrive), checked for
@@ -292,7 +292,7 @@ func PoisonRedrive(ctx context.Context, cfg PoisonRedriveConfig) (PoisonRedriveR
 	case cfg.Topic == "":
 		return PoisonRedriveResult{}, fmt.Errorf("poison redrive: %w", &eventstore.ValidationError{Field: "Topic", Reason: "name a poison topic"})
 	case cfg.All == (len(cfg.Positions) > 0):
-		return PoisonRedriveResult{}, fmt.Errorf("poison redrive: %w", &eventstore.ValidationError{Field: "Positions", Reason: "give the offsets to re-drive, or All, not both"})
+		return PoisonRedriveResult{}, fmt.Errorf("poison redrive: %w", &eventstore.ValidationError{Field: "Positions", Reason: "give the offsets to redrive, or All, not both"})
 	}
 	db, closeDB, err := openDB(ctx, cfg.DB, cfg.Endpoints)
 	if err != nil {
@@ -348,7 +348,7 @@ func PoisonRedrive(ctx context.Context, cfg PoisonRedriveConfig) (PoisonRedriveR
 		}
 	}
 	if len(parts) == 0 {
-		parts = append(parts, "nothing to re-drive")
+		parts = append(parts, "nothing to redrive")
 	}
 	res.Action, err = recordOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionPoisonRedrive,
 		Target: target, Reason: cfg.Reason, Result: strings.Join(parts, ", ")})

@@ -65,7 +65,7 @@ func fragileTodoCatalog(t *testing.T, broken *atomic.Bool, calls *atomic.Int64) 
 // topic with its origin, reason and id; once the bug is fixed,
 // PoisonRedrive publishes it back to its commands topic, where the
 // running handlers create the todo; a second PoisonRedrive publishes
-// nothing and reports it already re-driven. The todo has one event, the
+// nothing and reports it already redriven. The todo has one event, the
 // commands topic holds the command twice (the original and the one copy)
 // and both redrives are in OperatorActions.
 func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing(t *testing.T) {
@@ -126,14 +126,14 @@ func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
 	if err != nil || res.Count(poison.Redriven) != 1 || len(res.Results) != 1 || res.Results[0].Target != topics.Commands(todo.AggregateType) {
 		t.Fatalf("first redrive: %+v, %v", res, err)
 	}
-	rigs.WaitUntil(t, "the re-driven command applied", func() (bool, string) {
+	rigs.WaitUntil(t, "the redriven command applied", func() (bool, string) {
 		evs := rigs.Events(t, svc, todo.AggregateType, id)
 		return len(evs) == 1, fmt.Sprintf("events %v", evs)
 	})
 
 	again, err := operator.PoisonRedrive(ctx, redrive)
 	if err != nil || again.Count(poison.AlreadyRedriven) != 1 || again.Results[0].By != "alice" {
-		t.Fatalf("second redrive: %+v, %v; want already re-driven by alice", again, err)
+		t.Fatalf("second redrive: %+v, %v; want already redriven by alice", again, err)
 	}
 	// A later command of the same todo, answered: everything before it on
 	// the partition was handled.
@@ -146,7 +146,7 @@ func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
 		t.Fatalf("events %v, want the create once and the update", evs)
 	}
 	if n := calls.Load(); n != 2 {
-		t.Fatalf("the fragile command reached its handler %d times, want 2 (poisoned, then re-driven once)", n)
+		t.Fatalf("the fragile command reached its handler %d times, want 2 (poisoned, then redriven once)", n)
 	}
 	onTopic, err := poison.Read(ctx, poison.ReadConfig{Brokers: ep.KafkaBrokers, Topic: topics.Commands(todo.AggregateType),
 		Match: func(c poison.Message) bool { return c.UUID == create.ID }})
@@ -165,7 +165,7 @@ func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
 	if a := actions[1]; a.Actor != "alice" || a.Reason != "fragile todos fixed" || !strings.Contains(a.Target, m.Topic) || a.Result != "1 redriven" {
 		t.Fatalf("first redrive recorded as %+v", a)
 	}
-	if a := actions[0]; a.Result != "1 already re-driven" || a.ID <= actions[1].ID {
+	if a := actions[0]; a.Result != "1 already redriven" || a.ID <= actions[1].ID {
 		t.Fatalf("second redrive recorded as %+v", a)
 	}
 }

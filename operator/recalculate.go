@@ -67,7 +67,7 @@ type RecalculateResult struct {
 	Action OperatorAction
 }
 
-// Recalculate rebuilds the STATE item of one aggregate (ID) or of every
+// Recalculate recalculates the STATE item of one aggregate (ID) or of every
 // aggregate of a type (All) from its event log, through its domain's
 // rules: the same processor whose fold the command handlers write as
 // STATE on every append (commands.Domain.NewRecalculate). A STATE that

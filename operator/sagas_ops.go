@@ -245,7 +245,7 @@ type SagaRetryResult struct {
 	Action OperatorAction
 }
 
-// SagaRetry re-sends the instance's stuck effects (see
+// SagaRetry retries the instance's stuck effects (see
 // sagas.Operator.Retry): outbox rows left unrun are run; a command the
 // saga got no answer to is sent again under its original command id (the
 // command handlers dedupe it), or, when the event store holds its answer,

@@ -97,9 +97,10 @@ type StatusReport struct {
 	// it is among Errors too.
 	ParkedErr error
 	// OperatorActions are the latest operator actions (poison redrive,
-	// parked replay, parked skip), newest first, at most
-	// StatusOperatorActions; OperatorActionsErr says why they could not be
-	// read (it is among Errors too).
+	// parked reapply and skip, saga abort and retry, recalculate,
+	// analytics recount), newest first, at most StatusOperatorActions;
+	// OperatorActionsErr says why they could not be read (it is among
+	// Errors too).
 	OperatorActions    []OperatorAction
 	OperatorActionsErr error
 	// Errors are the parts that could not be read (for example the relay's

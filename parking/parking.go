@@ -3,7 +3,7 @@
 // eventstore.IsPermanent) the consumer parks it, and from then on every
 // later event of the same aggregate is parked behind it instead of being
 // applied, so that the aggregate's events are never applied out of order,
-// while the consumer's other aggregates keep flowing. Replay re-drives a
+// while the consumer's other aggregates keep flowing. Reapply re-applies a
 // parked aggregate's events in sequence order, once the cause is fixed,
 // and unparks the aggregate when all of them applied.
 //
@@ -14,9 +14,9 @@
 //
 // Parking and unparking one aggregate are serialised by a Postgres
 // advisory lock per (consumer, aggregate), which consumers take shared
-// (ParkBehind, Park) and Replay takes exclusively to unpark: an event
-// that a consumer found parked-behind is either parked before the replay
-// unparks (and the replay drains it too) or found not parked after it
+// (ParkBehind, Park) and Reapply takes exclusively to unpark: an event
+// that a consumer found parked-behind is either parked before the re-apply
+// unparks (and the re-apply drains it too) or found not parked after it
 // (and applied by the consumer).
 package parking
 

@@ -158,11 +158,11 @@ func TestParkBehindParksFromTheFirstParkedSequenceOnAndOnlyOnce(t *testing.T) {
 	}
 }
 
-// TestReplayThatFailsAgainKeepsTheRestParkedWithTheNewReason re-drives
+// TestReapplyThatFailsAgainKeepsTheRestParkedWithTheNewReason re-applies
 // an aggregate parked at 2 whose event 4 still fails: 2 and 3 are applied
 // and released, 4 and 5 stay parked, 4 with the new reason; after the
-// fix a second replay applies 4 and 5 and unparks.
-func TestReplayThatFailsAgainKeepsTheRestParkedWithTheNewReason(t *testing.T) {
+// fix a second re-apply applies 4 and 5 and unparks.
+func TestReapplyThatFailsAgainKeepsTheRestParkedWithTheNewReason(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	k := newSink()
@@ -181,43 +181,43 @@ func TestReplayThatFailsAgainKeepsTheRestParkedWithTheNewReason(t *testing.T) {
 		}
 		return nil
 	}
-	res, err := s.Replay(ctx, parking.ReplayConfig{Consumer: "p", Apply: k.apply})
+	res, err := s.Reapply(ctx, parking.ReapplyConfig{Consumer: "p", Apply: k.apply})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Aggregates) != 1 || res.Aggregates[0].Unparked || res.Aggregates[0].Redriven != 2 || res.StillParked() != 1 {
-		t.Fatalf("replay = %+v", res)
+	if len(res.Aggregates) != 1 || res.Aggregates[0].Unparked || res.Aggregates[0].Reapplied != 2 || res.StillParked() != 1 {
+		t.Fatalf("reapply = %+v", res)
 	}
 	evs, err := s.List(ctx, parking.Filter{Consumer: "p"})
 	if err != nil || len(evs) != 2 || evs[0].Envelope.Sequence != 4 || evs[0].Reason != "still broken" || evs[1].Envelope.Sequence != 5 {
 		t.Fatalf("still parked: %+v, %v", evs, err)
 	}
 	k.refuse = nil
-	if res, err = s.Replay(ctx, parking.ReplayConfig{Consumer: "p", Apply: k.apply}); err != nil || res.StillParked() != 0 || res.Aggregates[0].Applied != 2 {
-		t.Fatalf("replay after the fix = %+v, %v", res, err)
+	if res, err = s.Reapply(ctx, parking.ReapplyConfig{Consumer: "p", Apply: k.apply}); err != nil || res.StillParked() != 0 || res.Aggregates[0].Applied != 2 {
+		t.Fatalf("reapply after the fix = %+v, %v", res, err)
 	}
 	if fmt.Sprint(k.applied["a"]) != "[1 2 3 4 5]" {
 		t.Fatalf("applied %v", k.applied["a"])
 	}
 }
 
-// TestReplayBesideALiveConsumerAppliesEveryEventOnceInOrder races a
-// replay of an aggregate against a consumer that keeps delivering its
+// TestReapplyBesideALiveConsumerAppliesEveryEventOnceInOrder races a
+// re-apply of an aggregate against a consumer that keeps delivering its
 // next events: the consumer parks each behind the aggregate while it is
 // parked, and applies it itself once ParkBehind says it is not. Whichever
 // way each event goes, the sink sees every event once, in order, and
 // nothing stays parked. A round shows the race when the consumer parked
-// an event after the replay had started applying (so the replay had to
-// drain it too) and then applied events itself (the replay unparked mid-
+// an event after the re-apply had started applying (so the re-apply had to
+// drain it too) and then applied events itself (the re-apply unparked mid-
 // stream); rounds go on until three did, and the test fails if 20 rounds
 // do not get there.
-func TestReplayBesideALiveConsumerAppliesEveryEventOnceInOrder(t *testing.T) {
+func TestReapplyBesideALiveConsumerAppliesEveryEventOnceInOrder(t *testing.T) {
 	const (
 		last      = 60
 		wantRaced = 3
 		maxRounds = 20
 	)
-	const ( // where the replay is
+	const ( // where the re-apply is
 		notStarted int32 = iota
 		applying
 		returned
@@ -227,7 +227,7 @@ func TestReplayBesideALiveConsumerAppliesEveryEventOnceInOrder(t *testing.T) {
 	raced := 0
 	for round := 0; raced < wantRaced; round++ {
 		if round == maxRounds {
-			t.Fatalf("the consumer parked behind a replay in flight and then applied events itself in only %d of %d rounds, want %d", raced, maxRounds, wantRaced)
+			t.Fatalf("the consumer parked behind a re-apply in flight and then applied events itself in only %d of %d rounds, want %d", raced, maxRounds, wantRaced)
 		}
 		id := fmt.Sprint("r", round)
 		k := newSink()
@@ -237,14 +237,14 @@ func TestReplayBesideALiveConsumerAppliesEveryEventOnceInOrder(t *testing.T) {
 		if err := s.Park(ctx, "p", event(id, 2), "boom"); err != nil {
 			t.Fatal(err)
 		}
-		var replay atomic.Int32
+		var reapply atomic.Int32
 		var parkedDuring, appliedByConsumer int
 		consumer := make(chan error, 1)
 		go func() { // the live consumer
 			consumer <- func() error {
 				for seq := int64(3); seq <= last; seq++ {
 					e := event(id, seq)
-					before := replay.Load()
+					before := reapply.Load()
 					parked, err := s.ParkBehind(ctx, "p", []eventstore.Envelope{e})
 					if err != nil {
 						return err
@@ -264,18 +264,18 @@ func TestReplayBesideALiveConsumerAppliesEveryEventOnceInOrder(t *testing.T) {
 		}()
 		time.Sleep(time.Duration(round%5) * 5 * time.Millisecond)
 		apply := func(ctx context.Context, events []eventstore.Envelope) (int, error) {
-			replay.CompareAndSwap(notStarted, applying)
+			reapply.CompareAndSwap(notStarted, applying)
 			return k.apply(ctx, events)
 		}
-		res, err := s.Replay(ctx, parking.ReplayConfig{Consumer: "p", Aggregate: eventstore.Ref{Type: "account", ID: id}, Apply: apply, BatchSize: 4})
-		replay.Store(returned)
+		res, err := s.Reapply(ctx, parking.ReapplyConfig{Consumer: "p", Aggregate: eventstore.Ref{Type: "account", ID: id}, Apply: apply, BatchSize: 4})
+		reapply.Store(returned)
 		if err != nil || res.StillParked() != 0 {
-			t.Fatalf("round %d: replay = %+v, %v", round, res, err)
+			t.Fatalf("round %d: reapply = %+v, %v", round, res, err)
 		}
 		if err := <-consumer; err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
-		// Events parked after the replay unparked: none (ParkBehind saw
+		// Events parked after the re-apply unparked: none (ParkBehind saw
 		// it unparked), so nothing is left.
 		if evs, err := s.List(ctx, parking.Filter{Consumer: "p", Aggregate: eventstore.Ref{Type: "account", ID: id}}); err != nil || len(evs) != 0 {
 			t.Fatalf("round %d: left parked %d, %v", round, len(evs), err)
@@ -286,8 +286,8 @@ func TestReplayBesideALiveConsumerAppliesEveryEventOnceInOrder(t *testing.T) {
 		if parkedDuring > 0 && appliedByConsumer > 0 {
 			raced++
 		}
-		t.Logf("round %d: the replay re-drove %d events, the consumer parked %d while the replay was applying and applied %d",
-			round, res.Aggregates[0].Redriven, parkedDuring, appliedByConsumer)
+		t.Logf("round %d: the re-apply re-applied %d events, the consumer parked %d while the re-apply was applying and applied %d",
+			round, res.Aggregates[0].Reapplied, parkedDuring, appliedByConsumer)
 	}
 }
 
@@ -295,7 +295,7 @@ func TestConfigsSayWhatIsMissing(t *testing.T) {
 	if _, err := parking.New(parking.Config{}); err == nil {
 		t.Fatal("New without DB succeeded")
 	}
-	for _, c := range []parking.ReplayConfig{
+	for _, c := range []parking.ReapplyConfig{
 		{Apply: newSink().apply},
 		{Consumer: "p"},
 		{Consumer: "p", Apply: newSink().apply, BatchSize: -1},
@@ -305,7 +305,7 @@ func TestConfigsSayWhatIsMissing(t *testing.T) {
 			t.Errorf("%+v: Validate = nil", c)
 		}
 	}
-	if err := (parking.ReplayConfig{Consumer: "p", Apply: newSink().apply}).Validate(); err != nil {
+	if err := (parking.ReapplyConfig{Consumer: "p", Apply: newSink().apply}).Validate(); err != nil {
 		t.Fatal(err)
 	}
 }

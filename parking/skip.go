@@ -58,10 +58,10 @@ type Skipped struct {
 
 // Skip releases the aggregate's first parked event (its lowest parked
 // sequence) without applying it: in one transaction, holding the
-// aggregate's lock exclusively (as Replay's release does), it copies the
+// aggregate's lock exclusively (as Reapply's release does), it copies the
 // event to skipped_events (migrations/postgres 009) with cfg.Actor and
 // cfg.Reason, deletes it from parked_events and calls cfg.Advance. The
-// aggregate's later parked events stay parked: Replay re-drives them (the
+// aggregate's later parked events stay parked: Reapply re-applies them (the
 // consumer goes on parking the aggregate's new events until then). An
 // aggregate with nothing parked is an error wrapping ErrNotParked.
 func (s *Store) Skip(ctx context.Context, cfg SkipConfig) (Skipped, error) {

@@ -54,7 +54,7 @@ func (p stallingPublisher) Publish(topic string, msgs ...*message.Message) error
 	select {}
 }
 
-// runRedriveChild re-drives the message of envChildRef with a
+// runRedriveChild redrives the message of envChildRef with a
 // stallingPublisher, to be killed by its parent.
 func runRedriveChild(mode string) {
 	ctx := context.Background()
@@ -85,12 +85,12 @@ func runRedriveChild(mode string) {
 }
 
 // TestPoisonRedriveKilledBeforeOrAfterItsPublishIsCompletedOnceByTheNextRedrive
-// starts a child process that re-drives a poison message and kills it
+// starts a child process that redrives a poison message and kills it
 // (SIGKILL) while it is stalled right before its publish, and another
 // right after it: each time the next redrive (after the dead session's
 // lock is gone) leaves exactly one copy on the origin topic, publishing it
 // in the first case and finding it in the second, and a third says it
-// was already re-driven.
+// was already redriven.
 func TestPoisonRedriveKilledBeforeOrAfterItsPublishIsCompletedOnceByTheNextRedrive(t *testing.T) {
 	ctx := context.Background()
 	e := newRedriveEnv(t, 2)
@@ -152,7 +152,7 @@ func TestPoisonRedriveKilledBeforeOrAfterItsPublishIsCompletedOnceByTheNextRedri
 			t.Fatalf("%s: %d copies on the origin topic, want 1", mode, n)
 		}
 		if got := r.Redrive(ctx, m); got.Outcome != poison.AlreadyRedriven {
-			t.Fatalf("%s: third redrive: %+v, want already re-driven", mode, got)
+			t.Fatalf("%s: third redrive: %+v, want already redriven", mode, got)
 		}
 	}
 }

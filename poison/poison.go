@@ -1,5 +1,5 @@
 // Package poison reads the poison topics of eventpipe's consumers and
-// re-drives their messages to the topics they were poisoned from, each
+// redrives their messages to the topics they were poisoned from, each
 // at most once in effect (see Redriver).
 //
 // A message reaches a poison topic in one of three forms, told apart by
@@ -14,7 +14,7 @@
 //     with reason, topic, partition and offset.
 //   - The relay publishes a DynamoDB stream record that did not translate,
 //     with reason, shard_id and stream_sequence_number: it has no topic to
-//     go back to, so it cannot be re-driven (ErrNoOrigin).
+//     go back to, so it cannot be redriven (ErrNoOrigin).
 //
 // Read reads a poison topic from its start to its end (kafka.ReadTopic);
 // Redriver publishes a poison message again, without its poison fields,
@@ -48,15 +48,15 @@ const (
 	KeyOffset    = "offset"
 	KeyShardID   = "shard_id"
 	KeyStreamSeq = "stream_sequence_number"
-	// KeyRedrivenFrom is set on every re-driven copy: the poison topic,
-	// partition and offset it was re-driven from (Ref.String). A consumer
+	// KeyRedrivenFrom is set on every redriven copy: the poison topic,
+	// partition and offset it was redriven from (Ref.String). A consumer
 	// may ignore it; Redriver looks for it after an interrupted redrive.
 	KeyRedrivenFrom = "eventpipe_redriven_from"
 )
 
 // ErrNoOrigin is wrapped when a poison message does not say which topic
 // it was poisoned from (a relay poison record: it came from a DynamoDB
-// stream, not from a topic), so it cannot be re-driven.
+// stream, not from a topic), so it cannot be redriven.
 var ErrNoOrigin = errors.New("poison: the message does not name the topic it was poisoned from")
 
 // Ref is where a message sits on a poison topic.

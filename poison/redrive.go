@@ -29,7 +29,7 @@ type RedriverConfig struct {
 	// required.
 	Brokers  []string
 	Security kafka.Security
-	// Actor is who re-drives, recorded with each redrive. Required.
+	// Actor is who redrives, recorded with each redrive. Required.
 	Actor string
 	// ClockSkew is how much earlier than a redrive's recorded start its
 	// copy may carry a timestamp (Postgres' clock against the producer's);
@@ -60,7 +60,7 @@ func (c RedriverConfig) Validate() error {
 	case len(c.Brokers) == 0:
 		return &eventstore.ValidationError{Field: "Brokers", Reason: "no seed broker"}
 	case c.Actor == "":
-		return &eventstore.ValidationError{Field: "Actor", Reason: "empty: say who re-drives"}
+		return &eventstore.ValidationError{Field: "Actor", Reason: "empty: say who redrives"}
 	case c.ClockSkew < 0:
 		return &eventstore.ValidationError{Field: "ClockSkew", Reason: "negative"}
 	}
@@ -76,7 +76,7 @@ const (
 	Redriven Outcome = "redriven"
 	// AlreadyRedriven: a redrive of this poison message is recorded done;
 	// nothing was published.
-	AlreadyRedriven Outcome = "already re-driven"
+	AlreadyRedriven Outcome = "already redriven"
 	// Recovered: an earlier redrive was interrupted after it recorded its
 	// start; its copy was found on the target topic, so nothing was
 	// published again and the redrive is now recorded done.
@@ -103,11 +103,11 @@ type Result struct {
 	// AlreadyRedriven, Recovered).
 	By string
 	At time.Time
-	// Err is why the message could not be re-driven (Failed).
+	// Err is why the message could not be redriven (Failed).
 	Err error
 }
 
-// Redriver re-drives poison messages exactly once in effect (see
+// Redriver redrives poison messages exactly once in effect (see
 // Redrive). It is safe for concurrent use, also by several processes on
 // one database.
 type Redriver struct {
@@ -234,7 +234,7 @@ func (r *Redriver) Redrive(ctx context.Context, m Message) Result {
 		return fail("record it done (the copy is published; a later redrive finds it)", err)
 	}
 	res.Outcome, res.By, res.At = Redriven, r.cfg.Actor, at
-	r.cfg.Logger.InfoContext(ctx, "poison message re-driven", "poison", m.Ref.String(), "target", topic, "message_id", m.UUID,
+	r.cfg.Logger.InfoContext(ctx, "poison message redriven", "poison", m.Ref.String(), "target", topic, "message_id", m.UUID,
 		"actor", r.cfg.Actor, "resumed", res.Resumed)
 	return res
 }

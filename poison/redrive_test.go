@@ -108,12 +108,12 @@ func (e *redriveEnv) started(t *testing.T, m poison.Message) {
 }
 
 // TestPoisonRedriveIsOnceAcrossRetriesInterruptionsAndRacingRedrivers
-// re-drives four poison messages on the real Kafka and Postgres: the
+// redrives four poison messages on the real Kafka and Postgres: the
 // first is published once, without its poison fields, with its key, and
 // a second redrive publishes nothing; the second had a redrive killed
 // before it published (a "started" row, no copy): it is published once;
 // the third had one killed after it published (a "started" row and a
-// copy): it is recorded, not published again; the fourth is re-driven by
+// copy): it is recorded, not published again; the fourth is redriven by
 // eight racing redrivers: one copy. A relay poison record is refused.
 func TestPoisonRedriveIsOnceAcrossRetriesInterruptionsAndRacingRedrivers(t *testing.T) {
 	ctx := context.Background()
@@ -125,7 +125,7 @@ func TestPoisonRedriveIsOnceAcrossRetriesInterruptionsAndRacingRedrivers(t *test
 		t.Fatalf("first redrive: %+v", got)
 	}
 	if got := r.Redrive(ctx, first); got.Outcome != poison.AlreadyRedriven || got.By != "alice" || got.At.IsZero() {
-		t.Fatalf("second redrive: %+v, want already re-driven by alice", got)
+		t.Fatalf("second redrive: %+v, want already redriven by alice", got)
 	}
 	cs := e.copies(t, first)
 	if len(cs) != 1 {
@@ -140,7 +140,7 @@ func TestPoisonRedriveIsOnceAcrossRetriesInterruptionsAndRacingRedrivers(t *test
 	killedBefore := e.msgs[1]
 	e.started(t, killedBefore)
 	if got := r.Redrive(ctx, killedBefore); got.Outcome != poison.Redriven || !got.Resumed {
-		t.Fatalf("redrive after one killed before publishing: %+v, want re-driven (resumed)", got)
+		t.Fatalf("redrive after one killed before publishing: %+v, want redriven (resumed)", got)
 	}
 	if n := len(e.copies(t, killedBefore)); n != 1 {
 		t.Fatalf("%d copies after a redrive killed before publishing, want 1", n)
@@ -159,7 +159,7 @@ func TestPoisonRedriveIsOnceAcrossRetriesInterruptionsAndRacingRedrivers(t *test
 		t.Fatalf("redrive after one killed after publishing: %+v, want recovered", got)
 	}
 	if got := r.Redrive(ctx, killedAfter); got.Outcome != poison.AlreadyRedriven {
-		t.Fatalf("redrive after the recovery: %+v, want already re-driven", got)
+		t.Fatalf("redrive after the recovery: %+v, want already redriven", got)
 	}
 	if n := len(e.copies(t, killedAfter)); n != 1 {
 		t.Fatalf("%d copies after a redrive killed after publishing, want 1", n)

@@ -41,8 +41,8 @@ type RunnerConfig struct {
 	Publisher message.Publisher
 	// Parking, when set, parks instead of poisoning (see package
 	// parking): an event that fails permanently is parked, and so is
-	// every later event of its aggregate, until `eventpipe parked replay`
-	// re-drives them; the other aggregates keep flowing. Parking is keyed
+	// every later event of its aggregate, until `eventpipe parked reapply`
+	// re-applies them; the other aggregates keep flowing. Parking is keyed
 	// by the Applier's name. A message that is not an event (it does not
 	// decode) still goes to the poison topic. Without Parking every
 	// permanent failure goes to the poison topic, and so do the

@@ -9,7 +9,7 @@
 // No command waits for it.
 //
 // What reads a snapshot is eventstore.Facet.Load, the event-sourcing way
-// of rebuilding an aggregate, and so the consumer's own next snapshot,
+// of loading an aggregate, and so the consumer's own next snapshot,
 // which starts from the previous one (Facet.Snapshot): with fresh
 // snapshots they replay at most about N events instead of the whole log.
 // The command handlers (commands.NewFacetHandler) start from the

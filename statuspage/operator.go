@@ -3,7 +3,7 @@ package statuspage
 import "time"
 
 // OperatorAction is one recorded operator action (a poison redrive, a
-// parked replay or skip; see package operator's OperatorActions).
+// parked reapply or skip, …; see package operator's OperatorActions).
 type OperatorAction struct {
 	ID     int64     `json:"id"`
 	At     time.Time `json:"at"`

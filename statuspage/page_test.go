@@ -377,8 +377,8 @@ func (a actionsReader) ReadStatus(context.Context) Snapshot {
 func TestPageShowsTheOperatorActions(t *testing.T) {
 	at := time.Date(2026, 11, 25, 16, 30, 0, 0, time.UTC)
 	actions := []OperatorAction{
-		{ID: 7, At: at, Actor: "alice", Action: "parked skip", Target: "todos todo/t1 #3", Reason: "bad import", Result: "skipped #3, replayed 2"},
-		{ID: 6, At: at.Add(-time.Hour), Actor: "bob", Action: "poison redrive", Target: "poison.eventpipe-commands 0/4", Result: "re-driven 1"},
+		{ID: 7, At: at, Actor: "alice", Action: "parked skip", Target: "todos todo/t1 #3", Reason: "bad import", Result: "skipped #3, re-applied 2"},
+		{ID: 6, At: at.Add(-time.Hour), Actor: "bob", Action: "poison redrive", Target: "poison.eventpipe-commands 0/4", Result: "redriven 1"},
 	}
 	p, err := New(Config{Reader: actionsReader{actions}, Interval: time.Hour, History: time.Hour})
 	if err != nil {
@@ -391,7 +391,7 @@ func TestPageShowsTheOperatorActions(t *testing.T) {
 		t.Fatalf("the actions are not rows, newest first:\n%s", body)
 	}
 	for _, want := range []string{"2026-11-25T16:30:00Z", `<td data-metric="action-actor">alice</td>`, `<td data-metric="action-kind">parked skip</td>`,
-		"<td>todos todo/t1 #3</td>", "<td>bad import</td>", "<td>skipped #3, replayed 2</td>", `<td data-metric="action-actor">bob</td>`} {
+		"<td>todos todo/t1 #3</td>", "<td>bad import</td>", "<td>skipped #3, re-applied 2</td>", `<td data-metric="action-actor">bob</td>`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %s", want)
 		}

@@ -109,8 +109,8 @@ func (f *DomainFixture) ref(id string) eventstore.Ref {
 // Given appends events to aggregate id's log, after the events it holds,
 // as stored history: through eventstore.Prepare and the store's Append
 // with the domain's schema, without the command handlers. A domain that
-// keeps a STATE item (commands.FacetDomain) then has it rebuilt from the
-// log by its own rules (Domain.NewRecalculate), so the handlers load the
+// keeps a STATE item (commands.FacetDomain) then has it recalculated from
+// the log by its own rules (Domain.NewRecalculate), so the handlers load the
 // aggregate exactly as in production. History the rules refuse fails the
 // test. eventstore.Event builds an event from a payload value.
 func (f *DomainFixture) Given(id string, events ...eventstore.NewEvent) *DomainFixture {

@@ -178,7 +178,7 @@ type RecountResult struct {
 	SessionsChanged int `json:"sessionsChanged"`
 }
 
-// Recount rebuilds the sessions and aggregations of a source's closed
+// Recount recounts the sessions and aggregations of a source's closed
 // time range from its raw events, beside a running consumer, with the
 // consumer's own fold (each session's events in id order, as the
 // consumer would have applied them) so that a fresh count and the

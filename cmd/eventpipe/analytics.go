@@ -204,7 +204,7 @@ func analyticsRecountCommand() *cobra.Command {
 	var settle time.Duration
 	cmd := &cobra.Command{
 		Use:   "recount --source <id> --from <T1> --to <T2>",
-		Short: "Rebuild a source's sessions and aggregations of a closed range [T1, T2) from its raw events",
+		Short: "Recount a source's sessions and aggregations of a closed range [T1, T2) from its raw events",
 		Long: `recount reads every raw event of the source, counts the range [T1, T2) afresh with
 the aggregation consumer's own fold, and rewrites the hourly aggregations of each
 hour in it, the daily aggregations of each whole day in it and the sessions whose

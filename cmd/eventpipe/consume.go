@@ -56,8 +56,8 @@ and each document carries its position.
 An event a read or search model can never apply (a permanent error) is parked,
 not poisoned: it and every later event of its aggregate wait, in order, in the
 Postgres table parked_events, while the other aggregates flow. 'eventpipe
-parked list' shows them; once the cause is fixed, 'eventpipe parked replay'
-re-drives them. --no-parking sends such an event to poison.projection.<name>
+parked list' shows them; once the cause is fixed, 'eventpipe parked reapply'
+re-applies them. --no-parking sends such an event to poison.projection.<name>
 instead, and with it each later event of the aggregate whose gap repair fails
 on it again. Catch-up from the event store does not park: a permanent failure
 there stops consume.

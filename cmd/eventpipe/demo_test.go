@@ -317,7 +317,7 @@ func checkTransfersChapter(t *testing.T, story string, balances map[string]int64
 }
 
 // checkDayTwoChapter reads the day-two chapter: the two poisoned notices
-// re-driven once and then reported already re-driven, one notice sent
+// redriven once and then reported already redriven, one notice sent
 // per account, the skipped deposit, and what Postgres holds after it:
 // both redrives and the skip among the operator actions, the deposit in
 // skipped_events, the ledger rows of the loan and the bonus only, and
@@ -325,10 +325,10 @@ func checkTransfersChapter(t *testing.T, story string, balances map[string]int64
 func checkDayTwoChapter(t *testing.T, story, pgURL string) {
 	t.Helper()
 	if n := len(regexp.MustCompile(`(?m)^\s+\S*poison\.handler\.overdraft-notices/\d+/\d+: redriven to \S*outbound\.accountOverdrawn$`).FindAllString(story, -1)); n != 2 {
-		t.Errorf("the first redrive re-drove %d notices, want 2", n)
+		t.Errorf("the first redrive redrove %d notices, want 2", n)
 	}
-	if n := len(regexp.MustCompile(`(?m)^\s+\S*poison\.handler\.overdraft-notices/\d+/\d+: already re-driven by demo at `).FindAllString(story, -1)); n != 2 {
-		t.Errorf("the second redrive found %d notices already re-driven, want 2", n)
+	if n := len(regexp.MustCompile(`(?m)^\s+\S*poison\.handler\.overdraft-notices/\d+/\d+: already redriven by demo at `).FindAllString(story, -1)); n != 2 {
+		t.Errorf("the second redrive found %d notices already redriven, want 2", n)
 	}
 	for _, who := range []string{"bob", "carol"} {
 		if n := len(regexp.MustCompile(`(?m)^\s+sent: Dear customer, your account `+who+`-\S+ is overdrawn\.$`).FindAllString(story, -1)); n != 1 {
@@ -358,7 +358,7 @@ func checkDayTwoChapter(t *testing.T, story, pgURL string) {
 		}
 		actions = append(actions, a)
 	}
-	if rows.Err() != nil || len(actions) != 3 || actions[0] != "poison redrive demo 2 redriven" || actions[1] != "poison redrive demo 2 already re-driven" ||
+	if rows.Err() != nil || len(actions) != 3 || actions[0] != "poison redrive demo 2 redriven" || actions[1] != "poison redrive demo 2 already redriven" ||
 		!strings.HasPrefix(actions[2], "parked skip demo skipped "+m[1]+" #2") {
 		t.Errorf("operator actions %q (%v), want the two redrives and the skip", actions, rows.Err())
 	}

@@ -22,7 +22,7 @@ func poisonCommand() *cobra.Command {
 	var group string
 	cmd := &cobra.Command{
 		Use:   "poison",
-		Short: "Show the poison topics' messages and re-drive them once the cause is fixed (list, show, redrive)",
+		Short: "Show the poison topics' messages and redrive them once the cause is fixed (list, show, redrive)",
 		Long: `Every consumer group sends the messages it can never handle to its poison topic
 (<prefix>poison.<group>) with the reason. 'poison list' shows them, topic by
 topic; 'poison show' one of them with its metadata and payload; 'poison
@@ -30,7 +30,7 @@ redrive' publishes chosen messages again to the topic they were poisoned from
 (same payload, key and metadata, without the poison fields), each once: a
 second redrive of a message publishes nothing and says so. Every redrive is
 recorded in Postgres (operator_actions, poison_redrives): run 'eventpipe
-migrate' first. Deploy the fix before re-driving.`,
+migrate' first. Deploy the fix before redriving.`,
 	}
 	cmd.PersistentFlags().StringVar(&group, "group", eventpipe.DefaultCommandGroup, "consumer group of the command handlers")
 	cmd.AddCommand(poisonListCommand(&group), poisonShowCommand(&group), poisonRedriveCommand(&group))
@@ -119,12 +119,12 @@ func poisonRedriveCommand(group *string) *cobra.Command {
 poisoned from, with its payload, key (so the same partition: the aggregate's
 order holds) and metadata minus the poison fields, plus
 eventpipe_redriven_from=<poison topic>/<partition>/<offset>. Each message is
-re-driven once: the redrive is recorded in Postgres (poison_redrives) as
+redriven once: the redrive is recorded in Postgres (poison_redrives) as
 started before it is published and done after the broker acknowledged it; a
-message recorded done is not published again ("already re-driven"), and one
+message recorded done is not published again ("already redriven"), and one
 whose earlier redrive was interrupted is looked for on the target topic
 before it is published. The call is recorded in operator_actions. Relay
-poison records name no topic and cannot be re-driven. Exits non-zero when a
+poison records name no topic and cannot be redriven. Exits non-zero when a
 message failed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -149,9 +149,9 @@ message failed.`,
 					if r.Resumed {
 						note = " (an interrupted redrive had not published it)"
 					}
-					fmt.Fprintf(out, "%d/%d %s: re-driven to %s%s\n", r.Partition, r.Offset, dash(r.UUID), r.Target, note)
+					fmt.Fprintf(out, "%d/%d %s: redriven to %s%s\n", r.Partition, r.Offset, dash(r.UUID), r.Target, note)
 				case poison.AlreadyRedriven:
-					fmt.Fprintf(out, "%d/%d %s: already re-driven to %s by %s at %s; not published again\n", r.Partition, r.Offset, dash(r.UUID),
+					fmt.Fprintf(out, "%d/%d %s: already redriven to %s by %s at %s; not published again\n", r.Partition, r.Offset, dash(r.UUID),
 						r.Target, r.By, r.At.UTC().Format(time.RFC3339))
 				case poison.Recovered:
 					fmt.Fprintf(out, "%d/%d %s: an interrupted redrive had published it to %s; recorded, not published again\n", r.Partition, r.Offset, dash(r.UUID), r.Target)
@@ -165,17 +165,17 @@ message failed.`,
 				return err
 			}
 			if len(res.Results) == 0 {
-				fmt.Fprintln(out, "nothing to re-drive")
+				fmt.Fprintln(out, "nothing to redrive")
 			}
 			if n := res.Count(poison.Failed) + res.Count(poison.Busy); n > 0 {
-				return fmt.Errorf("poison redrive: %d of %d messages not re-driven", n, len(res.Results))
+				return fmt.Errorf("poison redrive: %d of %d messages not redriven", n, len(res.Results))
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringArrayVar(&offsets, "offset", nil, "a message to re-drive: its offset, or partition/offset (repeat for several)")
-	cmd.Flags().BoolVar(&all, "all", false, "re-drive every message of the topic")
-	cmd.Flags().StringVar(&actor, "actor", operator.DefaultActor(), "who re-drives (recorded)")
+	cmd.Flags().StringArrayVar(&offsets, "offset", nil, "a message to redrive: its offset, or partition/offset (repeat for several)")
+	cmd.Flags().BoolVar(&all, "all", false, "redrive every message of the topic")
+	cmd.Flags().StringVar(&actor, "actor", operator.DefaultActor(), "who redrives (recorded)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
 	return cmd
 }
@@ -210,7 +210,7 @@ func originCell(o poison.Origin) string {
 	return fmt.Sprintf("%s/%d/%d", o.Topic, o.Partition, o.Offset)
 }
 
-// redriveCell says whether and when a message was re-driven.
+// redriveCell says whether and when a message was redriven.
 func redriveCell(r *poison.Record) string {
 	switch {
 	case r == nil:

@@ -25,9 +25,9 @@ import (
 // Watermill's middleware on the command handlers' poison topic of a
 // namespace of its own, then runs `eventpipe poison list`, `show` and
 // `redrive` twice: list shows the offset, origin, reason, id and no
-// redrive; show the metadata and payload; the first redrive re-drives
-// it, the second says it was already re-driven, and list then shows who
-// re-drove it.
+// redrive; show the metadata and payload; the first redrive redrives
+// it, the second says it was already redriven, and list then shows who
+// redrove it.
 func TestPoisonCLIListShowAndRedriveTwice(t *testing.T) {
 	ctx := context.Background()
 	brokers := testenv.KafkaBrokers(t)
@@ -102,11 +102,11 @@ func TestPoisonCLIListShowAndRedriveTwice(t *testing.T) {
 	}
 
 	out, err = run("redrive", poisonTopic, "--offset", pos, "--actor", "dave", "--reason", "fixed")
-	if err != nil || !strings.Contains(out, pos+" 01JPOISONCLI0000000000000A: re-driven to "+topics.Commands("todo")) {
+	if err != nil || !strings.Contains(out, pos+" 01JPOISONCLI0000000000000A: redriven to "+topics.Commands("todo")) {
 		t.Fatalf("first redrive: %v\n%s", err, out)
 	}
 	out, err = run("redrive", poisonTopic, "--offset", pos, "--actor", "erin")
-	if err != nil || !strings.Contains(out, "already re-driven to "+topics.Commands("todo")+" by dave at") || !strings.Contains(out, "not published again") {
+	if err != nil || !strings.Contains(out, "already redriven to "+topics.Commands("todo")+" by dave at") || !strings.Contains(out, "not published again") {
 		t.Fatalf("second redrive: %v\n%s", err, out)
 	}
 	out, err = run("list", poisonTopic)
@@ -120,7 +120,7 @@ func TestPoisonCLIListShowAndRedriveTwice(t *testing.T) {
 	var buf bytes.Buffer
 	printOperatorActions(&buf, operator.Status(ctx, operator.StatusConfig{}))
 	if s := buf.String(); !strings.Contains(s, "OPERATOR ACTIONS") || !strings.Contains(s, "erin") || !strings.Contains(s, "dave") ||
-		!strings.Contains(s, "1 already re-driven") {
+		!strings.Contains(s, "1 already redriven") {
 		t.Fatalf("status section:\n%s", s)
 	}
 }

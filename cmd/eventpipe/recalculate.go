@@ -17,7 +17,7 @@ func recalculateCommand() *cobra.Command {
 	var retries int
 	cmd := &cobra.Command{
 		Use:   "recalculate <aggregate-type> [<id>] [--all [--after <id>]]",
-		Short: "Rebuild aggregates' STATE items from their event logs through the domain's rules",
+		Short: "Recalculate aggregates' STATE items from their event logs through the domain's rules",
 		Long: `recalculate folds an aggregate's stored events through its domain's rules (the
 fold the command handlers write as the STATE item on every append) and rewrites
 STATE when it differs, conditional on the aggregate's version not having moved

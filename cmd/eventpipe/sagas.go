@@ -27,10 +27,10 @@ shows the instances by saga and status (running, stuck, aborting, or the outcome
 they finished with) with their age and what they wait for; 'sagas show' one
 instance in full. An effect is stuck when it waited longer than --stuck-after
 (default 30s): an outbox row no saga process ran, or a command whose answer the
-saga never took. 'sagas retry' re-sends an instance's stuck effects under their
-own command ids (the command handlers dedupe them); 'sagas abort' ends an
-instance through its saga's compensation (cancel the step in flight, refund
-what was taken). Aborts and retries are recorded in Postgres (operator_actions;
+saga never took. 'sagas retry' retries an instance's stuck effects, sending
+commands again under their own ids (the command handlers dedupe them); 'sagas
+abort' ends an instance through its saga's compensation (cancel the step in
+flight, refund what was taken). Aborts and retries are recorded in Postgres (operator_actions;
 'eventpipe status' shows the latest).`,
 	}
 	cmd.AddCommand(sagasListCommand(), sagasShowCommand(), sagasAbortCommand(), sagasRetryCommand())
@@ -151,7 +151,7 @@ func sagasRetryCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "retry <saga> <instance>",
-		Short: "Re-send a saga instance's stuck effects under their own command ids",
+		Short: "Retry a saga instance's stuck effects: run outbox rows, send commands again under their own ids",
 		Long: `retry acts on the instance's effects that waited longer than --stuck-after:
 an outbox row no saga process ran is run (and deleted); a command whose answer
 the saga never took is sent again under its original command id (the command

@@ -31,7 +31,7 @@ import (
 // pipeline, as a team that adopts eventpipe would, runs them in this
 // process (the pipeline's own consumers run in `consume --all`), and then
 // meets what operators meet: a consumer with a bug that poisons messages,
-// fixed and re-driven with `eventpipe poison redrive`, and a read model
+// fixed and redriven with `eventpipe poison redrive`, and a read model
 // that refuses an event by design, released with `eventpipe parked skip`.
 
 // Names of the demo's own consumers.
@@ -282,7 +282,7 @@ func (s *scenario) await(ctx context.Context, d *dayTwo, what string, check func
 }
 
 func (s *scenario) dayTwoChapter(ctx context.Context, n *narrator, d *dayTwo) error {
-	n.chapter("Day two: consumers of your own, a bug, a re-drive and a skip")
+	n.chapter("Day two: consumers of your own, a bug, a redrive and a skip")
 	if err := s.redriveStory(ctx, n, d); err != nil {
 		return err
 	}
@@ -303,7 +303,7 @@ func (s *scenario) dayTwoChapter(ctx context.Context, n *narrator, d *dayTwo) er
 
 // redriveStory: version 1 of the notifier poisoned bob's and carol's
 // overdraft notices (the accounts chapter overdrew them); version 2 is
-// deployed in the same group, the two messages are re-driven once, each
+// deployed in the same group, the two messages are redriven once, each
 // notice is sent once, and a second redrive does nothing.
 func (s *scenario) redriveStory(ctx context.Context, n *narrator, d *dayTwo) error {
 	bob, carol := s.id("bob"), s.id("carol")
@@ -361,9 +361,9 @@ func (s *scenario) redriveStory(ctx context.Context, n *narrator, d *dayTwo) err
 		n.line("  %s: %s to %s", r.Ref, r.Outcome, r.Target)
 	}
 	if res.Count(poison.Redriven) != 2 {
-		return fmt.Errorf("demo: the redrive re-drove %d of 2 notices", res.Count(poison.Redriven))
+		return fmt.Errorf("demo: the redrive redrove %d of 2 notices", res.Count(poison.Redriven))
 	}
-	err = s.await(ctx, d, "the re-driven notices sent", func() (bool, string, error) {
+	err = s.await(ctx, d, "the redriven notices sent", func() (bool, string, error) {
 		b, c := d.notifier.notices(bob), d.notifier.notices(carol)
 		return len(b) == 1 && len(c) == 1, fmt.Sprintf("bob %d, carol %d notices", len(b), len(c)), nil
 	})
@@ -382,7 +382,7 @@ func (s *scenario) redriveStory(ctx context.Context, n *narrator, d *dayTwo) err
 		n.line("  %s: %s by %s at %s", r.Ref, r.Outcome, r.By, r.At.Format(time.TimeOnly))
 	}
 	if again.Count(poison.AlreadyRedriven) != 2 {
-		return fmt.Errorf("demo: the second redrive answered %+v, want both already re-driven", again.Results)
+		return fmt.Errorf("demo: the second redrive answered %+v, want both already redriven", again.Results)
 	}
 	n.line("each notice was sent once: the second redrive found both recorded in poison_redrives and published nothing")
 	return nil
@@ -446,10 +446,10 @@ func (s *scenario) skipStory(ctx context.Context, n *narrator, d *dayTwo) error 
 		return err
 	}
 	n.line("  %s: skipped sequence %d (%s, event %s)", ref, res.Skipped.Envelope.Sequence, res.Skipped.Envelope.EventType, res.Skipped.Envelope.EventID)
-	if !res.Replay.Unparked || res.Replay.Applied != 1 {
-		return fmt.Errorf("demo: the skip left %s parked or applied %d of 1 (%v)", ref, res.Replay.Applied, res.Replay.Err)
+	if !res.Reapply.Unparked || res.Reapply.Applied != 1 {
+		return fmt.Errorf("demo: the skip left %s parked or applied %d of 1 (%v)", ref, res.Reapply.Applied, res.Reapply.Err)
 	}
-	n.line("  %s: %d later parked event re-driven, %d applied, unparked", ref, res.Replay.Redriven, res.Replay.Applied)
+	n.line("  %s: %d later parked event re-applied, %d applied, unparked", ref, res.Reapply.Reapplied, res.Reapply.Applied)
 	if _, err := s.send(ctx, n, step{bankaccount.RecordTransaction, frank, bankaccount.TransactionAcceptedData{Desc: "bonus", Amount: 1000}, commands.StatusAccepted}); err != nil {
 		return err
 	}

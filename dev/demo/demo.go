@@ -9,7 +9,7 @@
 // consumer makes of it, and the hourly order roll-up, each next to what
 // the burst and the orders imply; the transfer saga's three outcomes;
 // and day two: two consumers of the demo's own, run in this process, meet
-// a bug fixed by a poison re-drive and a by-design refusal released by a
+// a bug fixed by a poison redrive and a by-design refusal released by a
 // parked skip. `eventpipe demo` runs it.
 package demo
 

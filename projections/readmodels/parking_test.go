@@ -194,17 +194,17 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	})
 }
 
-// TestAPoisonedEventParksItsAggregateOnlyAndReplayAppliesItOnceInOrder
+// TestAPoisonedEventParksItsAggregateOnlyAndReapplyAppliesItOnceInOrder
 // publishes account A with a transaction the (broken) read model refuses
 // permanently at sequence 3 and three later events, among accounts B and
 // C: A parks at 3 with 4, 5 and 6 behind it while B and C are applied to
 // their end. A's next events, published later, are parked too. A second
 // runner in a new consumer group reads everything again from offset 0:
-// nothing is parked or applied twice. After the fix, a replay of the
+// nothing is parked or applied twice. After the fix, a re-apply of the
 // parked events (while a runner runs) applies A's events in order, once,
 // and unparks A; A's next live event is applied by the runner; and a
 // third runner from offset 0 again parks and applies nothing.
-func TestAPoisonedEventParksItsAggregateOnlyAndReplayAppliesItOnceInOrder(t *testing.T) {
+func TestAPoisonedEventParksItsAggregateOnlyAndReapplyAppliesItOnceInOrder(t *testing.T) {
 	r := newParkingRig(t)
 	ctx := context.Background()
 	a := r.appendTransactions(t, "acc-a", 0, "a1", "poison", "a3", "a4", "a5") // seq 1..6, poison at 3
@@ -282,29 +282,29 @@ func TestAPoisonedEventParksItsAggregateOnlyAndReplayAppliesItOnceInOrder(t *tes
 		}
 	}
 
-	// A replay before the fix fails again: A stays parked, nothing applied.
-	res, err := r.lot.Replay(ctx, parking.ReplayConfig{Consumer: "accounts", Apply: r.applyFunc(t)})
+	// A re-apply before the fix fails again: A stays parked, nothing applied.
+	res, err := r.lot.Reapply(ctx, parking.ReapplyConfig{Consumer: "accounts", Apply: r.applyFunc(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Aggregates) != 1 || res.Aggregates[0].Unparked || res.Aggregates[0].Redriven != 0 || !eventstore.IsPermanent(res.Aggregates[0].Err) {
-		t.Fatalf("replay before the fix: %+v", res)
+	if len(res.Aggregates) != 1 || res.Aggregates[0].Unparked || res.Aggregates[0].Reapplied != 0 || !eventstore.IsPermanent(res.Aggregates[0].Err) {
+		t.Fatalf("re-apply before the fix: %+v", res)
 	}
 	if seqs, _ := r.parked(t, "acc-a"); fmt.Sprint(seqs) != "[3 4 5 6 7 8]" {
-		t.Fatalf("after a failed replay A parked %v", seqs)
+		t.Fatalf("after a failed re-apply A parked %v", seqs)
 	}
 
-	// The fix; the replay runs beside the live runner.
+	// The fix; the re-apply runs beside the live runner.
 	r.broken.Store(false)
-	res, err = r.lot.Replay(ctx, parking.ReplayConfig{Consumer: "accounts", Aggregate: eventstore.Ref{Type: bankaccount.AggregateType, ID: "acc-a"}, Apply: r.applyFunc(t)})
+	res, err = r.lot.Reapply(ctx, parking.ReapplyConfig{Consumer: "accounts", Aggregate: eventstore.Ref{Type: bankaccount.AggregateType, ID: "acc-a"}, Apply: r.applyFunc(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Aggregates) != 1 || !res.Aggregates[0].Unparked || res.Aggregates[0].Redriven != 6 || res.Aggregates[0].Applied != 6 || res.StillParked() != 0 {
-		t.Fatalf("replay after the fix: %+v", res)
+	if len(res.Aggregates) != 1 || !res.Aggregates[0].Unparked || res.Aggregates[0].Reapplied != 6 || res.Aggregates[0].Applied != 6 || res.StillParked() != 0 {
+		t.Fatalf("re-apply after the fix: %+v", res)
 	}
 	if got := r.row(t, "acc-a"); got.version != 8 || got.applyCount != 8 || got.position != 8 || got.transactions != 7 {
-		t.Fatalf("A after the replay: %+v, want version, apply count and position 8, 7 transactions", got)
+		t.Fatalf("A after the re-apply: %+v, want version, apply count and position 8, 7 transactions", got)
 	}
 	assertTransactionsInOrder(t, r, "acc-a", 8)
 	if seqs, _ := r.parked(t, "acc-a"); len(seqs) != 0 {

@@ -103,16 +103,16 @@ type writeOp struct {
 	body []byte
 	// answer writes the success answer for the todo's version after the
 	// command; it is a function of the request and that version only, so
-	// a replay from the command record answers what the first attempt
-	// answered.
+	// a retry answered from the command record gets what the first
+	// attempt got.
 	answer func(w http.ResponseWriter, version int64)
 }
 
 // write runs op once the Policy allows the caller to send its command
 // type. Without a key it dispatches a fresh command. With one it
 // refuses a key in flight in this process (409), claims the key for this
-// request's fingerprint (422 if claimed for another), replays the answer
-// of the key's command when the event store recorded it, and otherwise
+// request's fingerprint (422 if claimed for another), answers again what
+// the key's command was answered when the event store recorded it, and otherwise
 // dispatches the command under the key's command id, so that the store
 // appends it at most once however often the request is retried.
 func (h *todoAPI) write(w http.ResponseWriter, r *http.Request, key *httpapi.IdempotencyKey, op writeOp) {
@@ -141,7 +141,7 @@ func (h *todoAPI) write(w http.ResponseWriter, r *http.Request, key *httpapi.Ide
 		var invalid *eventstore.ValidationError
 		switch {
 		case err == nil:
-			h.logger.Debug("idempotent request replayed", "command_id", commandID, "aggregate", ref.String(), "version", prior.LastSeq)
+			h.logger.Debug("idempotent request repeated", "command_id", commandID, "aggregate", ref.String(), "version", prior.LastSeq)
 			op.answer(w, prior.LastSeq)
 			return
 		case errors.As(err, &refused):

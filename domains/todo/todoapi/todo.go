@@ -27,7 +27,7 @@ import (
 // (*commands.Dispatcher does). The API dispatches with DispatchFresh: a
 // request that is not accepted writes no command record. Its command id
 // is fresh per request, or, with an Idempotency-Key, derived from the
-// key: then the request's answer is replayed from the accepted command's
+// key: then a retried request is answered from the accepted command's
 // record, and a refusal, which is not recorded, is decided again.
 type Dispatcher interface {
 	DispatchFresh(ctx context.Context, cmd commands.Command) (commands.Result, error)

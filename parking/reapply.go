@@ -17,16 +17,16 @@ import (
 // Apply.
 type ApplyFunc func(ctx context.Context, events []eventstore.Envelope) (applied int, err error)
 
-// ReplayConfig configures Replay.
-type ReplayConfig struct {
-	// Consumer whose parked aggregates are re-driven. Required.
+// ReapplyConfig configures Reapply.
+type ReapplyConfig struct {
+	// Consumer whose parked aggregates are re-applied. Required.
 	Consumer string
-	// Aggregate, when its Type is set, re-drives only that aggregate (or
+	// Aggregate, when its Type is set, re-applies only that aggregate (or
 	// every aggregate of the type, when its ID is empty).
 	Aggregate eventstore.Ref
 	// Apply applies the events: the same Sink the consumer applies
 	// through, so that what the consumer applied before parking, and a
-	// parked event applied by an earlier replay that crashed before it
+	// parked event applied by an earlier re-apply that crashed before it
 	// cleaned up, is skipped. Required.
 	Apply ApplyFunc
 	// BatchSize is the most events applied at once (default 100).
@@ -35,7 +35,7 @@ type ReplayConfig struct {
 	Logger *slog.Logger
 }
 
-func (c *ReplayConfig) setDefaults(s *Store) {
+func (c *ReapplyConfig) setDefaults(s *Store) {
 	if c.BatchSize == 0 {
 		c.BatchSize = 100
 	}
@@ -45,40 +45,40 @@ func (c *ReplayConfig) setDefaults(s *Store) {
 }
 
 // Validate reports the first missing or invalid field.
-func (c ReplayConfig) Validate() error {
+func (c ReapplyConfig) Validate() error {
 	switch {
 	case c.Consumer == "":
-		return errors.New("parking: ReplayConfig.Consumer is empty")
+		return errors.New("parking: ReapplyConfig.Consumer is empty")
 	case c.Apply == nil:
-		return errors.New("parking: ReplayConfig.Apply is nil")
+		return errors.New("parking: ReapplyConfig.Apply is nil")
 	case c.BatchSize < 0:
-		return fmt.Errorf("parking: ReplayConfig.BatchSize is %d, want ≥ 0", c.BatchSize)
+		return fmt.Errorf("parking: ReapplyConfig.BatchSize is %d, want ≥ 0", c.BatchSize)
 	case c.Aggregate.Type == "" && c.Aggregate.ID != "":
-		return errors.New("parking: ReplayConfig.Aggregate has an ID but no Type")
+		return errors.New("parking: ReapplyConfig.Aggregate has an ID but no Type")
 	}
 	return nil
 }
 
-// AggregateReplay is what Replay did to one aggregate.
-type AggregateReplay struct {
+// AggregateReapply is what Reapply did to one aggregate.
+type AggregateReapply struct {
 	Aggregate eventstore.Ref
-	// Redriven is how many parked events went through Apply and were
-	// released; Applied how many of them Apply counted as applied (the
-	// others had been applied before).
-	Redriven, Applied int
+	// Reapplied is how many parked events went through Apply again and
+	// were released; Applied how many of them Apply counted as applied
+	// (the others had been applied before).
+	Reapplied, Applied int
 	// Unparked: every parked event applied and the aggregate is live
 	// again. When false, Err says why it is still parked.
 	Unparked bool
 	Err      error
 }
 
-// ReplayResult says what Replay did, aggregate by aggregate.
-type ReplayResult struct {
-	Aggregates []AggregateReplay
+// ReapplyResult says what Reapply did, aggregate by aggregate.
+type ReapplyResult struct {
+	Aggregates []AggregateReapply
 }
 
 // StillParked counts the aggregates that stay parked.
-func (r ReplayResult) StillParked() int {
+func (r ReapplyResult) StillParked() int {
 	n := 0
 	for _, a := range r.Aggregates {
 		if !a.Unparked {
@@ -88,49 +88,49 @@ func (r ReplayResult) StillParked() int {
 	return n
 }
 
-// Replay re-drives the parked aggregates cfg selects, one after the
+// Reapply re-applies the parked aggregates cfg selects, one after the
 // other, oldest parked first. For each, it applies the parked events in
 // sequence order through cfg.Apply, up to BatchSize at once, deletes them
 // once applied, and goes on until none is left; then, holding the
 // aggregate's lock exclusively, it makes sure none was parked meanwhile
 // (a live consumer parks the aggregate's new events as long as it has
-// any, and the replay drains those too) and so unparks it. When an event
+// any, and the re-apply drains those too) and so unparks it. When an event
 // fails again, the events before it stay applied and released, and it
 // and the later ones stay parked: a permanent error becomes its new
 // reason. One aggregate's failure does not stop the others; it is in its
-// AggregateReplay. Replay returns an error only when it cannot read what
+// AggregateReapply. Reapply returns an error only when it cannot read what
 // is parked.
 //
-// Replay is safe to run beside the live consumer and beside another
-// Replay: Apply skips what was applied already.
-func (s *Store) Replay(ctx context.Context, cfg ReplayConfig) (ReplayResult, error) {
+// Reapply is safe to run beside the live consumer and beside another
+// Reapply: Apply skips what was applied already.
+func (s *Store) Reapply(ctx context.Context, cfg ReapplyConfig) (ReapplyResult, error) {
 	cfg.setDefaults(s)
 	if err := cfg.Validate(); err != nil {
-		return ReplayResult{}, err
+		return ReapplyResult{}, err
 	}
 	refs, err := s.Aggregates(ctx, Filter{Consumer: cfg.Consumer, Aggregate: cfg.Aggregate})
 	if err != nil {
-		return ReplayResult{}, err
+		return ReapplyResult{}, err
 	}
-	var res ReplayResult
+	var res ReapplyResult
 	for _, ref := range refs {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		a := s.replayAggregate(ctx, cfg, ref)
+		a := s.reapplyAggregate(ctx, cfg, ref)
 		if a.Unparked {
-			cfg.Logger.InfoContext(ctx, "aggregate unparked", "consumer", cfg.Consumer, "aggregate", ref.String(), "redriven", a.Redriven, "applied", a.Applied)
+			cfg.Logger.InfoContext(ctx, "aggregate unparked", "consumer", cfg.Consumer, "aggregate", ref.String(), "reapplied", a.Reapplied, "applied", a.Applied)
 		} else {
-			cfg.Logger.WarnContext(ctx, "aggregate still parked", "consumer", cfg.Consumer, "aggregate", ref.String(), "redriven", a.Redriven, "err", a.Err)
+			cfg.Logger.WarnContext(ctx, "aggregate still parked", "consumer", cfg.Consumer, "aggregate", ref.String(), "reapplied", a.Reapplied, "err", a.Err)
 		}
 		res.Aggregates = append(res.Aggregates, a)
 	}
 	return res, nil
 }
 
-// replayAggregate re-drives one parked aggregate.
-func (s *Store) replayAggregate(ctx context.Context, cfg ReplayConfig, ref eventstore.Ref) AggregateReplay {
-	a := AggregateReplay{Aggregate: ref}
+// reapplyAggregate re-applies one parked aggregate.
+func (s *Store) reapplyAggregate(ctx context.Context, cfg ReapplyConfig, ref eventstore.Ref) AggregateReapply {
+	a := AggregateReapply{Aggregate: ref}
 	for {
 		events, err := s.List(ctx, Filter{Consumer: cfg.Consumer, Aggregate: ref, Limit: cfg.BatchSize})
 		if err != nil {
@@ -170,7 +170,7 @@ func (s *Store) replayAggregate(ctx context.Context, cfg ReplayConfig, ref event
 				n++
 			}
 		}
-		a.Redriven += n
+		a.Reapplied += n
 		a.Applied += applied
 		var last int64
 		if n > 0 {
@@ -203,7 +203,7 @@ func (s *Store) replayAggregate(ctx context.Context, cfg ReplayConfig, ref event
 // release deletes ref's parked events up to sequence last (applied), and
 // reports whether none is left: the aggregate is unparked. It holds the
 // aggregate's lock exclusively, so a consumer's ParkBehind either parked
-// its events before (they are left, and the replay goes on) or finds the
+// its events before (they are left, and the re-apply goes on) or finds the
 // aggregate unparked after.
 func (s *Store) release(ctx context.Context, consumer string, ref eventstore.Ref, last int64) (bool, error) {
 	var left bool
