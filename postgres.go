@@ -10,11 +10,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe/eventstore"
+	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 )
 
 // DefaultPostgresSchema is the Postgres schema of the read models when
 // the Postgres URL has no search_path parameter.
-const DefaultPostgresSchema = "public"
+const DefaultPostgresSchema = pgmigrate.DefaultSchema
 
 // maxPostgresIdent is Postgres' identifier limit in bytes: a longer name
 // is cut, silently, to its first 63 bytes.

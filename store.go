@@ -11,10 +11,10 @@ import (
 	"github.com/eventpipe/eventpipe/analytics"
 
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/secretenv"
 )
 

@@ -28,10 +28,10 @@ import (
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
+	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/httpapi/auth"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
 )
 

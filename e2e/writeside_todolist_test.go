@@ -12,7 +12,7 @@ import (
 	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/endpoints"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 )
 

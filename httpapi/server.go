@@ -26,7 +26,7 @@ import (
 
 // Config configures a Server.
 type Config struct {
-	// Addr is the listen address (default 127.0.0.1:8080).
+	// Addr is the listen address (default DefaultAddr).
 	Addr string
 	// MaxBodyBytes bounds a request body (default 64 KiB); larger bodies
 	// get 413.
@@ -47,9 +47,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultAddr is the API's listen address when none is given: loopback.
+const DefaultAddr = "127.0.0.1:8080"
+
 func (c *Config) setDefaults() {
 	if c.Addr == "" {
-		c.Addr = "127.0.0.1:8080"
+		c.Addr = DefaultAddr
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 64 << 10

@@ -12,7 +12,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/analytics/aggregator"
 	"github.com/eventpipe/eventpipe/dev/testenv"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/rollup"
 )
 

@@ -22,8 +22,8 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
 	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
 

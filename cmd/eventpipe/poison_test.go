@@ -15,7 +15,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/testenv"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/endpoints"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/poison"

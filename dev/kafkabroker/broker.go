@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/eventpipe/eventpipe/endpoints"
 )
 
 // Config configures the broker.
@@ -57,7 +59,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.Addr == "" {
-		c.Addr = "127.0.0.1:9092"
+		c.Addr = endpoints.DefaultKafkaBrokers
 	}
 	if c.Partitions == 0 {
 		c.Partitions = 12
@@ -196,7 +198,7 @@ func (a slogAdapter) Logf(level kfake.LogLevel, format string, args ...any) {
 // BindFlags registers the broker's command-line flags on fs, writing into
 // c. `eventpipe stack kafka-broker` and test harnesses share it.
 func (c *Config) BindFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.Addr, "addr", "127.0.0.1:9092", "listen address (127.0.0.1:port)")
+	fs.StringVar(&c.Addr, "addr", endpoints.DefaultKafkaBrokers, "listen address (127.0.0.1:port)")
 	fs.StringVar(&c.DataDir, "data-dir", "", "folder persisting topics, records and committed offsets (required)")
 	fs.IntVar(&c.Partitions, "partitions", 12, "partitions of auto-created topics")
 	fs.BoolVar(&c.DisableAutoCreateTopics, "no-auto-create-topics", false, "require topics to be created explicitly")

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/internal/probe"
 )
 

@@ -14,7 +14,7 @@ import (
 	"syscall"
 
 	"github.com/eventpipe/eventpipe/dev/esserver"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/internal/probe"
 )
 

@@ -7,7 +7,7 @@ import (
 	"syscall"
 
 	"github.com/eventpipe/eventpipe/dev/kafkabroker"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/internal/probe"
 )
 

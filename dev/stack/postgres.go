@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/internal/probe"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/certs"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/internal/secretenv"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 	"github.com/eventpipe/eventpipe/tlsconfig"

@@ -8,7 +8,7 @@
 // tools, data, logs and PID files.
 //
 // Each component listens on the loopback address its endpoint names
-// (internal/endpoints), so the same environment variables that point the
+// (package endpoints), so the same environment variables that point the
 // code and the tests at a service also choose the port the stack uses. An
 // endpoint that is not a loopback address is treated as external: the stack
 // reports on it but never starts or stops it.
@@ -32,7 +32,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/endpoints"
 )
 
 // Config configures a Stack.

@@ -24,8 +24,8 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/stack"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
 

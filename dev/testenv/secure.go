@@ -16,7 +16,7 @@ import (
 	"github.com/eventpipe/eventpipe/dev/certs"
 	"github.com/eventpipe/eventpipe/dev/kafkabroker"
 	"github.com/eventpipe/eventpipe/dev/stack"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/internal/probe"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 	"github.com/eventpipe/eventpipe/testkit/integration"

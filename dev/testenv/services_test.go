@@ -17,7 +17,7 @@ import (
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/eventpipe/eventpipe/dev/testenv"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/endpoints"
 )
 
 // TestDynamoDBStreamCarriesAWrittenItem proves DynamoDB Local is real: a

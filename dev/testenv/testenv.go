@@ -1,5 +1,5 @@
 // Package testenv gives integration tests real connections to the stack's
-// services, at the addresses internal/endpoints resolves, mostly through
+// services, at the addresses package endpoints resolves, mostly through
 // the public test kit of package testkit/integration (which users' own
 // tests use) plus what only eventpipe's own tests need. A service that
 // cannot be reached fails the test at once with a message saying how to
@@ -19,8 +19,8 @@ import (
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )

@@ -63,7 +63,7 @@ type Config struct {
 	// is copied, not changed.
 	ConnConfig *pgx.ConnConfig
 	// Schema is the Postgres schema the tables live in (default
-	// "public"). It must exist.
+	// DefaultSchema). It must exist.
 	Schema string
 	// Migrations are the numbered tern SQL files to apply (default:
 	// eventpipe's own, Migrations()). A read model of a user's module
@@ -77,9 +77,13 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultSchema is the Postgres schema the tables live in when none is
+// given.
+const DefaultSchema = "public"
+
 func (c *Config) setDefaults() {
 	if c.Schema == "" {
-		c.Schema = "public"
+		c.Schema = DefaultSchema
 	}
 	if c.Migrations == nil {
 		c.Migrations = Migrations()

@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
 	"github.com/eventpipe/eventpipe/internal/probe"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )

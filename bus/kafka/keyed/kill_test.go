@@ -20,7 +20,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
 	"github.com/eventpipe/eventpipe/dev/testenv"
-	"github.com/eventpipe/eventpipe/internal/endpoints"
+	"github.com/eventpipe/eventpipe/endpoints"
 )
 
 // The consumer child: a keyed subscriber in a Router whose handler

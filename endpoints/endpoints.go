@@ -10,8 +10,12 @@ import (
 	"os"
 	"strings"
 
+	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
+	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
+	"github.com/eventpipe/eventpipe/relay"
 )
 
 // Environment variable names. `eventpipe stack env` prints them.
@@ -30,15 +34,18 @@ const (
 )
 
 // Defaults used when the matching environment variable is unset or empty.
+// Each has one owner: the addresses of the local stack's services are
+// this package's; a name or address a component also needs on its own is
+// that component's, and repeated here by reference.
 const (
 	DefaultDynamoDB       = "http://127.0.0.1:8000"
 	DefaultKafkaBrokers   = "127.0.0.1:9092"
 	DefaultPostgres       = "postgres://eventpipe@127.0.0.1:5433/eventpipe?sslmode=disable"
-	DefaultElasticsearch  = "http://127.0.0.1:9200"
-	DefaultHTTPAddr       = "127.0.0.1:8080"
-	DefaultEventsTable    = "eventpipe-events"
-	DefaultLeasesTable    = "eventpipe-leases"
-	DefaultAnalyticsTable = "eventpipe-analytics"
+	DefaultElasticsearch  = esclient.DefaultURL
+	DefaultHTTPAddr       = httpapi.DefaultAddr
+	DefaultEventsTable    = ddbstore.DefaultTable
+	DefaultLeasesTable    = relay.DefaultLeaseTable
+	DefaultAnalyticsTable = analytics.DefaultTable
 	DefaultStackDir       = ".stack"
 )
 
