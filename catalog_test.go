@@ -323,3 +323,44 @@ func TestCatalogRefusesANameTakenByAnotherKindOfConsumer(t *testing.T) {
 		t.Error("a handler that starts from the store's history was accepted")
 	}
 }
+
+// TestConfigsRefuseABadFieldNamingIt: each process's Config validates
+// with its defaults filled (eventpipe.Process) and names the bad field in
+// an *eventstore.ValidationError; the constructors return the same error
+// before they connect to anything.
+func TestConfigsRefuseABadFieldNamingIt(t *testing.T) {
+	ep := eventpipe.Endpoints{EventsTable: "same-table", LeasesTable: "same-table"}
+	negative := int32(-2)
+	for _, c := range []struct {
+		name, field string
+		err         error
+	}{
+		{"MigrateConfig tables", "Endpoints.LeasesTable", eventpipe.MigrateConfig{Process: eventpipe.Process{Endpoints: ep}}.Validate()},
+		{"MigrateConfig table name", "Endpoints.EventsTable", eventpipe.MigrateConfig{Process: eventpipe.Process{Endpoints: eventpipe.Endpoints{EventsTable: "a#b"}}}.Validate()},
+		{"Migrate", "Endpoints.LeasesTable", func() error {
+			_, err := eventpipe.Migrate(context.Background(), eventpipe.MigrateConfig{Process: eventpipe.Process{Endpoints: ep}})
+			return err
+		}()},
+		{"SenderConfig", "ReplyPartition", eventpipe.SenderConfig{ReplyPartition: &negative}.Validate()},
+		{"NewSender", "ReplyPartition", func() error {
+			_, err := eventpipe.NewSender(eventpipe.SenderConfig{ReplyPartition: &negative})
+			return err
+		}()},
+		{"ConsumersConfig", "Names", eventpipe.ConsumersConfig{}.Validate()},
+		{"RelayConfig", "Stream", eventpipe.RelayConfig{Stream: "nope"}.Validate()},
+		{"WriteSideConfig", "CommandKey", eventpipe.WriteSideConfig{CommandKey: []byte("short")}.Validate()},
+		{"HandlerConfig", "Topics", eventpipe.HandlerConfig{Name: "h"}.Validate()},
+	} {
+		var ve *eventstore.ValidationError
+		if !errors.As(c.err, &ve) || ve.Field != c.field {
+			t.Errorf("%s: %v, want a ValidationError of field %s", c.name, c.err, c.field)
+		}
+	}
+	if err := (eventpipe.MigrateConfig{}).Validate(); err != nil {
+		t.Errorf("MigrateConfig{} with its defaults: %v", err)
+	}
+	var unknown *eventstore.ValidationError
+	if err := (eventpipe.ConsumersConfig{Names: []string{"nope"}}).Validate(); !errors.Is(err, eventpipe.ErrUnknownConsumer) || !errors.As(err, &unknown) {
+		t.Errorf("ConsumersConfig of an unknown consumer: %v, want ErrUnknownConsumer and a ValidationError", err)
+	}
+}

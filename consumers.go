@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
@@ -23,12 +22,10 @@ import (
 
 // ConsumersConfig configures NewConsumers.
 type ConsumersConfig struct {
-	// Catalog holds the consumers, domains and upcasters (default
-	// Builtin()).
-	Catalog *Catalog
-	// Endpoints give DynamoDB, Kafka, Postgres and Elasticsearch; an
-	// empty field takes its value from the environment.
-	Endpoints Endpoints
+	// Process: the catalogue (the consumers, domains and upcasters), the
+	// endpoints (DynamoDB, Kafka, Postgres, Elasticsearch) and the
+	// logger (defaults: see Process).
+	Process
 	// Names are the consumers to run, any kind alike (read and search
 	// models, sagas by SagaConsumer name, AnalyticsAggregator,
 	// Snapshotter, handlers): Catalog.ConsumerNames lists them.
@@ -100,44 +97,52 @@ type ConsumersConfig struct {
 	// Registerer receives each consumer's metrics, labelled with its name
 	// (projection=, saga=, consumer=; default: none).
 	Registerer prometheus.Registerer
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
 }
 
 func (c *ConsumersConfig) setDefaults() {
-	_ = processDefaults(&c.Catalog, &c.Endpoints, &c.Logger) // Validate reports Endpoints.Err
+	_ = c.FillProcess() // Validate reports Endpoints.Err
 }
 
 // ErrUnknownConsumer is wrapped when a name is not a consumer of the
 // catalogue.
 var ErrUnknownConsumer = errors.New("unknown consumer")
 
-// Validate reports the first unusable field.
+// Validate reports the first unusable field, an
+// *eventstore.ValidationError (a name that is no consumer of the
+// catalogue also wraps ErrUnknownConsumer), the defaults filled (as
+// NewConsumers fills them).
 func (c ConsumersConfig) Validate() error {
-	if err := c.Endpoints.Err(); err != nil {
+	c.setDefaults()
+	if err := c.Process.Validate(); err != nil {
 		return err
 	}
 	have := strings.Join(c.Catalog.ConsumerNames(), ", ")
 	if len(c.Names) == 0 {
-		return fmt.Errorf("no consumer named (have %s)", have)
+		return invalid("Names", fmt.Sprintf("no consumer named (have %s)", have))
 	}
 	seen := map[string]bool{}
 	for _, name := range c.Names {
 		if _, ok := c.Catalog.Consumer(name); !ok {
-			return fmt.Errorf("%w %q (have %s)", ErrUnknownConsumer, name, have)
+			return fmt.Errorf("%w %q: %w", ErrUnknownConsumer, name, invalid("Names", fmt.Sprintf("%q is not a consumer of the catalogue (have %s)", name, have)))
 		}
 		if seen[name] {
-			return fmt.Errorf("consumer %q named twice", name)
+			return invalid("Names", fmt.Sprintf("consumer %q named twice", name))
 		}
 		seen[name] = true
 	}
+	if err := validCommandKey(c.CommandKey); err != nil {
+		return err
+	}
+	if c.SnapshotEvery < 0 {
+		return invalid("SnapshotEvery", "is negative")
+	}
 	if c.NoKafka {
 		if c.NewSubscriber == nil || c.Publisher == nil {
-			return errors.New("NoKafka needs NewSubscriber and Publisher")
+			return invalid("NoKafka", "needs NewSubscriber and Publisher")
 		}
 		for _, name := range c.Names {
 			if cons, _ := c.Catalog.Consumer(name); cons.Describe(bus.Topics{}).Kind == KindAggregator {
-				return fmt.Errorf("consumer %q reads Kafka itself and cannot run with NoKafka", name)
+				return invalid("NoKafka", fmt.Sprintf("consumer %q reads Kafka itself and cannot run with NoKafka", name))
 			}
 		}
 	}

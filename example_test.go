@@ -20,7 +20,7 @@ import (
 func ExampleNewSender() {
 	ctx := context.Background()
 	catalog := eventpipe.Builtin()
-	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Endpoints: eventpipe.EndpointsFromEnv()})
+	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: eventpipe.EndpointsFromEnv()}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -77,10 +77,10 @@ func ExampleCatalog_AddSearchModel() {
 	if err := catalog.AddSearchModel(todoTitles{}); err != nil {
 		log.Fatal(err)
 	}
-	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: catalog}); err != nil {
+	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Process: eventpipe.Process{Catalog: catalog}}); err != nil {
 		log.Fatal(err)
 	}
-	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: catalog, Names: []string{"todo-titles"}})
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: catalog}, Names: []string{"todo-titles"}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func ExampleHandler() {
 	if err := catalog.AddConsumer(audit); err != nil {
 		log.Fatal(err) // a name another consumer holds: *eventpipe.NameTakenError
 	}
-	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: catalog, Names: []string{"todo-audit"}})
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: catalog}, Names: []string{"todo-audit"}})
 	if err != nil {
 		log.Fatal(err)
 	}

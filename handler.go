@@ -43,23 +43,25 @@ type HandlerConfig struct {
 	Middlewares []message.HandlerMiddleware
 }
 
-// Validate reports the first missing or invalid field.
+// Validate reports the first missing or invalid field, an
+// *eventstore.ValidationError. (A handler is a consumer, not a process:
+// its Config has no Process; NewConsumers' ConsumersConfig has.)
 func (c HandlerConfig) Validate() error {
-	if err := eventstore.ValidateName("consumer", c.Name); err != nil {
+	if err := eventstore.ValidateName("Name", c.Name); err != nil {
 		return fmt.Errorf("eventpipe: handler: %w", err)
 	}
 	switch {
 	case len(c.Topics) == 0:
-		return fmt.Errorf("eventpipe: handler %s: no topics", c.Name)
+		return fmt.Errorf("eventpipe: handler %s: %w", c.Name, invalid("Topics", "none"))
 	case c.Handler == nil:
-		return fmt.Errorf("eventpipe: handler %s: Handler is nil", c.Name)
+		return fmt.Errorf("eventpipe: handler %s: %w", c.Name, invalid("Handler", "is nil"))
 	case c.Start.IsHistory():
 		_, err := sideEffectStart(KindHandler, c.Name, c.Start)
 		return err
 	}
 	for _, t := range c.Topics {
 		if t == "" {
-			return fmt.Errorf("eventpipe: handler %s: an empty topic name", c.Name)
+			return fmt.Errorf("eventpipe: handler %s: %w", c.Name, invalid("Topics", "has an empty topic name"))
 		}
 	}
 	return nil

@@ -19,14 +19,13 @@ import (
 
 // MigrateConfig configures Migrate.
 type MigrateConfig struct {
-	// Catalog holds the read models whose own migrations (see
-	// projections.Migrator) are applied too (default Builtin()).
-	Catalog *Catalog
-	// Endpoints give DynamoDB, the table names, Postgres and
-	// Elasticsearch (default EndpointsFromEnv()). The search_path of
-	// Endpoints.Postgres picks the Postgres schema (default "public"; see
-	// PostgresSchema), which must exist.
-	Endpoints Endpoints
+	// Process: the catalogue (the read models whose own migrations, see
+	// projections.Migrator, are applied too), the endpoints (DynamoDB,
+	// the table names, Postgres, Elasticsearch) and the logger
+	// (defaults: see Process). The search_path of Endpoints.Postgres
+	// picks the Postgres schema (default "public"; see PostgresSchema),
+	// which must exist.
+	Process
 	// DB, when set, is the read models' database, used instead of
 	// OpenPostgres(Endpoints) and not closed by Migrate: the migrations go
 	// to the schema its connections use (current_schema()), over one
@@ -37,8 +36,45 @@ type MigrateConfig struct {
 	// Search, when set, is the search models' Elasticsearch, used instead
 	// of a client of Endpoints.Elasticsearch.
 	Search *esclient.Client
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
+}
+
+// Validate reports, as an *eventstore.ValidationError, the settings from
+// the environment that could not be read and a table name DynamoDB
+// refuses or two tables of one name, the defaults filled (as Migrate
+// fills them).
+func (c MigrateConfig) Validate() error {
+	_ = c.FillProcess() // Process.Validate reports Endpoints.Err
+	if err := c.Process.Validate(); err != nil {
+		return err
+	}
+	ep := c.Endpoints
+	tables := []struct{ field, name string }{
+		{"Endpoints.EventsTable", ep.EventsTable}, {"Endpoints.LeasesTable", ep.LeasesTable}, {"Endpoints.AnalyticsTable", ep.AnalyticsTable},
+	}
+	seen := map[string]string{}
+	for _, t := range tables {
+		if !validTableName(t.name) {
+			return invalid(t.field, fmt.Sprintf("%q is not a DynamoDB table name (3–255 of [a-zA-Z0-9_.-])", t.name))
+		}
+		if other, ok := seen[t.name]; ok {
+			return invalid(t.field, fmt.Sprintf("%q is %s too: each table needs its own", t.name, other))
+		}
+		seen[t.name] = t.field
+	}
+	return nil
+}
+
+// validTableName says whether DynamoDB takes name as a table name.
+func validTableName(name string) bool {
+	if len(name) < 3 || len(name) > 255 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // Migrated says what Migrate made ready.
@@ -68,10 +104,10 @@ type Migrated struct {
 // eventpipe (or a newer version of a read model), is an error and left
 // unchanged.
 func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
-	err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger)
+	_ = cfg.FillProcess() // Validate reports Endpoints.Err
 	ep := cfg.Endpoints
 	out := Migrated{EventsTable: ep.EventsTable, LeasesTable: ep.LeasesTable, AnalyticsTable: ep.AnalyticsTable}
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return out, fmt.Errorf("migrate: %w", err)
 	}
 	pg, schema, closePG, err := ReadModelDB(ctx, cfg.DB, ep)

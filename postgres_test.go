@@ -102,7 +102,7 @@ func TestThePostgresURLPicksTheSchemaOfMigrateConsumeParkedReapplyAndStatus(t *t
 	p.Todo(t, b, "b2")
 	p.Consume(t, false) // NewConsumers without DB: OpenPostgres(Endpoints)
 	rigs.WaitUntil(t, "b applied, a parked at its refused update", func() (bool, string) {
-		evs, err := operator.ParkedList(ctx, operator.ParkedListConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos"})
+		evs, err := operator.ParkedList(ctx, operator.ParkedListConfig{Process: eventpipe.Process{Catalog: p.Catalog, Endpoints: p.EP}, Projection: "todos"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestThePostgresURLPicksTheSchemaOfMigrateConsumeParkedReapplyAndStatus(t *t
 	if err := fixed.AddReadModel(readmodels.Todos{}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := operator.Replay(ctx, operator.ReplayConfig{Catalog: fixed, Endpoints: p.EP, ReadModel: "todos"})
+	res, err := operator.Replay(ctx, operator.ReplayConfig{Process: eventpipe.Process{Catalog: fixed, Endpoints: p.EP}, ReadModel: "todos"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestThePostgresURLPicksTheSchemaOfMigrateConsumeParkedReapplyAndStatus(t *t
 			_, _ = esapi.IndicesDeleteRequest{Index: []string{index}}.Do(context.Background(), es)
 		}
 	})
-	m, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: withSearch, Endpoints: elsewhere, DB: p.DB, Search: es})
+	m, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Process: eventpipe.Process{Catalog: withSearch, Endpoints: elsewhere}, DB: p.DB, Search: es})
 	if err != nil || m.PostgresSchema != p.Schema || len(m.SearchIndices) != 1 {
 		t.Fatalf("Migrate with a pool and a search client = %+v, %v; want schema %s and one search index", m, err, p.Schema)
 	}
@@ -172,10 +172,10 @@ func TestThePostgresURLPicksTheSchemaOfMigrateConsumeParkedReapplyAndStatus(t *t
 	if _, err := p.DB.Exec(ctx, `UPDATE todos SET title = 'tampered' WHERE todo_id = $1`, b); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := operator.Replay(ctx, operator.ReplayConfig{Catalog: withSearch, Endpoints: elsewhere, ReadModel: "todos", DB: p.DB, Store: store}); err != nil {
+	if _, err := operator.Replay(ctx, operator.ReplayConfig{Process: eventpipe.Process{Catalog: withSearch, Endpoints: elsewhere}, ReadModel: "todos", DB: p.DB, Store: store}); err != nil {
 		t.Fatalf("Replay with a pool and a store: %v", err)
 	}
-	if _, err := operator.Replay(ctx, operator.ReplayConfig{Catalog: withSearch, Endpoints: elsewhere, ReadModel: searchmodels.TodoSearch{}.Name(), Search: es, Store: store}); err != nil {
+	if _, err := operator.Replay(ctx, operator.ReplayConfig{Process: eventpipe.Process{Catalog: withSearch, Endpoints: elsewhere}, ReadModel: searchmodels.TodoSearch{}.Name(), Search: es, Store: store}); err != nil {
 		t.Fatalf("Replay of a search model with a search client and a store: %v", err)
 	}
 	if rows := p.Rows(t); rows[b] != "b2@2" { // p.rows queries p.db: still open

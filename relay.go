@@ -43,12 +43,12 @@ type RelayConfig struct {
 	// (Endpoints.AnalyticsTable). Relays of both streams may run in one
 	// process with the same WorkerID, lease table and Registerer.
 	Stream string
-	// Catalog gives the upcasters events are published through (default
-	// Builtin()). The analytics stream does not use it.
-	Catalog *Catalog
-	// Endpoints give DynamoDB, the events, analytics and lease tables,
-	// the Kafka brokers and the topic prefix (default EndpointsFromEnv()).
-	Endpoints Endpoints
+	// Process: the catalogue (the upcasters events are published
+	// through; the analytics stream does not use it), the endpoints
+	// (DynamoDB, the events, analytics and lease tables, the Kafka
+	// brokers and the topic prefix) and the logger (defaults: see
+	// Process).
+	Process
 	// Publisher publishes the relayed events (default: a Kafka publisher
 	// on Endpoints.KafkaBrokers, closed by Relay.Close).
 	Publisher message.Publisher
@@ -71,25 +71,45 @@ type RelayConfig struct {
 	// Registerer receives the relay's metrics, labelled stream=<Stream>
 	// (default: none).
 	Registerer prometheus.Registerer
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
 }
 
 func (c *RelayConfig) setDefaults() {
-	_ = processDefaults(&c.Catalog, &c.Endpoints, &c.Logger) // Validate reports Endpoints.Err
+	_ = c.FillProcess() // Validate reports Endpoints.Err
 	if c.Stream == "" {
 		c.Stream = RelayEvents
 	}
 }
 
-// Validate reports an unknown Stream ("" is RelayEvents); relay.New
-// checks the rest.
+// Validate reports, as an *eventstore.ValidationError, the settings
+// from the environment that could not be read, an unknown Stream ("" is
+// RelayEvents), a negative duration or batch size, a batch above 1000
+// and a read rate below -1, the defaults filled (as NewRelay fills them); relay.New checks the rest.
 func (c RelayConfig) Validate() error {
-	if err := c.Endpoints.Err(); err != nil {
+	c.setDefaults()
+	if err := c.Process.Validate(); err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	if _, err := relayTable(c.Endpoints, c.Stream); err != nil {
 		return err
 	}
-	_, err := relayTable(c.Endpoints, c.Stream)
-	return err
+	for _, d := range []struct {
+		field    string
+		negative bool
+	}{
+		{"LeaseDuration", c.LeaseDuration < 0}, {"DiscoveryInterval", c.DiscoveryInterval < 0}, {"BatchSize", c.BatchSize < 0},
+		{"IdlePoll", c.IdlePoll < 0}, {"MaxIdlePoll", c.MaxIdlePoll < 0},
+	} {
+		if d.negative {
+			return fmt.Errorf("relay: %w", invalid(d.field, "is negative"))
+		}
+	}
+	switch {
+	case c.BatchSize > 1000:
+		return fmt.Errorf("relay: %w", invalid("BatchSize", fmt.Sprintf("%d is above 1000, DynamoDB Streams' limit", c.BatchSize)))
+	case c.ShardReadsPerSecond < -1:
+		return fmt.Errorf("relay: %w", invalid("ShardReadsPerSecond", fmt.Sprintf("%d: want a positive cap, 0 for the default or -1 for none", c.ShardReadsPerSecond)))
+	}
+	return nil
 }
 
 // relayTable is the table whose stream carries stream.
@@ -100,7 +120,7 @@ func relayTable(ep Endpoints, stream string) (string, error) {
 	case RelayAnalytics:
 		return ep.AnalyticsTable, nil
 	}
-	return "", fmt.Errorf("eventpipe: relay stream %q is unknown (want %q or %q)", stream, RelayEvents, RelayAnalytics)
+	return "", fmt.Errorf("eventpipe: relay: %w", invalid("Stream", fmt.Sprintf("%q is unknown (want %q or %q)", stream, RelayEvents, RelayAnalytics)))
 }
 
 // Relay is a relay process: a relay.Relay on one table's stream with the

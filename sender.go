@@ -3,7 +3,6 @@ package eventpipe
 import (
 	"encoding/json"
 	"fmt"
-	"log/slog"
 
 	"github.com/ThreeDotsLabs/watermill"
 
@@ -31,15 +30,36 @@ func (c *Catalog) NewCommand(commandType, aggregateID string, payload json.RawMe
 
 // SenderConfig configures NewSender.
 type SenderConfig struct {
-	// Endpoints give the Kafka brokers and the topic prefix (each empty
-	// field from the environment: Endpoints.Fill).
-	Endpoints Endpoints
+	// Process: the endpoints (the Kafka brokers and the topic prefix;
+	// see Process) and the logger, which receives the Kafka client's
+	// logs (default: none, unlike the other processes). The catalogue is
+	// not used: build the commands with Catalog.NewCommand.
+	Process
 	// ReplyPartition pins the partition of the replies topic the sender
 	// reads its answers on (default: one picked at random on first use;
 	// see bus/kafka.SenderConfig.ReplyPartition and docs/commands.md).
 	ReplyPartition *int32
-	// Logger receives the Kafka client's logs (default: none).
-	Logger *slog.Logger
+}
+
+// Validate reports, as an *eventstore.ValidationError, the settings from
+// the environment that could not be read, no Kafka brokers, a topic
+// prefix Kafka refuses and a negative ReplyPartition, the endpoints
+// filled (as NewSender fills them).
+func (c SenderConfig) Validate() error {
+	c.Endpoints = c.Endpoints.Fill()
+	if err := c.Process.Validate(); err != nil {
+		return err
+	}
+	if len(c.Endpoints.KafkaBrokers) == 0 {
+		return invalid("Endpoints.KafkaBrokers", "none")
+	}
+	if err := bus.ValidateTopic(bus.Topics{Prefix: c.Endpoints.TopicPrefix}.Replies()); err != nil {
+		return invalid("Endpoints.TopicPrefix", err.Error())
+	}
+	if c.ReplyPartition != nil && *c.ReplyPartition < 0 {
+		return invalid("ReplyPartition", fmt.Sprintf("%d is negative", *c.ReplyPartition))
+	}
+	return nil
 }
 
 // NewSender returns a command sender on the Kafka brokers of
@@ -47,8 +67,8 @@ type SenderConfig struct {
 // SendAndWait also waits for its answer on the replies topic. Build the
 // commands with Catalog.NewCommand. Close it when done.
 func NewSender(cfg SenderConfig) (*kafka.Sender, error) {
-	cfg.Endpoints = cfg.Endpoints.Fill()
-	if err := cfg.Endpoints.Err(); err != nil {
+	cfg.Endpoints = cfg.Endpoints.Fill() // the logger stays as given: none by default
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("sender: %w", err)
 	}
 	var logger watermill.LoggerAdapter = watermill.NopLogger{}

@@ -2,6 +2,7 @@ package eventpipe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -31,19 +32,77 @@ type Endpoints = endpoints.Endpoints
 // defaulting to its loopback address or default name.
 func EndpointsFromEnv() Endpoints { return endpoints.FromEnv() }
 
-// processDefaults fills the fields every process Config shares: the
-// built-in catalogue, each empty field of the endpoints from the
-// environment (Endpoints.Fill), slog's default logger.
-// It returns why the environment's security settings could not be read.
-func processDefaults(catalog **Catalog, ep *Endpoints, logger **slog.Logger) error {
-	if *catalog == nil {
-		*catalog = Builtin()
+// Process is what every process of eventpipe needs, embedded in each
+// process's and operator tool's Config (WriteSideConfig, RelayConfig,
+// ConsumersConfig, MigrateConfig, SenderConfig, the operator package's):
+// the catalogue it runs, where the rest of the pipeline is, and where it
+// logs. Its fields are promoted (cfg.Endpoints, cfg.Logger); a literal
+// sets them as Process: eventpipe.Process{Endpoints: ep, Logger: l}. Each
+// zero field takes its default when the process starts (FillProcess).
+type Process struct {
+	// Catalog holds the domains, upcasters, consumers and sagas (default
+	// Builtin()).
+	Catalog *Catalog
+	// Endpoints give DynamoDB and its tables, Kafka and the topic prefix,
+	// Postgres, Elasticsearch and the HTTP address: each empty field from
+	// the environment or its default (Endpoints.Fill), the fields set are
+	// kept.
+	Endpoints Endpoints
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// FillProcess fills p's zero fields: the built-in catalogue, each empty
+// field of the endpoints from the environment (Endpoints.Fill), slog's
+// default logger. It returns why the environment's security settings
+// could not be read (Validate reports it too). Only Process's fields:
+// each Config's own constructor fills the rest.
+func (p *Process) FillProcess() error {
+	if p.Catalog == nil {
+		p.Catalog = Builtin()
 	}
-	*ep = ep.Fill()
-	if *logger == nil {
-		*logger = slog.Default()
+	p.Endpoints = p.Endpoints.Fill()
+	if p.Logger == nil {
+		p.Logger = slog.Default()
 	}
-	return ep.Err()
+	return p.Endpoints.Err()
+}
+
+// Validate reports, as an *eventstore.ValidationError of field Endpoints
+// that also wraps the cause, why the environment's security settings of
+// the endpoints could not be read (Endpoints.Err).
+func (p Process) Validate() error {
+	if err := p.Endpoints.Err(); err != nil {
+		return fmt.Errorf("%w: %w", &eventstore.ValidationError{Field: "Endpoints", Reason: "the security settings from the environment"}, err)
+	}
+	return nil
+}
+
+// invalid is an *eventstore.ValidationError of field saying reason.
+func invalid(field, reason string) error {
+	return &eventstore.ValidationError{Field: field, Reason: reason}
+}
+
+// validCommandKey refuses a command key shorter than
+// commands.MinKeyLength (none is fine).
+func validCommandKey(key []byte) error {
+	if n := len(key); n > 0 && n < commands.MinKeyLength {
+		return invalid("CommandKey", fmt.Sprintf("has %d bytes, want at least %d (openssl rand -hex 32)", n, commands.MinKeyLength))
+	}
+	return nil
+}
+
+// invalidErr is err when it is (or wraps) an *eventstore.ValidationError,
+// else one of field wrapping err.
+func invalidErr(field string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ve *eventstore.ValidationError
+	if errors.As(err, &ve) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", &eventstore.ValidationError{Field: field, Reason: "unusable"}, err)
 }
 
 // dynamoConfig is the DynamoDB client configuration of ep: its endpoint

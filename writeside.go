@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 
 	"github.com/eventpipe/eventpipe/analytics"
@@ -40,11 +39,10 @@ const DefaultCommandGroup = "eventpipe-commands"
 
 // WriteSideConfig configures the write side.
 type WriteSideConfig struct {
-	// Endpoints give the DynamoDB endpoint, events table, Kafka brokers
-	// and HTTP address (default endpoints.FromEnv()).
-	Endpoints endpoints.Endpoints
-	// Catalog holds the domains and upcasters (default Builtin()).
-	Catalog *Catalog
+	// Process: the catalogue (its domains and upcasters), the endpoints
+	// (DynamoDB and the events table, Kafka, the HTTP address) and the
+	// logger (defaults: see Process).
+	Process
 	// ConsumerGroup of the command handlers (default DefaultCommandGroup).
 	ConsumerGroup string
 	// Publisher publishes results and poisoned commands (default: a Kafka
@@ -105,12 +103,10 @@ type WriteSideConfig struct {
 	// those ids. `serve` reads it from EVENTPIPE_COMMAND_KEY_FILE or
 	// EVENTPIPE_COMMAND_KEY (CommandKeyFromEnv).
 	CommandKey []byte
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
 }
 
 func (c *WriteSideConfig) setDefaults() {
-	_ = processDefaults(&c.Catalog, &c.Endpoints, &c.Logger) // Validate reports Endpoints.Err
+	_ = c.FillProcess() // Validate reports Endpoints.Err
 	if c.ConsumerGroup == "" {
 		c.ConsumerGroup = DefaultCommandGroup
 	}
@@ -120,34 +116,50 @@ func (c *WriteSideConfig) setDefaults() {
 	}
 }
 
-// Validate reports the first invalid field.
+// Validate reports the first invalid field, an
+// *eventstore.ValidationError, the defaults filled (as NewWriteSide
+// fills them).
 func (c WriteSideConfig) Validate() error {
-	if err := c.Endpoints.Err(); err != nil {
+	c.setDefaults()
+	if err := c.validate(); err != nil {
 		return fmt.Errorf("write side: %w", err)
 	}
+	return nil
+}
+
+func (c WriteSideConfig) validate() error {
+	if err := c.Process.Validate(); err != nil {
+		return err
+	}
 	if len(c.Endpoints.KafkaBrokers) == 0 && (c.Publisher == nil || c.NewSubscriber == nil) {
-		return errors.New("write side: no Kafka brokers (needed unless WriteSideConfig.Publisher and WriteSideConfig.NewSubscriber are set)")
+		return invalid("Endpoints.KafkaBrokers", "none (needed unless Publisher and NewSubscriber are set)")
 	}
 	if c.Endpoints.EventsTable == "" {
-		return errors.New("write side: no events table")
+		return invalid("Endpoints.EventsTable", "is empty")
 	}
 	if c.Auth != nil {
 		if c.NoAuth {
-			return fmt.Errorf("write side: %w", &eventstore.ValidationError{Field: "NoAuth", Reason: "set Auth or NoAuth, not both"})
+			return invalid("NoAuth", "set Auth or NoAuth, not both")
 		}
 		if err := c.Auth.Validate(); err != nil {
-			return fmt.Errorf("write side: %w", err)
+			return invalidErr("Auth", err)
 		}
 	}
 	if c.OperatorAddr != "" {
 		if _, _, err := net.SplitHostPort(c.OperatorAddr); err != nil {
-			return fmt.Errorf("write side: OperatorAddr %q: %w", c.OperatorAddr, err)
+			return invalid("OperatorAddr", fmt.Sprintf("%q: %v", c.OperatorAddr, err))
 		}
 		if c.OperatorAddr == c.Endpoints.HTTPAddr {
-			return fmt.Errorf("write side: OperatorAddr %q is the API's own address", c.OperatorAddr)
+			return invalid("OperatorAddr", fmt.Sprintf("%q is the API's own address", c.OperatorAddr))
 		}
 	}
-	return bus.ValidateTopic(c.topics().Poison(c.ConsumerGroup))
+	if err := validCommandKey(c.CommandKey); err != nil {
+		return err
+	}
+	if err := bus.ValidateTopic(c.topics().Poison(c.ConsumerGroup)); err != nil {
+		return invalid("ConsumerGroup", err.Error())
+	}
+	return nil
 }
 
 func (c WriteSideConfig) topics() bus.Topics {

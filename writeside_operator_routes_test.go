@@ -51,8 +51,8 @@ func TestOperatorRoutesGoWhereTheOperatorSurfaceIs(t *testing.T) {
 			srv.Mux.HandleFunc("GET /extra", func(http.ResponseWriter, *http.Request) {})
 			return closerFunc(func() error { closed++; return nil }), nil
 		}
-		svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Catalog: catalog, Store: store, Publisher: goch,
-			NewSubscriber: subscribers, OperatorAddr: operatorAddr, OperatorRoutes: routes, NoAuth: true, Logger: slog.New(slog.DiscardHandler)})
+		svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Catalog: catalog, Logger: slog.New(slog.DiscardHandler)}, Store: store, Publisher: goch,
+			NewSubscriber: subscribers, OperatorAddr: operatorAddr, OperatorRoutes: routes, NoAuth: true})
 		if err != nil {
 			t.Fatal(err)
 		}

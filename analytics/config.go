@@ -2,13 +2,14 @@ package analytics
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // API is the part of *dynamodb.Client the store uses; tests may wrap it.
@@ -136,11 +137,11 @@ func (c *Config) setDefaults() {
 // Validate reports the first missing or out-of-range field.
 func (c Config) Validate() error {
 	bad := func(field string, v any, want string) error {
-		return fmt.Errorf("analytics: Config.%s %v must be %s", field, v, want)
+		return fmt.Errorf("analytics: Config: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf("%v must be %s", v, want)})
 	}
 	switch {
 	case c.Client == nil:
-		return errors.New("analytics: Config.Client is nil")
+		return fmt.Errorf("analytics: Config: %w", &eventstore.ValidationError{Field: "Client", Reason: "is nil"})
 	case len(c.Table) < 3 || len(c.Table) > 255:
 		return bad("Table", fmt.Sprintf("%q", c.Table), "3–255 characters")
 	case c.Shards < 1 || c.Shards > MaxShards:

@@ -1,11 +1,13 @@
 package analytics_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/eventpipe/eventpipe/analytics"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // TestKeysAndBucketsFollowTheDocumentedLayout checks the key helpers the
@@ -62,8 +64,10 @@ func TestNewFillsDefaultsAndValidateNamesTheBadField(t *testing.T) {
 	for _, c := range cases {
 		cfg := analytics.Config{Client: w}
 		c.mod(&cfg)
-		if _, err := analytics.New(cfg); err == nil || !strings.Contains(err.Error(), "Config."+c.field) {
-			t.Errorf("New with a bad %s = %v, want an error naming it", c.field, err)
+		_, err := analytics.New(cfg)
+		var ve *eventstore.ValidationError
+		if !errors.As(err, &ve) || ve.Field != c.field || !strings.Contains(err.Error(), "Config") {
+			t.Errorf("New with a bad %s = %v, want an *eventstore.ValidationError naming it", c.field, err)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -55,14 +54,22 @@ func (c *MiddlewareConfig) setDefaults() {
 
 // Validate reports the first invalid field.
 func (c MiddlewareConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("bus: MiddlewareConfig: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	if c.PoisonPublisher == nil {
-		return errors.New("bus: MiddlewareConfig.PoisonPublisher is nil")
+		return bad("PoisonPublisher", "is nil")
 	}
 	if err := ValidateTopic(c.PoisonTopic); err != nil {
-		return fmt.Errorf("bus: MiddlewareConfig.PoisonTopic: %w", err)
+		return bad("PoisonTopic", "%v", err)
 	}
-	if c.MaxRetries < 0 || c.InitialInterval < 0 || c.MaxInterval < c.InitialInterval {
-		return errors.New("bus: MiddlewareConfig: negative retries or intervals, or MaxInterval < InitialInterval")
+	switch {
+	case c.MaxRetries < 0:
+		return bad("MaxRetries", "%d is negative", c.MaxRetries)
+	case c.InitialInterval < 0:
+		return bad("InitialInterval", "%v is negative", c.InitialInterval)
+	case c.MaxInterval < c.InitialInterval:
+		return bad("MaxInterval", "%v is shorter than InitialInterval %v", c.MaxInterval, c.InitialInterval)
 	}
 	return nil
 }

@@ -132,3 +132,21 @@ func TestTopicNames(t *testing.T) {
 		}
 	}
 }
+
+func TestMiddlewareConfigValidateNamesTheField(t *testing.T) {
+	pub := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
+	for name, tc := range map[string]struct {
+		cfg   bus.MiddlewareConfig
+		field string
+	}{
+		"no publisher":          {bus.MiddlewareConfig{PoisonTopic: "poison"}, "PoisonPublisher"},
+		"bad topic":             {bus.MiddlewareConfig{PoisonPublisher: pub, PoisonTopic: "a b"}, "PoisonTopic"},
+		"negative retries":      {bus.MiddlewareConfig{PoisonPublisher: pub, PoisonTopic: "poison", MaxRetries: -1}, "MaxRetries"},
+		"max below the initial": {bus.MiddlewareConfig{PoisonPublisher: pub, PoisonTopic: "poison", InitialInterval: time.Second, MaxInterval: time.Millisecond}, "MaxInterval"},
+	} {
+		var ve *eventstore.ValidationError
+		if err := tc.cfg.Validate(); !errors.As(err, &ve) || ve.Field != tc.field {
+			t.Errorf("%s: Validate = %v, want an *eventstore.ValidationError on %s", name, err, tc.field)
+		}
+	}
+}

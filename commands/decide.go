@@ -78,18 +78,37 @@ type facetHandler[S any] struct {
 // (the store's *eventstore.RefusedCommandError). Recording refusals is
 // the Dispatcher's job.
 func NewFacetHandler[S any](cfg FacetHandlerConfig[S]) (Handler, error) {
-	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = 10
-	}
-	switch {
-	case cfg.CommandType == "":
-		return nil, errors.New("commands: FacetHandlerConfig.CommandType is empty")
-	case cfg.Facet == nil || cfg.Decide == nil:
-		return nil, fmt.Errorf("commands: handler %s: Facet and Decide are required", cfg.CommandType)
-	case cfg.MaxAttempts < 1:
-		return nil, fmt.Errorf("commands: handler %s: MaxAttempts %d < 1", cfg.CommandType, cfg.MaxAttempts)
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	return &facetHandler[S]{cfg: cfg}, nil
+}
+
+func (c *FacetHandlerConfig[S]) setDefaults() {
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 10
+	}
+}
+
+// Validate reports the first missing or invalid field; a zero
+// MaxAttempts counts as its default.
+func (c FacetHandlerConfig[S]) Validate() error {
+	if c.CommandType == "" {
+		return fmt.Errorf("commands: FacetHandlerConfig: %w", &eventstore.ValidationError{Field: "CommandType", Reason: "is empty"})
+	}
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("commands: handler %s: FacetHandlerConfig: %w", c.CommandType, &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case c.Facet == nil:
+		return bad("Facet", "is nil (Facet and Decide are required)")
+	case c.Decide == nil:
+		return bad("Decide", "is nil (Facet and Decide are required)")
+	case c.MaxAttempts < 0:
+		return bad("MaxAttempts", "%d < 1", c.MaxAttempts)
+	}
+	return nil
 }
 
 func (h *facetHandler[S]) CommandType() string   { return h.cfg.CommandType }

@@ -117,22 +117,35 @@ type Dispatcher struct {
 	cfg DispatcherConfig
 }
 
+func (c *DispatcherConfig) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first missing or invalid field.
+func (c DispatcherConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("commands: DispatcherConfig: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case c.Registry == nil || len(c.Registry.handlers) == 0:
+		return bad("Registry", "has no handlers")
+	case c.Replies == nil:
+		return bad("Replies", "is nil")
+	case c.Outcomes == nil:
+		return bad("Outcomes", "is nil")
+	case len(c.Signed.Key) > 0 && len(c.Signed.Key) < MinKeyLength:
+		return bad("Signed.Key", "has %d bytes, want at least %d", len(c.Signed.Key), MinKeyLength)
+	}
+	return nil
+}
+
 // NewDispatcher validates cfg.
 func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Registry == nil || len(cfg.Registry.handlers) == 0 {
-		return nil, errors.New("commands: DispatcherConfig.Registry has no handlers")
-	}
-	if cfg.Replies == nil {
-		return nil, errors.New("commands: DispatcherConfig.Replies is nil")
-	}
-	if cfg.Outcomes == nil {
-		return nil, errors.New("commands: DispatcherConfig.Outcomes is nil")
-	}
-	if n := len(cfg.Signed.Key); n > 0 && n < MinKeyLength {
-		return nil, fmt.Errorf("commands: DispatcherConfig.Signed.Key has %d bytes, want at least %d", n, MinKeyLength)
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	return &Dispatcher{cfg: cfg}, nil
 }

@@ -52,13 +52,16 @@ func (d Domain) Validate() error {
 	if err := eventstore.ValidateName("aggregate_type", d.AggregateType); err != nil {
 		return fmt.Errorf("commands: Domain.AggregateType: %w", err)
 	}
+	bad := func(field, reason string) error {
+		return fmt.Errorf("commands: domain %s: %w", d.AggregateType, &eventstore.ValidationError{Field: field, Reason: reason})
+	}
 	switch {
 	case len(d.EventTypes) == 0:
-		return fmt.Errorf("commands: domain %s: Domain.EventTypes is empty", d.AggregateType)
+		return bad("EventTypes", "is empty")
 	case len(d.CommandTypes) == 0:
-		return fmt.Errorf("commands: domain %s: Domain.CommandTypes is empty", d.AggregateType)
+		return bad("CommandTypes", "is empty")
 	case d.NewHandlers == nil:
-		return fmt.Errorf("commands: domain %s: Domain.NewHandlers is nil", d.AggregateType)
+		return bad("NewHandlers", "is nil")
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/parking"
@@ -28,7 +29,7 @@ func TestConsumersParkAPermanentlyFailingAggregateAndStatusCountsIt(t *testing.T
 
 	list := func() []parking.Event {
 		t.Helper()
-		evs, err := operator.ParkedList(context.Background(), operator.ParkedListConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos"})
+		evs, err := operator.ParkedList(context.Background(), operator.ParkedListConfig{Process: eventpipe.Process{Catalog: p.Catalog, Endpoints: p.EP}, Projection: "todos"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +91,7 @@ func TestConsumersWithNoParkingPoisonInsteadOfParking(t *testing.T) {
 		t.Fatalf("rows %v, want a at a2@2", rows)
 	}
 	g, r := p.TodosGroup(t)
-	if evs, err := operator.ParkedList(context.Background(), operator.ParkedListConfig{Catalog: p.Catalog, Endpoints: p.EP}); err != nil || len(evs) != 0 {
+	if evs, err := operator.ParkedList(context.Background(), operator.ParkedListConfig{Process: eventpipe.Process{Catalog: p.Catalog, Endpoints: p.EP}}); err != nil || len(evs) != 0 {
 		t.Fatalf("ParkedList = %+v, %v; want nothing parked", evs, err)
 	}
 	if g.Parked != (parking.Counts{}) || r.ParkedErr != nil {

@@ -46,12 +46,12 @@ func TestConsumeSnapshotsSnapshotsWhatTheWriteSideAppended(t *testing.T) {
 		}
 	}
 
-	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: ep, DiscoveryInterval: 200 * time.Millisecond})
+	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Process: eventpipe.Process{Endpoints: ep}, DiscoveryInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rel.Close() })
-	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, Names: []string{eventpipe.Snapshotter}, SnapshotEvery: 5})
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Endpoints: ep}, Names: []string{eventpipe.Snapshotter}, SnapshotEvery: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,7 +139,7 @@ func TestAPlainWatermillHandlerRunsAsAConsumerWithItsGroupPoisonMetricsAndStatus
 	}
 	group := eventpipe.HandlerGroup(topics, "audit")
 	reg := prometheus.NewRegistry()
-	runConsumers(t, eventpipe.ConsumersConfig{Catalog: cat, Endpoints: ep, Names: []string{"audit"}, Registerer: reg})
+	runConsumers(t, eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: cat, Endpoints: ep}, Names: []string{"audit"}, Registerer: reg})
 	// The group's start (the end of the topic) is committed before it
 	// joins: what was published before is never seen.
 	rigs.WaitFor(t, "the handler's group to start", func() bool { return rigs.GroupCommitted(t, group, topic) >= 0 })
@@ -183,7 +183,7 @@ func TestAPlainWatermillHandlerRunsAsAConsumerWithItsGroupPoisonMetricsAndStatus
 		t.Errorf("no metric labelled consumer=audit among %d families", len(families))
 	}
 
-	rep := operator.Status(context.Background(), operator.StatusConfig{Catalog: cat, Endpoints: ep})
+	rep := operator.Status(context.Background(), operator.StatusConfig{Process: eventpipe.Process{Catalog: cat, Endpoints: ep}})
 	i := slices.IndexFunc(rep.Groups, func(g operator.GroupStatus) bool { return g.Consumer == "audit" })
 	if i < 0 {
 		t.Fatalf("no status row for the handler among %+v (errors %v)", rep.Groups, rep.Errors)
@@ -225,7 +225,7 @@ func TestASagaFirstDeployedOnHistoryActsOnNoneOfItUnlessStartedAtEarliest(t *tes
 			})
 			cons, _ := rig.Cat.Consumer(eventpipe.SagaConsumer(transfersaga.Name))
 			info := cons.Describe(topics)
-			runConsumers(t, eventpipe.ConsumersConfig{Catalog: rig.Cat, Endpoints: rig.EP, DB: rig.DB, Start: tc.start,
+			runConsumers(t, eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: rig.Cat, Endpoints: rig.EP}, DB: rig.DB, Start: tc.start,
 				Names: []string{eventpipe.SagaConsumer(transfersaga.Name)}})
 			rigs.WaitFor(t, "the saga's group to start", func() bool { return rigs.GroupCommitted(t, info.Group, info.Topics...) >= 0 })
 			if tc.start.IsEarliest() {
@@ -262,13 +262,13 @@ func TestASagaFirstDeployedOnHistoryActsOnNoneOfItUnlessStartedAtEarliest(t *tes
 func TestConsumersRefuseAStartTheirKindCannotTake(t *testing.T) {
 	ep := rigs.Endpoints(t)
 	for _, name := range []string{eventpipe.SagaConsumer(transfersaga.Name), eventpipe.Snapshotter, eventpipe.AnalyticsAggregator} {
-		_, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Endpoints: ep, Names: []string{name}, Start: bus.StartHistory})
+		_, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Process: eventpipe.Process{Endpoints: ep}, Names: []string{name}, Start: bus.StartHistory})
 		var ve *eventstore.ValidationError
 		if !errors.As(err, &ve) || ve.Field != "start" {
 			t.Errorf("%s with start history: %v", name, err)
 		}
 	}
-	_, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Endpoints: ep, Names: []string{"no-such"}})
+	_, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Process: eventpipe.Process{Endpoints: ep}, Names: []string{"no-such"}})
 	if !errors.Is(err, eventpipe.ErrUnknownConsumer) {
 		t.Errorf("an unknown consumer: %v", err)
 	}
@@ -294,7 +294,7 @@ func TestAReadModelStartedAtLatestShowsNoHistory(t *testing.T) {
 	ep := rigs.Endpoints(t)
 	db := withLeasesAndReadModels(t, &ep, "latest")
 	svc := rigs.NewService(t, ep, testenv.UniqueName(t, "g"))
-	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: ep, DiscoveryInterval: 200 * time.Millisecond})
+	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Process: eventpipe.Process{Endpoints: ep}, DiscoveryInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func TestAReadModelStartedAtLatestShowsNoHistory(t *testing.T) {
 	topic := bus.Topics{Prefix: ep.TopicPrefix}.Events(todo.AggregateType)
 	rigs.WaitFor(t, "the old todos on the topic", func() bool { return topicEnd(t, offsets, topic) == 3 })
 
-	runConsumers(t, eventpipe.ConsumersConfig{Endpoints: ep, DB: db, Names: []string{"todos"}, Start: bus.StartLatest})
+	runConsumers(t, eventpipe.ConsumersConfig{Process: eventpipe.Process{Endpoints: ep}, DB: db, Names: []string{"todos"}, Start: bus.StartLatest})
 	group := bus.Topics{Prefix: ep.TopicPrefix}.Prefix + "projection.todos"
 	rigs.WaitFor(t, "the read model's group to start", func() bool { return rigs.GroupCommitted(t, group, topic) >= 0 })
 	create("new-1")

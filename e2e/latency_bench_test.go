@@ -46,18 +46,18 @@ func BenchmarkEndToEndLatency(b *testing.B) {
 	ep := rigs.Endpoints(b)
 	db := withLeasesAndReadModels(b, &ep, "lat")
 	quiet := slog.New(slog.DiscardHandler)
-	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(b, "g"), Logger: quiet})
+	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}, ConsumerGroup: testenv.UniqueName(b, "g")})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer svc.Close()
-	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: ep, DiscoveryInterval: 200 * time.Millisecond, Logger: quiet})
+	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}, DiscoveryInterval: 200 * time.Millisecond})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer rel.Close()
-	cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, DB: db, Names: []string{readmodels.Accounts{}.Name()},
-		Start: bus.StartEarliest, Logger: quiet})
+	cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}, DB: db, Names: []string{readmodels.Accounts{}.Name()},
+		Start: bus.StartEarliest})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func BenchmarkReplyLatency(b *testing.B) {
 	defer cancel()
 	ep := rigs.Endpoints(b)
 	quiet := slog.New(slog.DiscardHandler)
-	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(b, "g"), Logger: quiet})
+	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}, ConsumerGroup: testenv.UniqueName(b, "g")})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func BenchmarkReplyLatency(b *testing.B) {
 
 	senders := make([]*kafka.Sender, many)
 	for i := range senders {
-		s, err := eventpipe.NewSender(eventpipe.SenderConfig{Endpoints: ep})
+		s, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: ep}})
 		if err != nil {
 			b.Fatal(err)
 		}

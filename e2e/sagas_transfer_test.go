@@ -13,6 +13,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
@@ -238,7 +239,7 @@ func TestATransferWhoseCreditNeverAnswersIsCompensatedAfterItsDeadlineAcrossARes
 	}
 
 	// Status shows the saga's group and its one compensated instance.
-	r := operator.Status(context.Background(), operator.StatusConfig{Catalog: rigs.TransferCatalog(timeout), Endpoints: rig.EP, DB: rig.DB})
+	r := operator.Status(context.Background(), operator.StatusConfig{Process: eventpipe.Process{Catalog: rigs.TransferCatalog(timeout), Endpoints: rig.EP}, DB: rig.DB})
 	if len(r.Sagas) != 1 || r.Sagas[0].Err != nil || r.Sagas[0].Summary.Outcomes[transfersaga.OutcomeCompensated] != 1 || r.Sagas[0].Summary.Running != 0 {
 		t.Errorf("status sagas: %+v", r.Sagas)
 	}

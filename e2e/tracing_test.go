@@ -51,12 +51,12 @@ func TestATraceFollowsTheCommandItsEventsAndTheProjection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: ep, DiscoveryInterval: 200 * time.Millisecond})
+	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Process: eventpipe.Process{Endpoints: ep}, DiscoveryInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rel.Close()
-	cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, DB: db, Names: []string{readmodels.Todos{}.Name()}, Start: bus.StartEarliest})
+	cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Endpoints: ep}, DB: db, Names: []string{readmodels.Todos{}.Name()}, Start: bus.StartEarliest})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestATraceFollowsTheCommandItsEventsAndTheProjection(t *testing.T) {
 	}
 
 	// Over the bus, inside a span of the caller's.
-	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Endpoints: ep})
+	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: ep}})
 	if err != nil {
 		t.Fatal(err)
 	}

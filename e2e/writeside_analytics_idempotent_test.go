@@ -57,7 +57,7 @@ func runAnalyticsChildIfRequested() {
 	err := func() error {
 		switch mode {
 		case "serve":
-			svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: ep.TopicPrefix + "serve", NoAuth: true})
+			svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep}, ConsumerGroup: ep.TopicPrefix + "serve", NoAuth: true})
 			if err != nil {
 				return err
 			}
@@ -68,7 +68,7 @@ func runAnalyticsChildIfRequested() {
 			}
 			return srv.Run(ctx, make(chan string, 1))
 		case "aggregator":
-			c, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, Names: []string{eventpipe.AnalyticsAggregator}})
+			c, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Endpoints: ep}, Names: []string{eventpipe.AnalyticsAggregator}})
 			if err != nil {
 				return err
 			}
@@ -115,7 +115,7 @@ func newAnalyticsRig(t *testing.T) *analyticsRig {
 func (r *analyticsRig) runRelay() {
 	r.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: r.ep, Stream: eventpipe.RelayAnalytics, DiscoveryInterval: 200 * time.Millisecond})
+	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Process: eventpipe.Process{Endpoints: r.ep}, Stream: eventpipe.RelayAnalytics, DiscoveryInterval: 200 * time.Millisecond})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func (r *analyticsRig) runRelay() {
 func (r *analyticsRig) runAggregator() {
 	r.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: r.ep, Names: []string{eventpipe.AnalyticsAggregator}})
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Endpoints: r.ep}, Names: []string{eventpipe.AnalyticsAggregator}})
 	if err != nil {
 		cancel()
 		r.t.Fatal(err)

@@ -39,7 +39,7 @@ func TestHTTPAuth(t *testing.T) {
 	idp := authtest.New(t, iss, aud)
 	ep := rigs.Endpoints(t)
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "g"),
+	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep}, ConsumerGroup: testenv.UniqueName(t, "g"),
 		Auth: &auth.Config{JWKSURL: idp.Serve(t), Issuer: iss, Audience: aud, MinRefreshInterval: 100 * time.Millisecond,
 			Policy: &auth.Policy{Rules: []auth.Rule{
 				{Subjects: []string{"alice"}, Commands: []string{todo.CreateTodo, todo.UpdateTodo}, Read: []string{"todo"}},
@@ -230,7 +230,7 @@ func getWithBearer(t *testing.T, url, token string) (int, string) {
 func TestHTTPAPIIsNotServedOpenByAccident(t *testing.T) {
 	ep := rigs.Endpoints(t)
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "g")})
+	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep}, ConsumerGroup: testenv.UniqueName(t, "g")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,8 +36,7 @@ import (
 func BenchmarkCommandsThroughBus(b *testing.B) {
 	const senders = 64
 	ep := rigs.Endpoints(b)
-	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(b, "g"),
-		Logger: slog.New(slog.DiscardHandler)})
+	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep, Logger: slog.New(slog.DiscardHandler)}, ConsumerGroup: testenv.UniqueName(b, "g")})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,9 +54,9 @@ func BenchmarkCommandsThroughBus(b *testing.B) {
 	// The keyed side: its own topics, group and handlers.
 	kep := ep
 	kep.TopicPrefix = testenv.UniqueName(b, "keyed") + "."
-	keyedSvc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: kep, ConsumerGroup: testenv.UniqueName(b, "g"),
+	keyedSvc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: kep, Logger: slog.New(slog.DiscardHandler)}, ConsumerGroup: testenv.UniqueName(b, "g"),
 		NewSubscriber: keyed.Subscribers(keyed.Config{Brokers: kep.KafkaBrokers, Logger: watermill.NopLogger{}}),
-		Logger:        slog.New(slog.DiscardHandler)})
+	})
 	if err != nil {
 		b.Fatal(err)
 	}

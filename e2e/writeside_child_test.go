@@ -59,7 +59,7 @@ func runServeChildIfRequested() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	cfg := eventpipe.WriteSideConfig{Endpoints: endpoints.FromEnv(), ConsumerGroup: group}
+	cfg := eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: endpoints.FromEnv()}, ConsumerGroup: group}
 	if id := os.Getenv(envServeKillAfter); id != "" {
 		cfg.Middlewares = append(cfg.Middlewares, killAfter(id))
 	}

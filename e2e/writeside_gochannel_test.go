@@ -71,7 +71,7 @@ func TestPipelineRunsOnGoChannelWithTheRealStore(t *testing.T) {
 	}()
 
 	// The write side: command handlers on the GoChannel.
-	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "g"), Publisher: goch, NewSubscriber: subscribers})
+	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep}, ConsumerGroup: testenv.UniqueName(t, "g"), Publisher: goch, NewSubscriber: subscribers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -221,7 +221,7 @@ func TestOperatorSurfaceMovesToItsOwnListener(t *testing.T) {
 	ep := rigs.Endpoints(t)
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	operatorAddr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "g"),
+	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep}, ConsumerGroup: testenv.UniqueName(t, "g"),
 		OperatorAddr: operatorAddr, OperatorRoutes: operator.MountStatusPage, NoAuth: true})
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +260,7 @@ func TestOperatorSurfaceMovesToItsOwnListener(t *testing.T) {
 	if r := call(t, "POST", "http://"+ep.HTTPAddr+"/todo", "", `{"id":"a1","title":"x"}`); r.status != 201 {
 		t.Errorf("the API on its listener: POST /todo %d %+v", r.status, r.err)
 	}
-	if _, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, OperatorAddr: ep.HTTPAddr}); err == nil {
+	if _, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep}, OperatorAddr: ep.HTTPAddr}); err == nil {
 		t.Error("an operatorAddr address equal to the API's was accepted")
 	}
 }

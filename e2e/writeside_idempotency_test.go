@@ -60,7 +60,7 @@ func runHTTPChildIfRequested() {
 
 func serveHTTPChild(ctx context.Context, killKey string) error {
 	ep := endpoints.FromEnv()
-	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: os.Getenv(envHTTPChild), NoAuth: true})
+	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep}, ConsumerGroup: os.Getenv(envHTTPChild), NoAuth: true})
 	if err != nil {
 		return err
 	}

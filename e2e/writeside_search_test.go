@@ -75,14 +75,14 @@ func TestSearchModelsFollowCommandsEndToEnd(t *testing.T) {
 	ready := make(chan string, 1)
 	run(func(ctx context.Context) error { return srv.Run(ctx, ready) })
 	base := "http://" + <-ready
-	rl, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: ep, DiscoveryInterval: 200 * time.Millisecond})
+	rl, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Process: eventpipe.Process{Endpoints: ep}, DiscoveryInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rl.Close()
 	run(rl.Run)
 	models := []string{searchmodels.TodoSearch{}.Name(), searchmodels.OrderSearch{}.Name()}
-	cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, Names: models})
+	cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Endpoints: ep}, Names: models})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestSearchModelsFollowCommandsEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := operator.Replay(ctx, operator.ReplayConfig{Endpoints: ep, ReadModel: models[0]})
+	res, err := operator.Replay(ctx, operator.ReplayConfig{Process: eventpipe.Process{Endpoints: ep}, ReadModel: models[0]})
 	if err != nil {
 		t.Fatal(err)
 	}

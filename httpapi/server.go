@@ -71,10 +71,10 @@ func (c *Config) setDefaults() {
 // Validate reports the first invalid field.
 func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		return fmt.Errorf("httpapi: Addr %q: %w", c.Addr, err)
+		return fmt.Errorf("httpapi: Config: %w", &eventstore.ValidationError{Field: "Addr", Reason: fmt.Sprintf("%q: %v", c.Addr, err)})
 	}
 	if c.MaxBodyBytes < 0 {
-		return errors.New("httpapi: MaxBodyBytes is negative")
+		return fmt.Errorf("httpapi: Config: %w", &eventstore.ValidationError{Field: "MaxBodyBytes", Reason: fmt.Sprintf("%d is negative", c.MaxBodyBytes)})
 	}
 	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,9 +15,10 @@ import (
 
 // AnalyticsRecountConfig configures AnalyticsRecount.
 type AnalyticsRecountConfig struct {
-	// Endpoints give DynamoDB (the analytics table) and Postgres
-	// (default eventpipe.EndpointsFromEnv()).
-	Endpoints eventpipe.Endpoints
+	// Process: the endpoints (DynamoDB and its analytics table, Postgres)
+	// and the logger (defaults: see eventpipe.Process); the catalogue is
+	// not used.
+	eventpipe.Process
 	// DB holds operator_actions (default:
 	// eventpipe.OpenPostgres(Endpoints), closed before AnalyticsRecount
 	// returns).
@@ -32,8 +33,39 @@ type AnalyticsRecountConfig struct {
 	// (optional). Both are recorded with the operator action.
 	Actor  string
 	Reason string
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
+}
+
+// Validate reports, as an *eventstore.ValidationError, the settings from
+// the environment that could not be read (eventpipe.Process.Validate), a
+// Source that is no source id, From or To not on a whole hour, To not
+// after From, a negative Settle and a range that ended less than Settle
+// ago, the defaults filled (as AnalyticsRecount fills them). Whether the
+// raw events of From may have expired is checked against the analytics
+// table's TTL once AnalyticsRecount opened it.
+func (c AnalyticsRecountConfig) Validate() error {
+	if err := validProcess(&c.Process); err != nil {
+		return err
+	}
+	settle := c.Settle
+	if settle == 0 {
+		settle = aggregator.DefaultSettle
+	}
+	hour := func(t time.Time) bool { return !t.IsZero() && t.Equal(t.Truncate(time.Hour)) }
+	switch {
+	case c.Source == "" || strings.Contains(c.Source, "#"):
+		return invalid("Source", fmt.Sprintf("%q is not a source id", c.Source))
+	case !hour(c.From):
+		return invalid("From", fmt.Sprintf("%v is not a whole UTC hour", c.From))
+	case !hour(c.To):
+		return invalid("To", fmt.Sprintf("%v is not a whole UTC hour", c.To))
+	case !c.From.Before(c.To):
+		return invalid("To", fmt.Sprintf("%v is not after From %v", c.To, c.From))
+	case c.Settle < 0:
+		return invalid("Settle", fmt.Sprintf("%v is negative", c.Settle))
+	case c.To.After(time.Now().Add(-settle)):
+		return invalid("To", fmt.Sprintf("%v is less than %v ago: the range is still open to live events (recount closed hours only)", c.To.UTC(), settle))
+	}
+	return nil
 }
 
 // AnalyticsRecountResult is what AnalyticsRecount did.
@@ -53,8 +85,8 @@ type AnalyticsRecountResult struct {
 // (ActionAnalyticsRecount) whose result counts what changed.
 func AnalyticsRecount(ctx context.Context, cfg AnalyticsRecountConfig) (AnalyticsRecountResult, error) {
 	var out AnalyticsRecountResult
-	var cat *eventpipe.Catalog
-	if err := processDefaults(&cat, &cfg.Endpoints, &cfg.Logger); err != nil {
+	_ = cfg.FillProcess() // Validate reports Endpoints.Err
+	if err := cfg.Validate(); err != nil {
 		return out, fmt.Errorf("analytics recount: %w", err)
 	}
 	if cfg.Actor == "" {

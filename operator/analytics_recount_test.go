@@ -177,7 +177,7 @@ func TestAnalyticsRecountOfARangeEqualsAFreshCountBesideTheLiveAggregator(t *tes
 	ddb := testenv.DynamoDB(t)
 	ep.LeasesTable, ep.AnalyticsTable = testenv.UniqueName(t, "leases"), testenv.UniqueName(t, "analytics")
 	t.Cleanup(func() { testenv.DeleteTable(t, ddb, ep.LeasesTable); testenv.DeleteTable(t, ddb, ep.AnalyticsTable) })
-	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Endpoints: ep, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Process: eventpipe.Process{Endpoints: ep, Logger: slog.New(slog.DiscardHandler)}}); err != nil {
 		t.Fatal(err)
 	}
 	store, err := eventpipe.OpenAnalytics(ctx, ep, nil)
@@ -214,12 +214,12 @@ func TestAnalyticsRecountOfARangeEqualsAFreshCountBesideTheLiveAggregator(t *tes
 		ev("page_view", "edge-after", "u4", "/x", at(-2, 55)))
 	ingest(past...)
 
-	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: ep, Stream: eventpipe.RelayAnalytics, DiscoveryInterval: 200 * time.Millisecond})
+	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Process: eventpipe.Process{Endpoints: ep}, Stream: eventpipe.RelayAnalytics, DiscoveryInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rel.Close()
-	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, Names: []string{eventpipe.AnalyticsAggregator}})
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Endpoints: ep}, Names: []string{eventpipe.AnalyticsAggregator}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestAnalyticsRecountOfARangeEqualsAFreshCountBesideTheLiveAggregator(t *tes
 		}
 	}()
 	time.Sleep(300 * time.Millisecond)
-	res, err := operator.AnalyticsRecount(ctx, operator.AnalyticsRecountConfig{Endpoints: ep, Source: source, From: from, To: to, Actor: "carol", Reason: "hand edit"})
+	res, err := operator.AnalyticsRecount(ctx, operator.AnalyticsRecountConfig{Process: eventpipe.Process{Endpoints: ep}, Source: source, From: from, To: to, Actor: "carol", Reason: "hand edit"})
 	if err != nil {
 		liveStop.Store(true)
 		live.Wait()
@@ -306,7 +306,7 @@ func TestAnalyticsRecountOfARangeEqualsAFreshCountBesideTheLiveAggregator(t *tes
 	live.Wait()
 	waitEqual(t, store, source, lo, hi, "after the recount, live and late events")
 
-	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: ep, Action: operator.ActionAnalyticsRecount})
+	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Process: eventpipe.Process{Endpoints: ep}, Action: operator.ActionAnalyticsRecount})
 	if err != nil || len(actions) != 1 || actions[0].Actor != "carol" || !strings.Contains(actions[0].Result, "1 of") {
 		t.Fatalf("operator actions %+v, %v", actions, err)
 	}

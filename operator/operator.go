@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,6 +28,11 @@ const (
 	ActionSagaAbort        = "saga abort"        // SagaAbort
 	ActionSagaRetry        = "saga retry"        // SagaRetry
 )
+
+// actions are the Action constants, as OperatorActionsConfig.Action
+// takes them.
+var actions = []string{ActionPoisonRedrive, ActionParkedReapply, ActionParkedSkip, ActionRecalculate, ActionAnalyticsRecount,
+	ActionSagaAbort, ActionSagaRetry}
 
 // OperatorAction is one recorded operator action: a row of the Postgres
 // table operator_actions (migrations/postgres 009).
@@ -67,8 +74,9 @@ func DefaultActor() string {
 
 // OperatorActionsConfig configures OperatorActions.
 type OperatorActionsConfig struct {
-	// Endpoints give Postgres (default eventpipe.EndpointsFromEnv()).
-	Endpoints eventpipe.Endpoints
+	// Process: the endpoints (Postgres) and the logger (defaults: see
+	// eventpipe.Process); the catalogue is not used.
+	eventpipe.Process
 	// DB holds operator_actions (default:
 	// eventpipe.OpenPostgres(Endpoints), closed before OperatorActions
 	// returns).
@@ -77,20 +85,31 @@ type OperatorActionsConfig struct {
 	Action string
 	// Limit is the most actions returned, newest first (default 20).
 	Limit int
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
+}
+
+// Validate reports, as an *eventstore.ValidationError, the settings from
+// the environment that could not be read (eventpipe.Process.Validate), an
+// unknown Action and a negative Limit.
+func (c OperatorActionsConfig) Validate() error {
+	if err := validProcess(&c.Process); err != nil {
+		return err
+	}
+	if c.Action != "" && !slices.Contains(actions, c.Action) && legacyActions[c.Action] == "" {
+		return invalid("Action", fmt.Sprintf("%q is not an operator action (have %s)", c.Action, strings.Join(actions, ", ")))
+	}
+	if c.Limit < 0 {
+		return invalid("Limit", "is negative")
+	}
+	return nil
 }
 
 // OperatorActions returns the latest recorded operator actions, newest
 // first. Without the table it returns an error wrapping
 // ErrNoOperatorTable.
 func OperatorActions(ctx context.Context, cfg OperatorActionsConfig) ([]OperatorAction, error) {
-	var cat *eventpipe.Catalog
-	if err := processDefaults(&cat, &cfg.Endpoints, &cfg.Logger); err != nil {
+	_ = cfg.FillProcess() // Validate reports Endpoints.Err
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("operator actions: %w", err)
-	}
-	if cfg.Limit < 0 {
-		return nil, fmt.Errorf("operator actions: %w", &eventstore.ValidationError{Field: "Limit", Reason: "negative"})
 	}
 	if cfg.Limit == 0 {
 		cfg.Limit = 20
@@ -181,20 +200,16 @@ func operatorTableErr(err error) error {
 	return err
 }
 
-// processDefaults fills the fields the tools' Configs share, as the
-// composition root fills its own: the built-in catalogue
-// (eventpipe.Builtin), each empty field of the endpoints from the
-// environment (Endpoints.Fill), slog's default logger. It returns why the
-// environment's security settings could not be read.
-func processDefaults(catalog **eventpipe.Catalog, ep *eventpipe.Endpoints, logger **slog.Logger) error {
-	if *catalog == nil {
-		*catalog = eventpipe.Builtin()
-	}
-	*ep = ep.Fill()
-	if *logger == nil {
-		*logger = slog.Default()
-	}
-	return ep.Err()
+// validProcess fills p's defaults (p is a Validate's copy: what the tool
+// will use) and validates it.
+func validProcess(p *eventpipe.Process) error {
+	_ = p.FillProcess() // Validate reports Endpoints.Err
+	return p.Validate()
+}
+
+// invalid is an *eventstore.ValidationError of field saying reason.
+func invalid(field, reason string) error {
+	return &eventstore.ValidationError{Field: field, Reason: reason}
 }
 
 // openDB returns db, or a pool of ep.Postgres that the returned func

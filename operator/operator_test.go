@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -30,12 +31,12 @@ func TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded
 	p.Todo(t, "c", "poison")
 	p.Consume(t, false)
 	rigs.WaitUntil(t, "a and c parked", func() (bool, string) {
-		evs, err := operator.ParkedList(ctx, operator.ParkedListConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos"})
+		evs, err := operator.ParkedList(ctx, operator.ParkedListConfig{Process: eventpipe.Process{Catalog: p.Catalog, Endpoints: p.EP}, Projection: "todos"})
 		return err == nil && len(evs) == 4, fmt.Sprintf("%d parked, %v", len(evs), err)
 	})
 
 	a := eventstore.Ref{Type: todo.AggregateType, ID: "a"}
-	res, err := operator.ParkedSkip(ctx, operator.ParkedSkipConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos",
+	res, err := operator.ParkedSkip(ctx, operator.ParkedSkipConfig{Process: eventpipe.Process{Catalog: p.Catalog, Endpoints: p.EP}, Projection: "todos",
 		Aggregate: a, Actor: "bob", Reason: "a poison title never applies"})
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +51,7 @@ func TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded
 		t.Fatalf("rows %v, want a at a5@5", rows)
 	}
 	c := eventstore.Ref{Type: todo.AggregateType, ID: "c"}
-	resC, err := operator.ParkedSkip(ctx, operator.ParkedSkipConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos",
+	resC, err := operator.ParkedSkip(ctx, operator.ParkedSkipConfig{Process: eventpipe.Process{Catalog: p.Catalog, Endpoints: p.EP}, Projection: "todos",
 		Aggregate: c, Actor: "bob", Reason: "same"})
 	if err != nil || resC.Skipped.Envelope.Sequence != 2 || !resC.Reapply.Unparked || resC.Reapply.Reapplied != 0 {
 		t.Fatalf("skip of c: %+v, %v", resC, err)
@@ -62,7 +63,7 @@ func TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded
 		rows := p.Rows(t)
 		return rows["a"] == "a6@6" && rows["c"] == "c3@3", fmt.Sprintf("rows %v", rows)
 	})
-	if evs, err := operator.ParkedList(ctx, operator.ParkedListConfig{Catalog: p.Catalog, Endpoints: p.EP}); err != nil || len(evs) != 0 {
+	if evs, err := operator.ParkedList(ctx, operator.ParkedListConfig{Process: eventpipe.Process{Catalog: p.Catalog, Endpoints: p.EP}}); err != nil || len(evs) != 0 {
 		t.Fatalf("still parked: %+v, %v", evs, err)
 	}
 
@@ -82,13 +83,13 @@ func TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded
 		t.Fatalf("skipped_events %v, want %v", skipped, want)
 	}
 
-	_, err = operator.ParkedSkip(ctx, operator.ParkedSkipConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos",
+	_, err = operator.ParkedSkip(ctx, operator.ParkedSkipConfig{Process: eventpipe.Process{Catalog: p.Catalog, Endpoints: p.EP}, Projection: "todos",
 		Aggregate: a, Actor: "bob", Reason: "again"})
 	if !errors.Is(err, parking.ErrNotParked) {
 		t.Fatalf("skip of an unparked aggregate: %v, want ErrNotParked", err)
 	}
 
-	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: p.EP})
+	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Process: eventpipe.Process{Endpoints: p.EP}})
 	if err != nil || len(actions) != 2 {
 		t.Fatalf("operator actions %+v, %v; want the two skips", actions, err)
 	}
@@ -113,7 +114,7 @@ func TestParkedReapplyIsRecordedAsAnOperatorAction(t *testing.T) {
 		VALUES ('dave', 'parked replay', 'todos', 'before the rename', 'nothing parked')`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := operator.ParkedReapply(ctx, operator.ParkedReapplyConfig{Catalog: p.Catalog, Endpoints: p.EP, Projection: "todos", Actor: "carol", Reason: "deployed 1.2"}); err != nil {
+	if _, err := operator.ParkedReapply(ctx, operator.ParkedReapplyConfig{Process: eventpipe.Process{Catalog: p.Catalog, Endpoints: p.EP}, Projection: "todos", Actor: "carol", Reason: "deployed 1.2"}); err != nil {
 		t.Fatal(err)
 	}
 	var stored string
@@ -121,7 +122,7 @@ func TestParkedReapplyIsRecordedAsAnOperatorAction(t *testing.T) {
 		t.Fatalf("stored action %q, %v; want \"parked reapply\"", stored, err)
 	}
 	for _, filter := range []string{"", operator.ActionParkedReapply} {
-		actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: p.EP, Action: filter})
+		actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Process: eventpipe.Process{Endpoints: p.EP}, Action: filter})
 		if err != nil || len(actions) != 2 {
 			t.Fatalf("operator actions (action %q) %+v, %v; want 2", filter, actions, err)
 		}
@@ -148,6 +149,40 @@ func TestParkedSkipRefusesBadRequests(t *testing.T) {
 		var ve *eventstore.ValidationError
 		if !errors.As(err, &ve) {
 			t.Errorf("%s: %v, want a ValidationError", name, err)
+		}
+	}
+}
+
+// TestToolConfigsRefuseABadFieldNamingIt: each tool's Config validates
+// with its defaults filled (eventpipe.Process) and names the bad field in
+// an *eventstore.ValidationError, which the tool returns before it
+// connects to anything.
+func TestToolConfigsRefuseABadFieldNamingIt(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, field string
+		err         error
+	}{
+		{"RecalculateConfig", "ID", operator.RecalculateConfig{Type: todo.AggregateType, ID: "a", All: true}.Validate()},
+		{"Recalculate", "Type", func() error {
+			_, err := operator.Recalculate(ctx, operator.RecalculateConfig{Type: "nope", All: true})
+			return err
+		}()},
+		{"ParkedSkipConfig", "Reason", operator.ParkedSkipConfig{Projection: "todos", Aggregate: eventstore.Ref{Type: todo.AggregateType, ID: "a"}}.Validate()},
+		{"ParkedListConfig", "Aggregate", operator.ParkedListConfig{Aggregate: eventstore.Ref{ID: "a"}}.Validate()},
+		{"OperatorActions", "Limit", func() error {
+			_, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Limit: -1})
+			return err
+		}()},
+		{"SagaInstancesConfig", "Saga", operator.SagaInstancesConfig{Saga: "nope"}.Validate()},
+		{"SagaAbortConfig", "Reason", operator.SagaAbortConfig{Saga: "transfer", Instance: "t1"}.Validate()},
+		{"PoisonRedriveConfig", "Positions", operator.PoisonRedriveConfig{Topic: "poison.eventpipe-commands"}.Validate()},
+		{"ReplayConfig", "ReadModel", operator.ReplayConfig{}.Validate()},
+		{"StatusConfig", "CommandGroup", operator.StatusConfig{CommandGroup: strings.Repeat("g", 250)}.Validate()},
+	} {
+		var ve *eventstore.ValidationError
+		if !errors.As(c.err, &ve) || ve.Field != c.field {
+			t.Errorf("%s: %v, want a ValidationError of field %s", c.name, c.err, c.field)
 		}
 	}
 }

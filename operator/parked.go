@@ -20,10 +20,9 @@ import (
 
 // ParkedListConfig configures ParkedList.
 type ParkedListConfig struct {
-	// Catalog holds the read models (default eventpipe.Builtin()).
-	Catalog *eventpipe.Catalog
-	// Endpoints give Postgres (default eventpipe.EndpointsFromEnv()).
-	Endpoints eventpipe.Endpoints
+	// Process: the catalogue (the read and search models), the endpoints
+	// (Postgres) and the logger (defaults: see eventpipe.Process).
+	eventpipe.Process
 	// DB holds the parked events (default: eventpipe.OpenPostgres(Endpoints),
 	// closed before ParkedList returns). Its search_path picks the schema
 	// (see eventpipe.PostgresSchema).
@@ -34,22 +33,30 @@ type ParkedListConfig struct {
 	// Aggregate, when its Type is set, lists one aggregate type's (its ID
 	// too when set: one aggregate's).
 	Aggregate eventstore.Ref
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
+}
+
+// Validate reports, as an *eventstore.ValidationError, the settings from
+// the environment that could not be read (eventpipe.Process.Validate), a
+// Projection that is no read or search model of the catalogue and an
+// Aggregate id without its type, the defaults filled (as ParkedList
+// fills them).
+func (c ParkedListConfig) Validate() error {
+	if err := validProcess(&c.Process); err != nil {
+		return err
+	}
+	if c.Projection != "" {
+		if err := knownModel(c.Catalog, c.Projection); err != nil {
+			return err
+		}
+	}
+	return validAggregate(c.Aggregate)
 }
 
 // ParkedList returns the parked events cfg selects, by projection,
 // aggregate and sequence (see package parking).
 func ParkedList(ctx context.Context, cfg ParkedListConfig) ([]parking.Event, error) {
-	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
-		return nil, fmt.Errorf("parked list: %w", err)
-	}
-	if cfg.Projection != "" {
-		if err := knownModel(cfg.Catalog, cfg.Projection); err != nil {
-			return nil, fmt.Errorf("parked list: %w", err)
-		}
-	}
-	if err := validAggregate(cfg.Aggregate); err != nil {
+	_ = cfg.FillProcess() // Validate reports Endpoints.Err
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("parked list: %w", err)
 	}
 	_, store, closeDB, err := openParking(ctx, cfg.DB, cfg.Endpoints, cfg.Logger)
@@ -62,12 +69,10 @@ func ParkedList(ctx context.Context, cfg ParkedListConfig) ([]parking.Event, err
 
 // ParkedReapplyConfig configures ParkedReapply.
 type ParkedReapplyConfig struct {
-	// Catalog holds the read models and upcasters (default
-	// eventpipe.Builtin()).
-	Catalog *eventpipe.Catalog
-	// Endpoints give DynamoDB, Postgres and Elasticsearch (default
-	// eventpipe.EndpointsFromEnv()).
-	Endpoints eventpipe.Endpoints
+	// Process: the catalogue (the read and search models, the
+	// upcasters), the endpoints (DynamoDB, Postgres, Elasticsearch) and
+	// the logger (defaults: see eventpipe.Process).
+	eventpipe.Process
 	// DB holds the parked events and the Postgres read models (default:
 	// eventpipe.OpenPostgres(Endpoints), closed before ParkedReapply returns).
 	DB *pgxpool.Pool
@@ -84,8 +89,24 @@ type ParkedReapplyConfig struct {
 	// (optional): the re-apply is recorded as an operator action
 	// (ActionParkedReapply).
 	Actor, Reason string
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
+}
+
+// Validate reports, as an *eventstore.ValidationError, the settings from
+// the environment that could not be read (eventpipe.Process.Validate), an
+// empty Projection or one that is no read or search model of the
+// catalogue and an Aggregate id without its type, the defaults filled
+// (as ParkedReapply fills them).
+func (c ParkedReapplyConfig) Validate() error {
+	if err := validProcess(&c.Process); err != nil {
+		return err
+	}
+	if c.Projection == "" {
+		return invalid("Projection", fmt.Sprintf("name a projection (have %s)", strings.Join(c.Catalog.ModelNames(), ", ")))
+	}
+	if err := knownModel(c.Catalog, c.Projection); err != nil {
+		return err
+	}
+	return validAggregate(c.Aggregate)
 }
 
 // ParkedReapply re-applies a projection's parked aggregates, once the cause
@@ -102,16 +123,8 @@ type ParkedReapplyConfig struct {
 // OperatorActions), whose table is checked for before anything is
 // re-applied.
 func ParkedReapply(ctx context.Context, cfg ParkedReapplyConfig) (parking.ReapplyResult, error) {
-	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
-		return parking.ReapplyResult{}, fmt.Errorf("parked reapply: %w", err)
-	}
-	if cfg.Projection == "" {
-		return parking.ReapplyResult{}, fmt.Errorf("parked reapply: name a projection (have %s)", strings.Join(cfg.Catalog.ModelNames(), ", "))
-	}
-	if err := knownModel(cfg.Catalog, cfg.Projection); err != nil {
-		return parking.ReapplyResult{}, fmt.Errorf("parked reapply: %w", err)
-	}
-	if err := validAggregate(cfg.Aggregate); err != nil {
+	_ = cfg.FillProcess() // Validate reports Endpoints.Err
+	if err := cfg.Validate(); err != nil {
 		return parking.ReapplyResult{}, fmt.Errorf("parked reapply: %w", err)
 	}
 	db, lot, closeDB, err := openParking(ctx, cfg.DB, cfg.Endpoints, cfg.Logger)
@@ -172,12 +185,10 @@ func reapplySummary(res parking.ReapplyResult, err error) string {
 
 // ParkedSkipConfig configures ParkedSkip.
 type ParkedSkipConfig struct {
-	// Catalog holds the read models and upcasters (default
-	// eventpipe.Builtin()).
-	Catalog *eventpipe.Catalog
-	// Endpoints give DynamoDB and Postgres (default
-	// eventpipe.EndpointsFromEnv()).
-	Endpoints eventpipe.Endpoints
+	// Process: the catalogue (the read models, the upcasters), the
+	// endpoints (DynamoDB, Postgres) and the logger (defaults: see
+	// eventpipe.Process).
+	eventpipe.Process
 	// DB holds the parked events, the read model and operator_actions
 	// (default: eventpipe.OpenPostgres(Endpoints), closed before ParkedSkip
 	// returns).
@@ -194,8 +205,31 @@ type ParkedSkipConfig struct {
 	Reason string
 	// Actor is who skips (default DefaultActor()).
 	Actor string
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
+}
+
+// Validate reports, as an *eventstore.ValidationError, the settings from
+// the environment that could not be read (eventpipe.Process.Validate), a
+// Projection that is no Postgres read model of the catalogue, an
+// Aggregate without its type or id and an empty Reason, the defaults
+// filled (as ParkedSkip fills them).
+func (c ParkedSkipConfig) Validate() error {
+	if err := validProcess(&c.Process); err != nil {
+		return err
+	}
+	if _, ok := c.Catalog.ReadModel(c.Projection); !ok {
+		reason := fmt.Sprintf("%q is not a Postgres read model (have %s)", c.Projection, strings.Join(c.Catalog.ReadModelNames(), ", "))
+		if _, search := c.Catalog.SearchModel(c.Projection); search {
+			reason = fmt.Sprintf("%q is a search model: skip is for Postgres read models (use parked reapply after a fix, or eventpipe replay)", c.Projection)
+		}
+		return invalid("Projection", reason)
+	}
+	if c.Aggregate.Type == "" || c.Aggregate.ID == "" {
+		return invalid("Aggregate", "want <type>/<id>")
+	}
+	if strings.TrimSpace(c.Reason) == "" {
+		return invalid("Reason", "say why the event is skipped")
+	}
+	return nil
 }
 
 // ParkedSkipResult is what ParkedSkip did.
@@ -226,24 +260,12 @@ type ParkedSkipResult struct {
 // (ActionParkedSkip), whose table is checked for first. An aggregate
 // with nothing parked is an error wrapping parking.ErrNotParked.
 func ParkedSkip(ctx context.Context, cfg ParkedSkipConfig) (ParkedSkipResult, error) {
-	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
+	_ = cfg.FillProcess() // Validate reports Endpoints.Err
+	if err := cfg.Validate(); err != nil {
 		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", err)
 	}
 	if cfg.Actor == "" {
 		cfg.Actor = DefaultActor()
-	}
-	if _, ok := cfg.Catalog.ReadModel(cfg.Projection); !ok {
-		reason := fmt.Sprintf("%q is not a Postgres read model (have %s)", cfg.Projection, strings.Join(cfg.Catalog.ReadModelNames(), ", "))
-		if _, search := cfg.Catalog.SearchModel(cfg.Projection); search {
-			reason = fmt.Sprintf("%q is a search model: skip is for Postgres read models (use parked reapply after a fix, or eventpipe replay)", cfg.Projection)
-		}
-		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", &eventstore.ValidationError{Field: "Projection", Reason: reason})
-	}
-	if cfg.Aggregate.Type == "" || cfg.Aggregate.ID == "" {
-		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", &eventstore.ValidationError{Field: "Aggregate", Reason: "want <type>/<id>"})
-	}
-	if strings.TrimSpace(cfg.Reason) == "" {
-		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", &eventstore.ValidationError{Field: "Reason", Reason: "say why the event is skipped"})
 	}
 	db, lot, closeDB, err := openParking(ctx, cfg.DB, cfg.Endpoints, cfg.Logger)
 	if err != nil {
@@ -253,8 +275,7 @@ func ParkedSkip(ctx context.Context, cfg ParkedSkipConfig) (ParkedSkipResult, er
 	if err := operatorReady(ctx, db); err != nil {
 		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", err)
 	}
-	rcfg := ParkedReapplyConfig{Catalog: cfg.Catalog, Endpoints: cfg.Endpoints, DB: db, Projection: cfg.Projection,
-		Aggregate: cfg.Aggregate, Actor: cfg.Actor, Logger: cfg.Logger}
+	rcfg := ParkedReapplyConfig{Process: cfg.Process, DB: db, Projection: cfg.Projection, Aggregate: cfg.Aggregate, Actor: cfg.Actor}
 	sink, err := parkedSink(ctx, rcfg, db)
 	if err != nil {
 		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", err)
@@ -370,13 +391,13 @@ func knownModel(c *eventpipe.Catalog, name string) error {
 	if _, ok := c.SearchModel(name); ok {
 		return nil
 	}
-	return fmt.Errorf("unknown projection %q (have %s)", name, strings.Join(c.ModelNames(), ", "))
+	return invalid("Projection", fmt.Sprintf("unknown projection %q (have %s)", name, strings.Join(c.ModelNames(), ", ")))
 }
 
 // validAggregate refuses an aggregate id without its type.
 func validAggregate(ref eventstore.Ref) error {
 	if ref.Type == "" && ref.ID != "" {
-		return errors.New("an aggregate id needs its aggregate type (type/id)")
+		return invalid("Aggregate", "an aggregate id needs its aggregate type (type/id)")
 	}
 	return nil
 }

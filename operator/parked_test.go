@@ -86,21 +86,21 @@ func TestParkedListShowsAndParkedReapplyReappliesAParkedAggregateOnce(t *testing
 		t.Fatal(err)
 	}
 
-	listed, err := operator.ParkedList(ctx, operator.ParkedListConfig{Endpoints: ep, Projection: "accounts"})
+	listed, err := operator.ParkedList(ctx, operator.ParkedListConfig{Process: eventpipe.Process{Endpoints: ep}, Projection: "accounts"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(listed) != 3 || listed[0].Envelope.Sequence != 3 || listed[0].Reason != "refused" || listed[2].Envelope.Sequence != 5 || listed[0].Consumer != "accounts" {
 		t.Fatalf("ParkedList = %+v", listed)
 	}
-	if _, err := operator.ParkedList(ctx, operator.ParkedListConfig{Endpoints: ep, Projection: "no-such-model"}); err == nil {
+	if _, err := operator.ParkedList(ctx, operator.ParkedListConfig{Process: eventpipe.Process{Endpoints: ep}, Projection: "no-such-model"}); err == nil {
 		t.Fatal("ParkedList of an unknown projection succeeded")
 	}
-	if _, err := operator.ParkedReapply(ctx, operator.ParkedReapplyConfig{Endpoints: ep}); err == nil {
+	if _, err := operator.ParkedReapply(ctx, operator.ParkedReapplyConfig{Process: eventpipe.Process{Endpoints: ep}}); err == nil {
 		t.Fatal("ParkedReapply without a projection succeeded")
 	}
 
-	reapplied, err := operator.ParkedReapply(ctx, operator.ParkedReapplyConfig{Endpoints: ep, Projection: "accounts", Aggregate: ref})
+	reapplied, err := operator.ParkedReapply(ctx, operator.ParkedReapplyConfig{Process: eventpipe.Process{Endpoints: ep}, Projection: "accounts", Aggregate: ref})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +115,10 @@ func TestParkedListShowsAndParkedReapplyReappliesAParkedAggregateOnce(t *testing
 	if version != 5 || applyCount != 5 || balance != 20 || position != 5 {
 		t.Fatalf("account after the re-apply: version %d, apply count %d, balance %d, position %d; want 5, 5, 20, 5", version, applyCount, balance, position)
 	}
-	if listed, err = operator.ParkedList(ctx, operator.ParkedListConfig{Endpoints: ep}); err != nil || len(listed) != 0 {
+	if listed, err = operator.ParkedList(ctx, operator.ParkedListConfig{Process: eventpipe.Process{Endpoints: ep}}); err != nil || len(listed) != 0 {
 		t.Fatalf("ParkedList after the re-apply = %+v, %v", listed, err)
 	}
-	if reapplied, err = operator.ParkedReapply(ctx, operator.ParkedReapplyConfig{Endpoints: ep, Projection: "accounts"}); err != nil || len(reapplied.Aggregates) != 0 {
+	if reapplied, err = operator.ParkedReapply(ctx, operator.ParkedReapplyConfig{Process: eventpipe.Process{Endpoints: ep}, Projection: "accounts"}); err != nil || len(reapplied.Aggregates) != 0 {
 		t.Fatalf("second ParkedReapply = %+v, %v", reapplied, err)
 	}
 }

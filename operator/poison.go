@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -66,12 +65,10 @@ type PoisonMessage struct {
 
 // PoisonListConfig configures PoisonList and PoisonShow.
 type PoisonListConfig struct {
-	// Catalog names the consumers whose poison topics are read (default
-	// eventpipe.Builtin()).
-	Catalog *eventpipe.Catalog
-	// Endpoints give Kafka (brokers, Security, the topic prefix) and
-	// Postgres (default eventpipe.EndpointsFromEnv()).
-	Endpoints eventpipe.Endpoints
+	// Process: the catalogue (the consumers whose poison topics are
+	// read), the endpoints (Kafka: brokers, Security, the topic prefix;
+	// Postgres) and the logger (defaults: see eventpipe.Process).
+	eventpipe.Process
 	// CommandGroup is the command handlers' group (default
 	// eventpipe.DefaultCommandGroup).
 	CommandGroup string
@@ -83,8 +80,29 @@ type PoisonListConfig struct {
 	// Topic, when set, reads one poison topic (its full name, or the name
 	// without the topic prefix); otherwise every one of PoisonTopics.
 	Topic string
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
+}
+
+// Validate reports, as an *eventstore.ValidationError, the settings from
+// the environment that could not be read (eventpipe.Process.Validate), a
+// CommandGroup whose poison topic Kafka would refuse and a Topic that is
+// no poison topic, the defaults filled (as PoisonList fills them).
+func (c PoisonListConfig) Validate() error {
+	if err := validProcess(&c.Process); err != nil {
+		return err
+	}
+	return validPoisonSelection(c.Catalog, c.Endpoints, c.CommandGroup, c.Topic)
+}
+
+// validPoisonSelection checks a command group and a poison topic name
+// ("": every one).
+func validPoisonSelection(cat *eventpipe.Catalog, ep eventpipe.Endpoints, commandGroup, topic string) error {
+	if commandGroup != "" {
+		if err := bus.ValidateTopic(bus.Topics{Prefix: ep.TopicPrefix}.Poison(commandGroup)); err != nil {
+			return invalid("CommandGroup", err.Error())
+		}
+	}
+	_, err := selectPoisonTopics(cat, ep, commandGroup, topic)
+	return err
 }
 
 // PoisonList returns the messages of the poison topics cfg selects, topic
@@ -93,7 +111,8 @@ type PoisonListConfig struct {
 // start to its end as of the call, outside any consumer group, and
 // creates no topic. A poison topic that does not exist holds nothing.
 func PoisonList(ctx context.Context, cfg PoisonListConfig) ([]PoisonMessage, error) {
-	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
+	_ = cfg.FillProcess() // Validate reports Endpoints.Err
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("poison list: %w", err)
 	}
 	topics, err := selectPoisonTopics(cfg.Catalog, cfg.Endpoints, cfg.CommandGroup, cfg.Topic)
@@ -219,16 +238,16 @@ func selectPoisonTopics(cat *eventpipe.Catalog, ep eventpipe.Endpoints, commandG
 		for i, t := range all {
 			names[i] = t.Topic
 		}
-		return nil, &eventstore.ValidationError{Field: "topic", Reason: fmt.Sprintf("%q is not a poison topic (have %s)", topic, strings.Join(names, ", "))}
+		return nil, &eventstore.ValidationError{Field: "Topic", Reason: fmt.Sprintf("%q is not a poison topic (have %s)", topic, strings.Join(names, ", "))}
 	}
 	return []PoisonTopic{{Topic: topic, Owner: "?"}}, nil
 }
 
 // PoisonRedriveConfig configures PoisonRedrive.
 type PoisonRedriveConfig struct {
-	// Catalog, Endpoints and CommandGroup: as PoisonListConfig's.
-	Catalog      *eventpipe.Catalog
-	Endpoints    eventpipe.Endpoints
+	// Process and CommandGroup: as PoisonListConfig's (the endpoints'
+	// Kafka publishes the copies too).
+	eventpipe.Process
 	CommandGroup string
 	// DB holds poison_redrives and operator_actions (default:
 	// eventpipe.OpenPostgres(Endpoints), closed before PoisonRedrive returns).
@@ -247,8 +266,29 @@ type PoisonRedriveConfig struct {
 	// Actor is who redrives (default DefaultActor()), and Reason why
 	// (optional); both are recorded.
 	Actor, Reason string
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
+}
+
+// Validate reports, as an *eventstore.ValidationError, the settings from
+// the environment that could not be read (eventpipe.Process.Validate), an
+// empty Topic or one that is no poison topic, a bad CommandGroup, and
+// Positions and All both or neither given, the defaults filled (as
+// PoisonRedrive fills them).
+func (c PoisonRedriveConfig) Validate() error {
+	if err := validProcess(&c.Process); err != nil {
+		return err
+	}
+	switch {
+	case c.Topic == "":
+		return invalid("Topic", "name a poison topic")
+	case c.All == (len(c.Positions) > 0):
+		return invalid("Positions", "give the offsets to redrive, or All, not both")
+	}
+	for _, p := range c.Positions {
+		if p.Offset < 0 || p.Partition < AnyPartition {
+			return invalid("Positions", fmt.Sprintf("%s is not a position", p))
+		}
+	}
+	return validPoisonSelection(c.Catalog, c.Endpoints, c.CommandGroup, c.Topic)
 }
 
 // PoisonRedriveResult is what PoisonRedrive did, message by message.
@@ -282,17 +322,12 @@ func (r PoisonRedriveResult) Count(o poison.Outcome) int {
 // record the action; the messages' own failures are in the results.
 // Fix the cause first: the consumer gets the message again as it was.
 func PoisonRedrive(ctx context.Context, cfg PoisonRedriveConfig) (PoisonRedriveResult, error) {
-	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
+	_ = cfg.FillProcess() // Validate reports Endpoints.Err
+	if err := cfg.Validate(); err != nil {
 		return PoisonRedriveResult{}, fmt.Errorf("poison redrive: %w", err)
 	}
 	if cfg.Actor == "" {
 		cfg.Actor = DefaultActor()
-	}
-	switch {
-	case cfg.Topic == "":
-		return PoisonRedriveResult{}, fmt.Errorf("poison redrive: %w", &eventstore.ValidationError{Field: "Topic", Reason: "name a poison topic"})
-	case cfg.All == (len(cfg.Positions) > 0):
-		return PoisonRedriveResult{}, fmt.Errorf("poison redrive: %w", &eventstore.ValidationError{Field: "Positions", Reason: "give the offsets to redrive, or All, not both"})
 	}
 	db, closeDB, err := openDB(ctx, cfg.DB, cfg.Endpoints)
 	if err != nil {
@@ -302,8 +337,7 @@ func PoisonRedrive(ctx context.Context, cfg PoisonRedriveConfig) (PoisonRedriveR
 	if err := operatorReady(ctx, db); err != nil {
 		return PoisonRedriveResult{}, fmt.Errorf("poison redrive: %w", err)
 	}
-	msgs, err := PoisonList(ctx, PoisonListConfig{Catalog: cfg.Catalog, Endpoints: cfg.Endpoints, CommandGroup: cfg.CommandGroup,
-		DB: db, Topic: cfg.Topic, Logger: cfg.Logger})
+	msgs, err := PoisonList(ctx, PoisonListConfig{Process: cfg.Process, CommandGroup: cfg.CommandGroup, DB: db, Topic: cfg.Topic})
 	if err != nil {
 		return PoisonRedriveResult{}, fmt.Errorf("poison redrive: %w", err)
 	}

@@ -77,8 +77,7 @@ func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
 	var calls atomic.Int64
 	broken.Store(true)
 	catalog := fragileTodoCatalog(t, &broken, &calls)
-	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, Catalog: catalog, ConsumerGroup: group, NoAuth: true,
-		Logger: slog.New(slog.DiscardHandler)})
+	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep, Catalog: catalog, Logger: slog.New(slog.DiscardHandler)}, ConsumerGroup: group, NoAuth: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +94,7 @@ func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
 	if err := sender.Send(ctx, create); err != nil {
 		t.Fatal(err)
 	}
-	listCfg := operator.PoisonListConfig{Catalog: catalog, Endpoints: ep, CommandGroup: group}
+	listCfg := operator.PoisonListConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: ep}, CommandGroup: group}
 	var msgs []operator.PoisonMessage
 	rigs.WaitUntil(t, "the command poisoned", func() (bool, string) {
 		msgs, err = operator.PoisonList(ctx, listCfg)
@@ -119,9 +118,9 @@ func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
 	}
 
 	broken.Store(false) // the fix is deployed
-	redrive := operator.PoisonRedriveConfig{Catalog: catalog, Endpoints: ep, CommandGroup: group, Topic: m.Topic,
+	redrive := operator.PoisonRedriveConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: ep, Logger: slog.New(slog.DiscardHandler)}, CommandGroup: group, Topic: m.Topic,
 		Positions: []operator.PoisonPosition{{Partition: m.Partition, Offset: m.Offset}}, Actor: "alice", Reason: "fragile todos fixed",
-		Logger: slog.New(slog.DiscardHandler)}
+	}
 	res, err := operator.PoisonRedrive(ctx, redrive)
 	if err != nil || res.Count(poison.Redriven) != 1 || len(res.Results) != 1 || res.Results[0].Target != topics.Commands(todo.AggregateType) {
 		t.Fatalf("first redrive: %+v, %v", res, err)
@@ -154,11 +153,11 @@ func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
 		t.Fatalf("commands topic holds %+v, %v; want the command and one copy from %s", onTopic, err, m.Ref)
 	}
 
-	msgs, err = operator.PoisonList(ctx, operator.PoisonListConfig{Catalog: catalog, Endpoints: ep, CommandGroup: group})
+	msgs, err = operator.PoisonList(ctx, operator.PoisonListConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: ep}, CommandGroup: group})
 	if err != nil || len(msgs) != 1 || msgs[0].Redrive == nil || msgs[0].Redrive.State != "done" || msgs[0].Redrive.Actor != "alice" {
 		t.Fatalf("poison list after the redrive: %+v, %v", msgs, err)
 	}
-	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: ep, Action: operator.ActionPoisonRedrive})
+	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Process: eventpipe.Process{Endpoints: ep}, Action: operator.ActionPoisonRedrive})
 	if err != nil || len(actions) != 2 {
 		t.Fatalf("operator actions %+v, %v; want both redrives", actions, err)
 	}
@@ -175,9 +174,9 @@ func TestPoisonRedriveOfAFixedCommandTakesEffectOnceAndASecondRedriveDoesNothing
 func TestPoisonRedriveRefusesBadRequestsBeforeActing(t *testing.T) {
 	ep := testenv.Endpoints()
 	for name, cfg := range map[string]operator.PoisonRedriveConfig{
-		"no topic": {Endpoints: ep, All: true},
-		"neither":  {Endpoints: ep, Topic: "poison.eventpipe-commands"},
-		"both":     {Endpoints: ep, Topic: "poison.eventpipe-commands", All: true, Positions: []operator.PoisonPosition{{Offset: 1}}},
+		"no topic": {Process: eventpipe.Process{Endpoints: ep}, All: true},
+		"neither":  {Process: eventpipe.Process{Endpoints: ep}, Topic: "poison.eventpipe-commands"},
+		"both":     {Process: eventpipe.Process{Endpoints: ep}, Topic: "poison.eventpipe-commands", All: true, Positions: []operator.PoisonPosition{{Offset: 1}}},
 	} {
 		_, err := operator.PoisonRedrive(context.Background(), cfg)
 		var ve *eventstore.ValidationError
@@ -185,7 +184,7 @@ func TestPoisonRedriveRefusesBadRequestsBeforeActing(t *testing.T) {
 			t.Errorf("%s: %v, want a ValidationError", name, err)
 		}
 	}
-	_, err := operator.PoisonList(context.Background(), operator.PoisonListConfig{Endpoints: ep, Topic: "events.todo"})
+	_, err := operator.PoisonList(context.Background(), operator.PoisonListConfig{Process: eventpipe.Process{Endpoints: ep}, Topic: "events.todo"})
 	var ve *eventstore.ValidationError
 	if !errors.As(err, &ve) {
 		t.Errorf("PoisonList of events.todo: %v, want a ValidationError", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,12 +16,10 @@ import (
 
 // RecalculateConfig configures Recalculate.
 type RecalculateConfig struct {
-	// Catalog holds the domains whose rules fold the logs (default
-	// eventpipe.Builtin()).
-	Catalog *eventpipe.Catalog
-	// Endpoints give DynamoDB and Postgres (default
-	// eventpipe.EndpointsFromEnv()).
-	Endpoints eventpipe.Endpoints
+	// Process: the catalogue (the domains whose rules fold the logs), the
+	// endpoints (DynamoDB, Postgres) and the logger (defaults: see
+	// eventpipe.Process).
+	eventpipe.Process
 	// Store is the event store (default: eventpipe.OpenStore(Endpoints,
 	// Catalog)).
 	Store *ddbstore.Store
@@ -49,8 +46,34 @@ type RecalculateConfig struct {
 	Retries int
 	// Progress, when set, is called after each aggregate (for the CLI).
 	Progress func(commands.Recalculation)
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
+}
+
+// Validate reports, as an *eventstore.ValidationError, the settings from
+// the environment that could not be read (eventpipe.Process.Validate), a
+// Type that is no domain of the catalogue or keeps no STATE, ID and All
+// both or neither given, After without All and an invalid aggregate id,
+// the defaults filled (as Recalculate fills them).
+func (c RecalculateConfig) Validate() error {
+	if err := validProcess(&c.Process); err != nil {
+		return err
+	}
+	d, ok := c.Catalog.Domain(c.Type)
+	switch {
+	case !ok:
+		return invalid("Type", fmt.Sprintf("%q is not an aggregate type of the catalogue (have %s)", c.Type, strings.Join(c.Catalog.AggregateTypes(), ", ")))
+	case d.NewRecalculate == nil:
+		return invalid("Type", fmt.Sprintf("domain %s keeps no STATE to recalculate", c.Type))
+	case c.All == (c.ID != ""):
+		return invalid("ID", "give an aggregate id or All, not both or neither")
+	case !c.All && c.After != "":
+		return invalid("After", "is only for All")
+	}
+	if c.ID != "" {
+		if err := (eventstore.Ref{Type: c.Type, ID: c.ID}).Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RecalculateResult is what Recalculate did.
@@ -87,31 +110,14 @@ type RecalculateResult struct {
 // (ActionRecalculate) whose result counts what changed.
 func Recalculate(ctx context.Context, cfg RecalculateConfig) (RecalculateResult, error) {
 	var res RecalculateResult
-	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
+	_ = cfg.FillProcess() // Validate reports Endpoints.Err
+	if err := cfg.Validate(); err != nil {
 		return res, fmt.Errorf("recalculate: %w", err)
 	}
 	if cfg.Actor == "" {
 		cfg.Actor = DefaultActor()
 	}
-	invalid := func(field, reason string) error {
-		return fmt.Errorf("recalculate: %w", &eventstore.ValidationError{Field: field, Reason: reason})
-	}
-	d, ok := cfg.Catalog.Domain(cfg.Type)
-	switch {
-	case !ok:
-		return res, invalid("Type", fmt.Sprintf("%q is not an aggregate type of the catalogue (have %s)", cfg.Type, strings.Join(cfg.Catalog.AggregateTypes(), ", ")))
-	case d.NewRecalculate == nil:
-		return res, invalid("Type", fmt.Sprintf("domain %s keeps no STATE to recalculate", cfg.Type))
-	case cfg.All == (cfg.ID != ""):
-		return res, invalid("ID", "give an aggregate id or All, not both or neither")
-	case !cfg.All && cfg.After != "":
-		return res, invalid("After", "is only for All")
-	}
-	if cfg.ID != "" {
-		if err := (eventstore.Ref{Type: cfg.Type, ID: cfg.ID}).Validate(); err != nil {
-			return res, fmt.Errorf("recalculate: %w", err)
-		}
-	}
+	d, _ := cfg.Catalog.Domain(cfg.Type)
 	db, closeDB, err := openDB(ctx, cfg.DB, cfg.Endpoints)
 	if err != nil {
 		return res, fmt.Errorf("recalculate: %w", err)

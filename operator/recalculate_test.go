@@ -45,7 +45,7 @@ func newRecalcStack(t *testing.T) *recalcStack {
 	ep.LeasesTable, ep.AnalyticsTable = testenv.UniqueName(t, "leases"), testenv.UniqueName(t, "analytics")
 	t.Cleanup(func() { testenv.DeleteTable(t, ddb, ep.LeasesTable); testenv.DeleteTable(t, ddb, ep.AnalyticsTable) })
 	catalog := eventpipe.Builtin()
-	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: catalog, Endpoints: ep, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: ep, Logger: slog.New(slog.DiscardHandler)}}); err != nil {
 		t.Fatal(err)
 	}
 	store, err := eventpipe.OpenStore(ctx, ep, catalog, nil)
@@ -188,7 +188,7 @@ func TestRecalculateRewritesACorruptedStateBesideLiveCommandsAndLeavesARightOneU
 	for sent.Load() < 8 { // the live commands run on the corrupt STATE first
 		time.Sleep(5 * time.Millisecond)
 	}
-	res, err := operator.Recalculate(ctx, operator.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store,
+	res, err := operator.Recalculate(ctx, operator.RecalculateConfig{Process: eventpipe.Process{Catalog: s.catalog, Endpoints: s.ep}, Store: s.store,
 		Type: bankaccount.AggregateType, ID: "b", Actor: "alice", Reason: "STATE edited by hand", Retries: 50})
 	mid := sent.Load()
 	for sent.Load() < mid+20 { // and go on after it
@@ -214,7 +214,7 @@ func TestRecalculateRewritesACorruptedStateBesideLiveCommandsAndLeavesARightOneU
 	// Commands that read the corrupt STATE before the rewrite may have
 	// appended on top of it after: another pass puts STATE back on the
 	// fold, and the pass after that finds nothing to do.
-	again, err := operator.Recalculate(ctx, operator.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store,
+	again, err := operator.Recalculate(ctx, operator.RecalculateConfig{Process: eventpipe.Process{Catalog: s.catalog, Endpoints: s.ep}, Store: s.store,
 		Type: bankaccount.AggregateType, ID: "b", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +227,7 @@ func TestRecalculateRewritesACorruptedStateBesideLiveCommandsAndLeavesARightOneU
 		// Allowed only for commands in flight during the first run.
 		t.Logf("second run rewrote b once more: %+v", again.Aggregates[0])
 	}
-	third, err := operator.Recalculate(ctx, operator.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store,
+	third, err := operator.Recalculate(ctx, operator.RecalculateConfig{Process: eventpipe.Process{Catalog: s.catalog, Endpoints: s.ep}, Store: s.store,
 		Type: bankaccount.AggregateType, ID: "b"})
 	if err != nil || third.Unchanged != 1 || third.Changed != 0 {
 		t.Fatalf("third run on a quiet b: %+v, %v; want unchanged", third, err)
@@ -239,7 +239,7 @@ func TestRecalculateRewritesACorruptedStateBesideLiveCommandsAndLeavesARightOneU
 	if err != nil {
 		t.Fatal(err)
 	}
-	resA, err := operator.Recalculate(ctx, operator.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store,
+	resA, err := operator.Recalculate(ctx, operator.RecalculateConfig{Process: eventpipe.Process{Catalog: s.catalog, Endpoints: s.ep}, Store: s.store,
 		Type: bankaccount.AggregateType, ID: "a", Actor: "alice"})
 	if err != nil || resA.Unchanged != 1 || resA.Aggregates[0].Changed || string(resA.Aggregates[0].Was) != string(st.Data) {
 		t.Fatalf("recalculate a: %+v, %v; want unchanged", resA, err)
@@ -248,7 +248,7 @@ func TestRecalculateRewritesACorruptedStateBesideLiveCommandsAndLeavesARightOneU
 		t.Fatalf("a's STATE was written: %v → %v (%v)", st.UpdatedAt, st2.UpdatedAt, err)
 	}
 
-	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: s.ep, Action: operator.ActionRecalculate})
+	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Process: eventpipe.Process{Endpoints: s.ep}, Action: operator.ActionRecalculate})
 	if err != nil || len(actions) != 4 {
 		t.Fatalf("operator actions: %+v, %v; want 4", actions, err)
 	}
@@ -285,7 +285,7 @@ func TestRecalculateRefusesALogTheRulesRejectNamingTheEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err = operator.Recalculate(ctx, operator.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store, Type: bankaccount.AggregateType, ID: "c"})
+	_, err = operator.Recalculate(ctx, operator.RecalculateConfig{Process: eventpipe.Process{Catalog: s.catalog, Endpoints: s.ep}, Store: s.store, Type: bankaccount.AggregateType, ID: "c"})
 	var refused *commands.ReplayRefusedError
 	var rej *eventstore.RuleRejection
 	if !errors.As(err, &refused) || !errors.As(err, &rej) || !eventstore.IsPermanent(err) {
@@ -298,11 +298,11 @@ func TestRecalculateRefusesALogTheRulesRejectNamingTheEvent(t *testing.T) {
 		t.Fatalf("c's STATE written after a refusal: %+v, %v", st, err)
 	}
 
-	res, err := operator.Recalculate(ctx, operator.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store, Type: bankaccount.AggregateType, All: true})
+	res, err := operator.Recalculate(ctx, operator.RecalculateConfig{Process: eventpipe.Process{Catalog: s.catalog, Endpoints: s.ep}, Store: s.store, Type: bankaccount.AggregateType, All: true})
 	if !errors.As(err, &refused) || res.Last != "a" || res.Unchanged != 1 {
 		t.Fatalf("--all: %+v, %v; want stopped at c after a", res, err)
 	}
-	res, err = operator.Recalculate(ctx, operator.RecalculateConfig{Catalog: s.catalog, Endpoints: s.ep, Store: s.store, Type: bankaccount.AggregateType, All: true, After: "c"})
+	res, err = operator.Recalculate(ctx, operator.RecalculateConfig{Process: eventpipe.Process{Catalog: s.catalog, Endpoints: s.ep}, Store: s.store, Type: bankaccount.AggregateType, All: true, After: "c"})
 	if err != nil || res.Last != "d" || res.Changed != 1 || len(res.Aggregates) != 1 {
 		t.Fatalf("--all --after c: %+v, %v; want d rewritten", res, err)
 	}

@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,15 +17,13 @@ import (
 
 // ReplayConfig configures Replay.
 type ReplayConfig struct {
-	// Catalog holds the read models and upcasters (default
-	// eventpipe.Builtin()).
-	Catalog *eventpipe.Catalog
-	// Endpoints give DynamoDB, Postgres and Elasticsearch (default
-	// eventpipe.EndpointsFromEnv()). The search_path of Endpoints.Postgres
-	// picks the schema of the live read models (default "public"; see
-	// eventpipe.PostgresSchema); the shadow tables go to
-	// <schema>_replay_<name>.
-	Endpoints eventpipe.Endpoints
+	// Process: the catalogue (the read models and upcasters), the
+	// endpoints (DynamoDB, Postgres, Elasticsearch) and the logger
+	// (defaults: see eventpipe.Process). The search_path of
+	// Endpoints.Postgres picks the schema of the live read models
+	// (default "public"; see eventpipe.PostgresSchema); the shadow tables
+	// go to <schema>_replay_<name>.
+	eventpipe.Process
 	// ReadModel names the read model to rebuild: a Postgres read model or
 	// an Elasticsearch search model. Required.
 	ReadModel string
@@ -48,12 +45,37 @@ type ReplayConfig struct {
 	Count   func(ctx context.Context, eventType string) (int, error)
 	// Progress, when set, is called as the rebuild advances.
 	Progress func(projections.ReplayProgress)
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
 }
 
 func (c *ReplayConfig) setDefaults() {
-	_ = processDefaults(&c.Catalog, &c.Endpoints, &c.Logger) // Validate reports Endpoints.Err
+	_ = c.FillProcess() // Validate reports Endpoints.Err
+}
+
+// Validate reports, as an *eventstore.ValidationError, the settings from
+// the environment that could not be read (eventpipe.Process.Validate) and
+// a ReadModel that is no read or search model of the catalogue (one that
+// is no consumer at all also wraps eventpipe.ErrUnknownConsumer), the
+// defaults filled (as Replay fills them).
+func (c ReplayConfig) Validate() error {
+	c.setDefaults()
+	if err := c.Process.Validate(); err != nil {
+		return err
+	}
+	have := strings.Join(c.Catalog.ModelNames(), ", ")
+	if c.ReadModel == "" {
+		return invalid("ReadModel", fmt.Sprintf("name the read or search model to rebuild (have %s)", have))
+	}
+	if _, ok := c.Catalog.SearchModel(c.ReadModel); ok {
+		return nil
+	}
+	if _, ok := c.Catalog.ReadModel(c.ReadModel); ok {
+		return nil
+	}
+	if cons, ok := c.Catalog.Consumer(c.ReadModel); ok {
+		return invalid("ReadModel", fmt.Sprintf("%s is a %s; only read and search models are rebuilt from the store (have %s)",
+			c.ReadModel, cons.Describe(bus.Topics{}).Kind, have))
+	}
+	return fmt.Errorf("%w %q: %w", eventpipe.ErrUnknownConsumer, c.ReadModel, invalid("ReadModel", fmt.Sprintf("%q is no read or search model (have %s)", c.ReadModel, have)))
 }
 
 // ErrReplayRunning is returned (wrapped) by Replay when another replay of
@@ -70,20 +92,13 @@ var ErrReplayRunning = projections.ErrReplayRunning
 // elastic.Replay).
 func Replay(ctx context.Context, cfg ReplayConfig) (projections.ReplayResult, error) {
 	cfg.setDefaults()
-	if err := cfg.Endpoints.Err(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return projections.ReplayResult{}, fmt.Errorf("replay: %w", err)
 	}
 	if sp, ok := cfg.Catalog.SearchModel(cfg.ReadModel); ok {
 		return replaySearchModel(ctx, cfg, sp)
 	}
-	p, ok := cfg.Catalog.ReadModel(cfg.ReadModel)
-	if !ok {
-		if cons, ok := cfg.Catalog.Consumer(cfg.ReadModel); ok {
-			return projections.ReplayResult{}, fmt.Errorf("replay: %s is a %s; only read and search models are rebuilt from the store (have %s)",
-				cfg.ReadModel, cons.Describe(bus.Topics{}).Kind, strings.Join(cfg.Catalog.ModelNames(), ", "))
-		}
-		return projections.ReplayResult{}, fmt.Errorf("replay: %w %q (have %s)", eventpipe.ErrUnknownConsumer, cfg.ReadModel, strings.Join(cfg.Catalog.ModelNames(), ", "))
-	}
+	p, _ := cfg.Catalog.ReadModel(cfg.ReadModel)
 	db, live, closeDB, err := eventpipe.ReadModelDB(ctx, cfg.DB, cfg.Endpoints)
 	if err != nil {
 		return projections.ReplayResult{}, fmt.Errorf("replay: %w", err)

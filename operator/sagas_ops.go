@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -15,16 +14,16 @@ import (
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/sagas"
 )
 
 // SagaInstancesConfig configures SagaInstances.
 type SagaInstancesConfig struct {
-	// Catalog holds the sagas (default eventpipe.Builtin()).
-	Catalog *eventpipe.Catalog
-	// Endpoints give Postgres (default eventpipe.EndpointsFromEnv()).
-	Endpoints eventpipe.Endpoints
+	// Process: the catalogue (the sagas), the endpoints (Postgres) and
+	// the logger (defaults: see eventpipe.Process).
+	eventpipe.Process
 	// DB holds the saga tables (default: eventpipe.OpenPostgres(Endpoints),
 	// closed before SagaInstances returns).
 	DB *pgxpool.Pool
@@ -40,24 +39,37 @@ type SagaInstancesConfig struct {
 	StuckAfter time.Duration
 	// Limit is the most instances returned (default 100).
 	Limit int
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
+}
+
+// Validate reports, as an *eventstore.ValidationError, the settings from
+// the environment that could not be read (eventpipe.Process.Validate), a
+// Saga not of the catalogue and a negative Limit or StuckAfter, the
+// defaults filled (as SagaInstances fills them).
+func (c SagaInstancesConfig) Validate() error {
+	if err := validProcess(&c.Process); err != nil {
+		return err
+	}
+	if c.Saga != "" {
+		if _, err := knownSaga(c.Catalog, c.Saga); err != nil {
+			return err
+		}
+	}
+	if c.Limit < 0 {
+		return invalid("Limit", "is negative")
+	}
+	if c.StuckAfter < 0 {
+		return invalid("StuckAfter", "is negative")
+	}
+	return nil
 }
 
 // SagaInstances returns saga instances as cfg selects them, oldest
 // first, with their status, age, pending effects and timeouts (see
 // sagas.List). It only reads.
 func SagaInstances(ctx context.Context, cfg SagaInstancesConfig) ([]sagas.Overview, error) {
-	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
+	_ = cfg.FillProcess() // Validate reports Endpoints.Err
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("saga instances: %w", err)
-	}
-	if cfg.Saga != "" {
-		if _, err := knownSaga(cfg.Catalog, cfg.Saga); err != nil {
-			return nil, fmt.Errorf("saga instances: %w", err)
-		}
-	}
-	if cfg.Limit < 0 || cfg.StuckAfter < 0 {
-		return nil, fmt.Errorf("saga instances: %w", &eventstore.ValidationError{Field: "Limit or StuckAfter", Reason: "negative"})
 	}
 	db, closeDB, err := openDB(ctx, cfg.DB, cfg.Endpoints)
 	if err != nil {
@@ -69,12 +81,10 @@ func SagaInstances(ctx context.Context, cfg SagaInstancesConfig) ([]sagas.Overvi
 
 // SagaInstanceConfig configures SagaInstance.
 type SagaInstanceConfig struct {
-	// Catalog holds the sagas and the event types (default
-	// eventpipe.Builtin()).
-	Catalog *eventpipe.Catalog
-	// Endpoints give Postgres and DynamoDB (default
-	// eventpipe.EndpointsFromEnv()).
-	Endpoints eventpipe.Endpoints
+	// Process: the catalogue (the sagas and the event types), the
+	// endpoints (Postgres, DynamoDB) and the logger (defaults: see
+	// eventpipe.Process).
+	eventpipe.Process
 	// DB holds the saga tables (default: eventpipe.OpenPostgres(Endpoints),
 	// closed before SagaInstance returns).
 	DB *pgxpool.Pool
@@ -86,8 +96,23 @@ type SagaInstanceConfig struct {
 	// StuckAfter is how long an effect waits before it counts as stuck
 	// (default sagas.DefaultStuckAfter).
 	StuckAfter time.Duration
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
+}
+
+// Validate reports, as an *eventstore.ValidationError, the settings from
+// the environment that could not be read (eventpipe.Process.Validate), a
+// Saga not of the catalogue, an empty Instance and a negative
+// StuckAfter, the defaults filled (as SagaInstance fills them).
+func (c SagaInstanceConfig) Validate() error {
+	if err := validProcess(&c.Process); err != nil {
+		return err
+	}
+	if _, err := knownInstance(c.Catalog, c.Saga, c.Instance); err != nil {
+		return err
+	}
+	if c.StuckAfter < 0 {
+		return invalid("StuckAfter", "is negative")
+	}
+	return nil
 }
 
 // SagaInstance returns one saga instance: its state, the inputs it
@@ -96,10 +121,8 @@ type SagaInstanceConfig struct {
 // sagas.Inspect). An instance that does not exist is an error wrapping
 // sagas.ErrNoInstance; an unknown saga an *eventstore.ValidationError.
 func SagaInstance(ctx context.Context, cfg SagaInstanceConfig) (sagas.Detail, error) {
-	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
-		return sagas.Detail{}, fmt.Errorf("saga instance: %w", err)
-	}
-	if _, err := knownInstance(cfg.Catalog, cfg.Saga, cfg.Instance); err != nil {
+	_ = cfg.FillProcess() // Validate reports Endpoints.Err
+	if err := cfg.Validate(); err != nil {
 		return sagas.Detail{}, fmt.Errorf("saga instance: %w", err)
 	}
 	db, closeDB, err := openDB(ctx, cfg.DB, cfg.Endpoints)
@@ -120,12 +143,10 @@ func SagaInstance(ctx context.Context, cfg SagaInstanceConfig) (sagas.Detail, er
 // SagaOpsConfig is what SagaAbort and SagaRetry act with: the saga
 // tables, the event store and the bus, as the saga's consumer has them.
 type SagaOpsConfig struct {
-	// Catalog holds the sagas and the event types (default
-	// eventpipe.Builtin()).
-	Catalog *eventpipe.Catalog
-	// Endpoints give Postgres, DynamoDB and Kafka (default
-	// eventpipe.EndpointsFromEnv()).
-	Endpoints eventpipe.Endpoints
+	// Process: the catalogue (the sagas and the event types), the
+	// endpoints (Postgres, DynamoDB, Kafka) and the logger (defaults: see
+	// eventpipe.Process).
+	eventpipe.Process
 	// DB holds the saga tables and operator_actions (default:
 	// eventpipe.OpenPostgres(Endpoints), closed before the call returns).
 	DB *pgxpool.Pool
@@ -147,8 +168,23 @@ type SagaOpsConfig struct {
 	// Actor is who acts (default DefaultActor()), recorded in
 	// operator_actions.
 	Actor string
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
+}
+
+// Validate reports, as an *eventstore.ValidationError, the settings from
+// the environment that could not be read (eventpipe.Process.Validate), a
+// CommandKey too short to sign with and a negative StuckAfter, the
+// defaults filled (as SagaAbort and SagaRetry fill them).
+func (c SagaOpsConfig) Validate() error {
+	if err := validProcess(&c.Process); err != nil {
+		return err
+	}
+	if len(c.CommandKey) > 0 && len(c.CommandKey) < commands.MinKeyLength {
+		return invalid("CommandKey", fmt.Sprintf("has %d bytes, want at least %d", len(c.CommandKey), commands.MinKeyLength))
+	}
+	if c.StuckAfter < 0 {
+		return invalid("StuckAfter", "is negative")
+	}
+	return nil
 }
 
 // SagaAbortConfig configures SagaAbort.
@@ -158,6 +194,24 @@ type SagaAbortConfig struct {
 	Saga, Instance string
 	// Reason says why. Required; recorded with the abort.
 	Reason string
+}
+
+// Validate reports, as an *eventstore.ValidationError, what
+// SagaOpsConfig.Validate reports, a Saga not of the catalogue, an empty
+// Instance and an empty Reason, the defaults filled (as SagaAbort fills
+// them).
+func (c SagaAbortConfig) Validate() error {
+	if err := c.SagaOpsConfig.Validate(); err != nil {
+		return err
+	}
+	_ = c.FillProcess()
+	if _, err := knownInstance(c.Catalog, c.Saga, c.Instance); err != nil {
+		return err
+	}
+	if strings.TrimSpace(c.Reason) == "" {
+		return invalid("Reason", "say why the instance is aborted")
+	}
+	return nil
 }
 
 // SagaAbortResult is what SagaAbort did.
@@ -178,18 +232,13 @@ type SagaAbortResult struct {
 // for first; an abort refused (finished instance: sagas.ErrFinished; no
 // instance: sagas.ErrNoInstance) is recorded too.
 func SagaAbort(ctx context.Context, cfg SagaAbortConfig) (SagaAbortResult, error) {
-	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
+	_ = cfg.FillProcess() // Validate reports Endpoints.Err
+	if err := cfg.Validate(); err != nil {
 		return SagaAbortResult{}, fmt.Errorf("saga abort: %w", err)
 	}
-	d, err := knownInstance(cfg.Catalog, cfg.Saga, cfg.Instance)
-	if err != nil {
-		return SagaAbortResult{}, fmt.Errorf("saga abort: %w", err)
-	}
-	if strings.TrimSpace(cfg.Reason) == "" {
-		return SagaAbortResult{}, fmt.Errorf("saga abort: %w", &eventstore.ValidationError{Field: "Reason", Reason: "say why the instance is aborted"})
-	}
+	d, _ := cfg.Catalog.Saga(cfg.Saga)
 	var out SagaAbortResult
-	err = withSagaOperator(ctx, &cfg.SagaOpsConfig, d, func(ctx context.Context, op *sagas.Operator, db *pgxpool.Pool) error {
+	err := withSagaOperator(ctx, &cfg.SagaOpsConfig, d, func(ctx context.Context, op *sagas.Operator, db *pgxpool.Pool) error {
 		res, err := op.Abort(ctx, cfg.Instance, cfg.Actor, cfg.Reason)
 		out.AbortResult = res
 		var rerr error
@@ -238,6 +287,18 @@ type SagaRetryConfig struct {
 	Reason string
 }
 
+// Validate reports, as an *eventstore.ValidationError, what
+// SagaOpsConfig.Validate reports, a Saga not of the catalogue and an
+// empty Instance, the defaults filled (as SagaRetry fills them).
+func (c SagaRetryConfig) Validate() error {
+	if err := c.SagaOpsConfig.Validate(); err != nil {
+		return err
+	}
+	_ = c.FillProcess()
+	_, err := knownInstance(c.Catalog, c.Saga, c.Instance)
+	return err
+}
+
 // SagaRetryResult is what SagaRetry did.
 type SagaRetryResult struct {
 	sagas.RetryResult
@@ -253,15 +314,13 @@ type SagaRetryResult struct {
 // operator_actions (ActionSagaRetry), whose table is checked for first.
 // An effect that failed again is in the result and in the returned error.
 func SagaRetry(ctx context.Context, cfg SagaRetryConfig) (SagaRetryResult, error) {
-	if err := processDefaults(&cfg.Catalog, &cfg.Endpoints, &cfg.Logger); err != nil {
+	_ = cfg.FillProcess() // Validate reports Endpoints.Err
+	if err := cfg.Validate(); err != nil {
 		return SagaRetryResult{}, fmt.Errorf("saga retry: %w", err)
 	}
-	d, err := knownInstance(cfg.Catalog, cfg.Saga, cfg.Instance)
-	if err != nil {
-		return SagaRetryResult{}, fmt.Errorf("saga retry: %w", err)
-	}
+	d, _ := cfg.Catalog.Saga(cfg.Saga)
 	var out SagaRetryResult
-	err = withSagaOperator(ctx, &cfg.SagaOpsConfig, d, func(ctx context.Context, op *sagas.Operator, db *pgxpool.Pool) error {
+	err := withSagaOperator(ctx, &cfg.SagaOpsConfig, d, func(ctx context.Context, op *sagas.Operator, db *pgxpool.Pool) error {
 		res, err := op.Retry(ctx, cfg.Instance)
 		out.RetryResult = res
 		if err == nil {
@@ -304,9 +363,6 @@ func withSagaOperator(ctx context.Context, cfg *SagaOpsConfig, d sagas.Definitio
 	f func(ctx context.Context, op *sagas.Operator, db *pgxpool.Pool) error) error {
 	if cfg.Actor == "" {
 		cfg.Actor = DefaultActor()
-	}
-	if cfg.StuckAfter < 0 {
-		return &eventstore.ValidationError{Field: "StuckAfter", Reason: "negative"}
 	}
 	db, closeDB, err := openDB(ctx, cfg.DB, cfg.Endpoints)
 	if err != nil {

@@ -74,7 +74,7 @@ func TestSagaOpsShowRetryAndAbortInstancesBesideALiveSaga(t *testing.T) {
 
 	pub := &failingPublisher{Publisher: rig.Pub}
 	pub.fail.Store(debitOutbox, true)
-	cons, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Catalog: cat, Endpoints: rig.EP, DB: rig.DB, Publisher: pub,
+	cons, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: cat, Endpoints: rig.EP}, DB: rig.DB, Publisher: pub,
 		Names: []string{eventpipe.SagaConsumer(transfersaga.Name)}})
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func TestSagaOpsShowRetryAndAbortInstancesBesideALiveSaga(t *testing.T) {
 	list := func(status string) map[string]sagas.Overview {
 		t.Helper()
 		rig.Alive()
-		l, err := operator.SagaInstances(ctx, operator.SagaInstancesConfig{Catalog: cat, Endpoints: rig.EP, DB: rig.DB, Saga: transfersaga.Name,
+		l, err := operator.SagaInstances(ctx, operator.SagaInstancesConfig{Process: eventpipe.Process{Catalog: cat, Endpoints: rig.EP}, DB: rig.DB, Saga: transfersaga.Name,
 			Status: status, StuckAfter: stuckAfter})
 		if err != nil {
 			t.Fatal(err)
@@ -125,7 +125,7 @@ func TestSagaOpsShowRetryAndAbortInstancesBesideALiveSaga(t *testing.T) {
 
 	show := func(id string) sagas.Detail {
 		t.Helper()
-		d, err := operator.SagaInstance(ctx, operator.SagaInstanceConfig{Catalog: cat, Endpoints: rig.EP, DB: rig.DB, Records: rig.Svc.Store,
+		d, err := operator.SagaInstance(ctx, operator.SagaInstanceConfig{Process: eventpipe.Process{Catalog: cat, Endpoints: rig.EP}, DB: rig.DB, Records: rig.Svc.Store,
 			Saga: transfersaga.Name, Instance: id, StuckAfter: stuckAfter})
 		if err != nil {
 			t.Fatal(err)
@@ -144,12 +144,12 @@ func TestSagaOpsShowRetryAndAbortInstancesBesideALiveSaga(t *testing.T) {
 		d.Commands[1].CommandID != creditAbort || d.Commands[1].Answer != nil {
 		t.Errorf("show tr-abort: commands %+v", d.Commands)
 	}
-	if _, err := operator.SagaInstance(ctx, operator.SagaInstanceConfig{Catalog: cat, Endpoints: rig.EP, DB: rig.DB, Records: rig.Svc.Store,
+	if _, err := operator.SagaInstance(ctx, operator.SagaInstanceConfig{Process: eventpipe.Process{Catalog: cat, Endpoints: rig.EP}, DB: rig.DB, Records: rig.Svc.Store,
 		Saga: transfersaga.Name, Instance: "tr-none"}); !errors.Is(err, sagas.ErrNoInstance) {
 		t.Errorf("show of no instance: %v", err)
 	}
 
-	ops := operator.SagaOpsConfig{Catalog: cat, Endpoints: rig.EP, DB: rig.DB, Outcomes: rig.Svc.Store, StuckAfter: stuckAfter, Actor: "test-operator"}
+	ops := operator.SagaOpsConfig{Process: eventpipe.Process{Catalog: cat, Endpoints: rig.EP}, DB: rig.DB, Outcomes: rig.Svc.Store, StuckAfter: stuckAfter, Actor: "test-operator"}
 	for id, want := range map[string]string{"tr-stuck": sagas.RetryResent, "tr-outbox": sagas.RetryRanOutbox} {
 		res, err := operator.SagaRetry(ctx, operator.SagaRetryConfig{SagaOpsConfig: ops, Saga: transfersaga.Name, Instance: id, Reason: "stuck debit"})
 		if err != nil {
@@ -200,7 +200,7 @@ func TestSagaOpsShowRetryAndAbortInstancesBesideALiveSaga(t *testing.T) {
 		t.Errorf("stuck after the retries and the abort: %+v", got)
 	}
 
-	acts, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: rig.EP, DB: rig.DB})
+	acts, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Process: eventpipe.Process{Endpoints: rig.EP}, DB: rig.DB})
 	if err != nil {
 		t.Fatal(err)
 	}

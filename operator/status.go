@@ -20,12 +20,11 @@ import (
 
 // StatusConfig configures Status.
 type StatusConfig struct {
-	// Catalog names the aggregate types and read models to look at
-	// (default eventpipe.Builtin()).
-	Catalog *eventpipe.Catalog
-	// Endpoints give DynamoDB, the tables, Kafka and the topic prefix
-	// (default eventpipe.EndpointsFromEnv()).
-	Endpoints eventpipe.Endpoints
+	// Process: the catalogue (the aggregate types, consumers and sagas to
+	// look at), the endpoints (DynamoDB, the tables, Kafka, the topic
+	// prefix, Postgres) and the logger (defaults: see eventpipe.Process,
+	// but the logger's is none: Status reports, it does not log).
+	eventpipe.Process
 	// CommandGroup is the command handlers' consumer group (default
 	// eventpipe.DefaultCommandGroup).
 	CommandGroup string
@@ -33,6 +32,31 @@ type StatusConfig struct {
 	// closed before Status returns). Its search_path picks the schema
 	// (see eventpipe.PostgresSchema).
 	DB *pgxpool.Pool
+}
+
+// Validate reports, as an *eventstore.ValidationError, the settings from
+// the environment that could not be read (eventpipe.Process.Validate) and
+// a CommandGroup whose poison topic Kafka would refuse, the defaults
+// filled (as Status fills them).
+func (c StatusConfig) Validate() error {
+	if err := validProcess(&c.Process); err != nil {
+		return err
+	}
+	if c.CommandGroup == "" {
+		c.CommandGroup = eventpipe.DefaultCommandGroup
+	}
+	if err := bus.ValidateTopic(bus.Topics{Prefix: c.Endpoints.TopicPrefix}.Poison(c.CommandGroup)); err != nil {
+		return invalid("CommandGroup", err.Error())
+	}
+	return nil
+}
+
+// setDefaults fills cfg's defaults; it returns Endpoints.Err.
+func (c *StatusConfig) setDefaults() error {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c.FillProcess()
 }
 
 // GroupStatus is one consumer group's position on its topics.
@@ -150,8 +174,8 @@ func Status(ctx context.Context, cfg StatusConfig) StatusReport {
 // says why those could not be read (it is among the report's Errors too
 // when the whole Kafka reading failed).
 func readStatus(ctx context.Context, cfg StatusConfig, newestOf []string) (StatusReport, map[string]int64, error) {
-	logger := slog.New(slog.DiscardHandler)
-	envErr := processDefaults(&cfg.Catalog, &cfg.Endpoints, &logger)
+	envErr := cfg.setDefaults()
+	logger := cfg.Logger
 	if cfg.CommandGroup == "" {
 		cfg.CommandGroup = eventpipe.DefaultCommandGroup
 	}
@@ -159,8 +183,12 @@ func readStatus(ctx context.Context, cfg StatusConfig, newestOf []string) (Statu
 	ep := cfg.Endpoints
 	topics := bus.Topics{Prefix: ep.TopicPrefix}
 	var r StatusReport
-	if envErr != nil {
-		r.Errors = append(r.Errors, fmt.Errorf("settings: %w", envErr))
+	if err := cfg.Validate(); err != nil {
+		r.Errors = append(r.Errors, fmt.Errorf("settings: %w", err))
+		if envErr == nil { // a field of cfg, not the environment: nothing to read with it
+			r.Took = time.Since(start)
+			return r, nil, err
+		}
 	}
 	// One Kafka client for the whole reading: every group's committed
 	// offsets, every topic's offsets and the topics found by prefix.

@@ -45,7 +45,7 @@ func BenchmarkStatus(b *testing.B) {
 	ctx := context.Background()
 	read := func(cat *eventpipe.Catalog, n int) time.Duration {
 		start := time.Now()
-		r := operator.Status(ctx, operator.StatusConfig{Catalog: cat, Endpoints: f.ep})
+		r := operator.Status(ctx, operator.StatusConfig{Process: eventpipe.Process{Catalog: cat, Endpoints: f.ep}})
 		took := time.Since(start)
 		if len(r.Groups) != n {
 			b.Fatalf("%d groups read, want %d", len(r.Groups), n)

@@ -71,7 +71,7 @@ func TestStatusShowsEachGroupsPositionLagAndPoison(t *testing.T) {
 
 	var todoGroup operator.GroupStatus
 	integration.Await(t, "the todo commands group committed 3 of 3 and 1 poisoned", func() error {
-		r := operator.Status(ctx, operator.StatusConfig{Endpoints: ep, CommandGroup: group})
+		r := operator.Status(ctx, operator.StatusConfig{Process: eventpipe.Process{Endpoints: ep}, CommandGroup: group})
 		for _, g := range r.Groups {
 			if g.Group == group+"."+ep.TopicPrefix+"commands.todo" {
 				todoGroup = g
@@ -145,7 +145,7 @@ func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *tes
 		t.Fatalf("no aggregator group among %+v", r.Groups)
 		return operator.GroupStatus{}
 	}
-	r := operator.Status(ctx, operator.StatusConfig{Endpoints: ep})
+	r := operator.Status(ctx, operator.StatusConfig{Process: eventpipe.Process{Endpoints: ep}})
 	events, _ := r.Relay(eventpipe.RelayEvents)
 	an, ok := r.Relay(eventpipe.RelayAnalytics)
 	if events.Err != nil || events.Stream == "" {
@@ -172,8 +172,8 @@ func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *tes
 	if err := migrate.CreateAnalyticsTable(ctx, db, ep.AnalyticsTable); err != nil {
 		t.Fatal(err)
 	}
-	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Endpoints: ep, Names: []string{eventpipe.AnalyticsAggregator},
-		Start: bus.StartEarliest, Logger: slog.New(slog.DiscardHandler)})
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Endpoints: ep, Logger: slog.New(slog.DiscardHandler)}, Names: []string{eventpipe.AnalyticsAggregator},
+		Start: bus.StartEarliest})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *tes
 	defer func() { cancel(); <-done }()
 	want.Committed, want.Lag, want.Poisoned = 4, 0, 1
 	integration.Await(t, fmt.Sprintf("the aggregator group at %+v", want), func() error {
-		r = operator.Status(ctx, operator.StatusConfig{Endpoints: ep})
+		r = operator.Status(ctx, operator.StatusConfig{Process: eventpipe.Process{Endpoints: ep}})
 		if g := aggGroup(r); !reflect.DeepEqual(g, want) {
 			return fmt.Errorf("aggregator group %+v (errors %v)", g, r.Errors)
 		}
@@ -202,7 +202,7 @@ func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *tes
 func TestStatusReportsAMissingParkedEventsTableInPlace(t *testing.T) {
 	ep := rigs.Endpoints(t)
 	_, ep.Postgres = testenv.PostgresSchema(t, "bare")
-	r := operator.Status(context.Background(), operator.StatusConfig{Endpoints: ep})
+	r := operator.Status(context.Background(), operator.StatusConfig{Process: eventpipe.Process{Endpoints: ep}})
 	if !errors.Is(r.ParkedErr, parking.ErrNoTable) || !slices.Contains(r.Errors, r.ParkedErr) {
 		t.Fatalf("parked error %v (errors %v), want ErrNoTable reported in place and among the errors", r.ParkedErr, r.Errors)
 	}
@@ -323,7 +323,7 @@ func TestStatusReadsEveryGroupInOnePassAsBefore(t *testing.T) {
 	f.publish(t, f.topics.Poison("handler.two"), 2)
 	f.publish(t, f.topics.Poison("handler.all"), 1)
 
-	r := operator.Status(context.Background(), operator.StatusConfig{Catalog: f.catalog, Endpoints: f.ep})
+	r := operator.Status(context.Background(), operator.StatusConfig{Process: eventpipe.Process{Catalog: f.catalog, Endpoints: f.ep}})
 	if len(r.Groups) != 5 {
 		t.Fatalf("groups %+v, want the 5 handlers'", r.Groups)
 	}

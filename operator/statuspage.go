@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
@@ -26,7 +25,7 @@ var _ eventpipe.OperatorRoutes = MountStatusPage
 // with the server.
 func MountStatusPage(srv *httpapi.Server, w *eventpipe.WriteSide) (io.Closer, error) {
 	cfg := w.Config()
-	page, err := statuspage.New(statuspage.Config{Reader: StatusPageReader(StatusConfig{Catalog: cfg.Catalog, Endpoints: cfg.Endpoints,
+	page, err := statuspage.New(statuspage.Config{Reader: StatusPageReader(StatusConfig{Process: eventpipe.Process{Catalog: cfg.Catalog, Endpoints: cfg.Endpoints},
 		CommandGroup: cfg.ConsumerGroup, DB: w.ReadModels()}), Access: access(cfg), Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("status page: %w", err)
@@ -60,8 +59,7 @@ func access(cfg eventpipe.WriteSideConfig) statuspage.Access {
 // offset of every aggregate type's events topic, read in the same pass
 // with the same Kafka client. It is safe for concurrent use.
 func StatusPageReader(cfg StatusConfig) statuspage.ReaderFunc {
-	logger := slog.New(slog.DiscardHandler)
-	_ = processDefaults(&cfg.Catalog, &cfg.Endpoints, &logger) // Status reports Endpoints.Err
+	_ = cfg.setDefaults() // Status reports Endpoints.Err
 	topics := bus.Topics{Prefix: cfg.Endpoints.TopicPrefix}
 	var names []string
 	for _, t := range cfg.Catalog.AggregateTypes() {

@@ -124,7 +124,7 @@ func TestStatusPageInChromiumShowsWhatStatusReadsAndTheEventsRate(t *testing.T) 
 	publish(topics.Events(order.AggregateType), 3)
 	publish(projections.PoisonTopic(topics, "todos"), 2)
 
-	page, err := statuspage.New(statuspage.Config{Reader: operator.StatusPageReader(operator.StatusConfig{Endpoints: ep, DB: pool}),
+	page, err := statuspage.New(statuspage.Config{Reader: operator.StatusPageReader(operator.StatusConfig{Process: eventpipe.Process{Endpoints: ep}, DB: pool}),
 		Interval: time.Second, History: 2 * time.Minute, Refresh: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +224,7 @@ func TestStatusPageInChromiumShowsWhatStatusReadsAndTheEventsRate(t *testing.T) 
 func TestServeMountsTheStatusPage(t *testing.T) {
 	ep := rigs.Endpoints(t)
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: testenv.UniqueName(t, "g"),
+	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep}, ConsumerGroup: testenv.UniqueName(t, "g"),
 		NoAuth: true, OperatorRoutes: operator.MountStatusPage})
 	if err != nil {
 		t.Fatal(err)

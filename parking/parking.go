@@ -53,7 +53,7 @@ func (c *Config) setDefaults() {
 // Validate reports the first missing field.
 func (c Config) Validate() error {
 	if c.DB == nil {
-		return errors.New("parking: Config.DB is nil")
+		return fmt.Errorf("parking: Config: %w", &eventstore.ValidationError{Field: "DB", Reason: "is nil"})
 	}
 	return nil
 }

@@ -46,15 +46,18 @@ func (c *ReapplyConfig) setDefaults(s *Store) {
 
 // Validate reports the first missing or invalid field.
 func (c ReapplyConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("parking: ReapplyConfig: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case c.Consumer == "":
-		return errors.New("parking: ReapplyConfig.Consumer is empty")
+		return bad("Consumer", "is empty")
 	case c.Apply == nil:
-		return errors.New("parking: ReapplyConfig.Apply is nil")
+		return bad("Apply", "is nil")
 	case c.BatchSize < 0:
-		return fmt.Errorf("parking: ReapplyConfig.BatchSize is %d, want ≥ 0", c.BatchSize)
+		return bad("BatchSize", "is %d, want ≥ 0", c.BatchSize)
 	case c.Aggregate.Type == "" && c.Aggregate.ID != "":
-		return errors.New("parking: ReapplyConfig.Aggregate has an ID but no Type")
+		return bad("Aggregate.Type", "is empty but Aggregate.ID is %q", c.Aggregate.ID)
 	}
 	return nil
 }

@@ -65,15 +65,18 @@ type ApplierConfig struct {
 
 // Validate reports the first missing field.
 func (c ApplierConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("projections: ApplierConfig: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case c.DB == nil:
-		return errors.New("projections: ApplierConfig.DB is nil")
+		return bad("DB", "is nil")
 	case c.Store == nil:
-		return errors.New("projections: ApplierConfig.Store is nil")
+		return bad("Store", "is nil")
 	case c.Projection == nil:
-		return errors.New("projections: ApplierConfig.Projection is nil")
+		return bad("Projection", "is nil")
 	case c.Projection.Name() == "":
-		return errors.New("projections: the projection has no name")
+		return bad("Projection", "has no name")
 	}
 	return nil
 }

@@ -69,20 +69,23 @@ type ReplayConfig struct {
 
 // Validate reports the first missing or invalid field.
 func (c ReplayConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("projections: ReplayConfig: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case c.DB == nil:
-		return errors.New("projections: ReplayConfig.DB is nil")
+		return bad("DB", "is nil")
 	case c.Store == nil:
-		return errors.New("projections: ReplayConfig.Store is nil")
+		return bad("Store", "is nil")
 	case c.History == nil:
-		return errors.New("projections: ReplayConfig.History is nil")
+		return bad("History", "is nil")
 	case c.Projection == nil:
-		return errors.New("projections: ReplayConfig.Projection is nil")
+		return bad("Projection", "is nil")
 	case c.CreateTables == nil:
-		return errors.New("projections: ReplayConfig.CreateTables is nil")
+		return bad("CreateTables", "is nil")
 	}
 	if _, ok := c.Projection.(Rebuildable); !ok {
-		return fmt.Errorf("projections: %s cannot be replayed: it does not name its event types and tables", c.Projection.Name())
+		return bad("Projection", "%s cannot be replayed: it does not name its event types and tables", c.Projection.Name())
 	}
 	return nil
 }

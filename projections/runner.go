@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -99,21 +98,24 @@ type RunnerConfig struct {
 
 // Validate reports the first missing field.
 func (c RunnerConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("projections: RunnerConfig: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case c.Applier == nil:
-		return errors.New("projections: RunnerConfig.Applier is nil")
+		return bad("Applier", "is nil")
 	case c.NewSubscriber == nil && len(c.Brokers) == 0:
-		return errors.New("projections: RunnerConfig needs NewSubscriber or Brokers")
+		return bad("Brokers", "is empty and NewSubscriber is nil: set one")
 	case c.Publisher == nil:
-		return errors.New("projections: RunnerConfig.Publisher is nil")
+		return bad("Publisher", "is nil")
 	case c.BatchSize < 0:
-		return fmt.Errorf("projections: RunnerConfig.BatchSize is %d, want ≥ 0", c.BatchSize)
+		return bad("BatchSize", "is %d, want ≥ 0", c.BatchSize)
 	case c.Transactions < 0:
-		return fmt.Errorf("projections: RunnerConfig.Transactions is %d, want ≥ 0", c.Transactions)
+		return bad("Transactions", "is %d, want ≥ 0", c.Transactions)
 	case c.Start.IsHistory() && c.History == nil:
-		return errors.New("projections: RunnerConfig.Start is history but History is nil")
+		return bad("History", "is nil but Start is history")
 	case c.HandOverMargin < 0:
-		return fmt.Errorf("projections: RunnerConfig.HandOverMargin is %s, want ≥ 0", c.HandOverMargin)
+		return bad("HandOverMargin", "is %s, want ≥ 0", c.HandOverMargin)
 	}
 	return nil
 }

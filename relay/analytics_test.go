@@ -84,7 +84,7 @@ func TestAnalyticsRelayCarriesRawEventsBesideTheEventsRelay(t *testing.T) {
 	stops := map[string]func() error{}
 	for _, stream := range eventpipe.RelayStreams() {
 		r, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{
-			Stream: stream, Catalog: eventpipe.NewCatalog(), Endpoints: ep, WorkerID: "w1", Registerer: reg,
+			Stream: stream, Process: eventpipe.Process{Catalog: eventpipe.NewCatalog(), Endpoints: ep}, WorkerID: "w1", Registerer: reg,
 			LeaseDuration: 2 * time.Second, DiscoveryInterval: 250 * time.Millisecond,
 		})
 		if err != nil {

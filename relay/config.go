@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -188,37 +187,43 @@ func (c *Config) setDefaults() {
 
 // Validate reports the first invalid field.
 func (c Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("relay: Config: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case c.Streams == nil:
-		return errors.New("relay: Config.Streams is nil")
+		return bad("Streams", "is nil")
 	case c.DynamoDB == nil:
-		return errors.New("relay: Config.DynamoDB is nil")
+		return bad("DynamoDB", "is nil")
 	case c.Publisher == nil:
-		return errors.New("relay: Config.Publisher is nil")
+		return bad("Publisher", "is nil")
 	case c.EventsTable == "" && c.StreamARN == "":
-		return errors.New("relay: Config needs EventsTable or StreamARN")
+		return bad("EventsTable", "is empty and so is StreamARN: set one")
 	case c.BatchSize < 1 || c.BatchSize > 1000:
-		return fmt.Errorf("relay: Config.BatchSize %d is outside 1–1000", c.BatchSize)
+		return bad("BatchSize", "%d is outside 1–1000", c.BatchSize)
 	case c.LeaseDuration < 3*time.Millisecond:
-		return fmt.Errorf("relay: Config.LeaseDuration %v is too short", c.LeaseDuration)
+		return bad("LeaseDuration", "%v is too short", c.LeaseDuration)
 	case c.DiscoveryInterval <= 0:
-		return fmt.Errorf("relay: Config.DiscoveryInterval %v must be positive", c.DiscoveryInterval)
+		return bad("DiscoveryInterval", "%v must be positive", c.DiscoveryInterval)
 	case c.DiscoveryInterval > c.LeaseDuration/3:
-		return fmt.Errorf("relay: Config.DiscoveryInterval %v is longer than a third of LeaseDuration %v: "+
+		return bad("DiscoveryInterval", "%v is longer than a third of LeaseDuration %v: "+
 			"a worker dates a lease's last renewal to its previous discovery pass, so passes must come at least as often as renewals",
 			c.DiscoveryInterval, c.LeaseDuration)
 	case c.ShardReadsPerSecond < -1:
-		return fmt.Errorf("relay: Config.ShardReadsPerSecond %d: want a positive cap, or -1 for none", c.ShardReadsPerSecond)
+		return bad("ShardReadsPerSecond", "%d: want a positive cap, or -1 for none", c.ShardReadsPerSecond)
 	case c.IdlePoll <= 0:
-		return fmt.Errorf("relay: Config.IdlePoll %v must be positive", c.IdlePoll)
+		return bad("IdlePoll", "%v must be positive", c.IdlePoll)
 	case c.MaxIdlePoll < c.IdlePoll:
-		return fmt.Errorf("relay: Config.MaxIdlePoll %v is shorter than IdlePoll %v", c.MaxIdlePoll, c.IdlePoll)
+		return bad("MaxIdlePoll", "%v is shorter than IdlePoll %v", c.MaxIdlePoll, c.IdlePoll)
 	case c.Translator == nil:
-		return errors.New("relay: Config.Translator is nil")
+		return bad("Translator", "is nil")
 	case !validStreamName(c.StreamName):
-		return fmt.Errorf("relay: Config.StreamName %q must be 1–64 of [a-zA-Z0-9_.-]", c.StreamName)
+		return bad("StreamName", "%q must be 1–64 of [a-zA-Z0-9_.-]", c.StreamName)
 	}
-	return bus.ValidateTopic(c.Topics.Poison(c.PoisonGroup))
+	if err := bus.ValidateTopic(c.Topics.Poison(c.PoisonGroup)); err != nil {
+		return bad("PoisonGroup", "makes an invalid poison topic: %v", err)
+	}
+	return nil
 }
 
 func validStreamName(name string) bool {

@@ -258,7 +258,7 @@ func runRelayChildIfRequested() {
 	runChildIfRequested(envRelayChild, func(ctx context.Context, worker string) error {
 		var batch int32
 		fmt.Sscan(os.Getenv(envRelayBatch), &batch)
-		r, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Catalog: eventpipe.NewCatalog(), WorkerID: worker,
+		r, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Process: eventpipe.Process{Catalog: eventpipe.NewCatalog()}, WorkerID: worker,
 			LeaseDuration: 2 * time.Second, DiscoveryInterval: 250 * time.Millisecond, BatchSize: batch})
 		if err != nil {
 			return err

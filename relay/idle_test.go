@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -143,15 +144,17 @@ func TestConfigValidateNamesTheBadIntervalField(t *testing.T) {
 		edit  func(*relay.Config)
 		field string
 	}{
-		{"negative IdlePoll", func(c *relay.Config) { c.IdlePoll = -time.Millisecond }, "Config.IdlePoll"},
-		{"MaxIdlePoll below IdlePoll", func(c *relay.Config) { c.IdlePoll, c.MaxIdlePoll = time.Second, 500*time.Millisecond }, "Config.MaxIdlePoll"},
-		{"MaxIdlePoll below the default IdlePoll", func(c *relay.Config) { c.MaxIdlePoll = 10 * time.Millisecond }, "Config.MaxIdlePoll"},
-		{"negative DiscoveryInterval", func(c *relay.Config) { c.DiscoveryInterval = -time.Second }, "Config.DiscoveryInterval"},
+		{"negative IdlePoll", func(c *relay.Config) { c.IdlePoll = -time.Millisecond }, "IdlePoll"},
+		{"MaxIdlePoll below IdlePoll", func(c *relay.Config) { c.IdlePoll, c.MaxIdlePoll = time.Second, 500*time.Millisecond }, "MaxIdlePoll"},
+		{"MaxIdlePoll below the default IdlePoll", func(c *relay.Config) { c.MaxIdlePoll = 10 * time.Millisecond }, "MaxIdlePoll"},
+		{"negative DiscoveryInterval", func(c *relay.Config) { c.DiscoveryInterval = -time.Second }, "DiscoveryInterval"},
 	} {
 		cfg := e.relayConfig(t, "w1")
 		c.edit(&cfg)
-		if _, err := relay.New(cfg); err == nil || !strings.Contains(err.Error(), c.field) {
-			t.Errorf("%s: New = %v, want an error naming %s", c.name, err, c.field)
+		_, err := relay.New(cfg)
+		var ve *eventstore.ValidationError
+		if !errors.As(err, &ve) || ve.Field != c.field || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: New = %v, want an *eventstore.ValidationError naming %s", c.name, err, c.field)
 		}
 	}
 	cfg := e.relayConfig(t, "w1")

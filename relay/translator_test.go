@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/relay"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
@@ -157,8 +158,10 @@ func TestRelaysOfDifferentStreamsShareOneRegistry(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"two words", strings.Repeat("x", 65), "ünïcode"} {
-		if _, err := relay.New(cfg(bad)); err == nil || !strings.Contains(err.Error(), "Config.StreamName") {
-			t.Errorf("StreamName %q: New = %v, want an error naming Config.StreamName", bad, err)
+		_, err := relay.New(cfg(bad))
+		var ve *eventstore.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "StreamName" || !strings.Contains(err.Error(), "relay: Config") {
+			t.Errorf("StreamName %q: New = %v, want an *eventstore.ValidationError naming StreamName", bad, err)
 		}
 	}
 	for stream, want := range map[string]string{"": "relay", "events": "relay", "analytics": "relay.analytics"} {

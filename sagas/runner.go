@@ -91,21 +91,28 @@ func (c *Config) setDefaults() {
 
 // Validate reports the first missing or invalid field.
 func (c Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("sagas: Config: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case c.Saga == nil:
-		return errors.New("sagas: Config.Saga is nil")
+		return bad("Saga", "is nil")
 	case c.DB == nil:
-		return errors.New("sagas: Config.DB is nil")
+		return bad("DB", "is nil")
 	case c.Publisher == nil:
-		return errors.New("sagas: Config.Publisher is nil")
+		return bad("Publisher", "is nil")
 	case c.Outcomes == nil:
-		return errors.New("sagas: Config.Outcomes is nil")
+		return bad("Outcomes", "is nil")
 	case len(c.CommandKey) > 0 && len(c.CommandKey) < commands.MinKeyLength:
-		return fmt.Errorf("sagas: Config.CommandKey has %d bytes, want at least %d", len(c.CommandKey), commands.MinKeyLength)
+		return bad("CommandKey", "has %d bytes, want at least %d", len(c.CommandKey), commands.MinKeyLength)
 	case c.NewSubscriber == nil:
-		return errors.New("sagas: Config needs NewSubscriber or Brokers")
-	case c.PollInterval < 0 || c.SweepAfter < 0 || c.KeepInputs < 0:
-		return errors.New("sagas: negative Config.PollInterval, SweepAfter or KeepInputs")
+		return bad("Brokers", "is empty and NewSubscriber is nil: set one")
+	case c.PollInterval < 0:
+		return bad("PollInterval", "%v is negative", c.PollInterval)
+	case c.SweepAfter < 0:
+		return bad("SweepAfter", "%v is negative", c.SweepAfter)
+	case c.KeepInputs < 0:
+		return bad("KeepInputs", "%v is negative", c.KeepInputs)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package snapshots
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -102,41 +101,47 @@ func (c *Config) setDefaults() {
 
 // Validate reports the first missing or out-of-range field.
 func (c Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("snapshots: Config: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case len(c.Aggregates) == 0:
-		return errors.New("snapshots: Config.Aggregates is empty")
+		return bad("Aggregates", "is empty")
 	case c.NewSubscriber == nil && len(c.Brokers) == 0:
-		return errors.New("snapshots: Config needs NewSubscriber or Brokers")
+		return bad("Brokers", "is empty and NewSubscriber is nil: set one")
 	case c.Publisher == nil:
-		return errors.New("snapshots: Config.Publisher is nil")
+		return bad("Publisher", "is nil")
 	case c.Every < 1:
-		return fmt.Errorf("snapshots: Config.Every is %d, want ≥ 1", c.Every)
+		return bad("Every", "is %d, want ≥ 1", c.Every)
 	case c.Concurrency < 1:
-		return fmt.Errorf("snapshots: Config.Concurrency is %d, want ≥ 1", c.Concurrency)
+		return bad("Concurrency", "is %d, want ≥ 1", c.Concurrency)
 	case c.Remember < 1:
-		return fmt.Errorf("snapshots: Config.Remember is %d, want ≥ 1", c.Remember)
+		return bad("Remember", "is %d, want ≥ 1", c.Remember)
 	case c.GiveUpAfter <= 0:
-		return fmt.Errorf("snapshots: Config.GiveUpAfter is %v, want > 0", c.GiveUpAfter)
+		return bad("GiveUpAfter", "is %v, want > 0", c.GiveUpAfter)
 	case c.Group == "":
-		return errors.New("snapshots: Config.Group is empty")
+		return bad("Group", "is empty")
 	}
 	for t, fn := range c.Aggregates {
 		if err := eventstore.ValidateName("aggregate_type", t); err != nil {
-			return fmt.Errorf("snapshots: Config.Aggregates: %w", err)
+			return bad("Aggregates", "%v", err)
 		}
 		if fn == nil {
-			return fmt.Errorf("snapshots: Config.Aggregates[%q] is nil", t)
+			return bad(fmt.Sprintf("Aggregates[%q]", t), "is nil")
 		}
 	}
 	for t, n := range c.EveryByType {
 		if _, ok := c.Aggregates[t]; !ok {
-			return fmt.Errorf("snapshots: Config.EveryByType[%q]: not an aggregate type of Aggregates", t)
+			return bad(fmt.Sprintf("EveryByType[%q]", t), "not an aggregate type of Aggregates")
 		}
 		if n < 1 {
-			return fmt.Errorf("snapshots: Config.EveryByType[%q] is %d, want ≥ 1", t, n)
+			return bad(fmt.Sprintf("EveryByType[%q]", t), "is %d, want ≥ 1", n)
 		}
 	}
-	return bus.ValidateTopic(c.poisonTopic())
+	if err := bus.ValidateTopic(c.poisonTopic()); err != nil {
+		return bad("Group", "makes an invalid poison topic: %v", err)
+	}
+	return nil
 }
 
 // poisonTopic is where triggers whose snapshot failed for good go.

@@ -89,26 +89,27 @@ func TestConfigValidateNamesTheBadField(t *testing.T) {
 		return snapshots.Config{Aggregates: map[string]commands.SnapshotFunc{"order": fn}, NewSubscriber: sub, Publisher: pub}
 	}
 	for _, tc := range []struct {
-		name, want string
-		mod        func(*snapshots.Config)
+		name, field, want string
+		mod               func(*snapshots.Config)
 	}{
-		{"no aggregates", "Aggregates is empty", func(c *snapshots.Config) { c.Aggregates = nil }},
-		{"nil func", `Aggregates["order"] is nil`, func(c *snapshots.Config) { c.Aggregates["order"] = nil }},
-		{"bad type", "aggregate_type", func(c *snapshots.Config) { c.Aggregates["a#b"] = fn }},
-		{"no subscriber", "NewSubscriber or Brokers", func(c *snapshots.Config) { c.NewSubscriber = nil }},
-		{"no publisher", "Publisher is nil", func(c *snapshots.Config) { c.Publisher = nil }},
-		{"negative every", "Every is -1", func(c *snapshots.Config) { c.Every = -1 }},
-		{"override of unknown type", `EveryByType["todo"]: not an aggregate type`, func(c *snapshots.Config) { c.EveryByType = map[string]int64{"todo": 5} }},
-		{"zero override", `EveryByType["order"] is 0`, func(c *snapshots.Config) { c.EveryByType = map[string]int64{"order": 0} }},
-		{"negative concurrency", "Concurrency is -2", func(c *snapshots.Config) { c.Concurrency = -2 }},
-		{"negative give-up", "GiveUpAfter is -1s", func(c *snapshots.Config) { c.GiveUpAfter = -time.Second }},
+		{"no aggregates", "Aggregates", "is empty", func(c *snapshots.Config) { c.Aggregates = nil }},
+		{"nil func", `Aggregates["order"]`, "is nil", func(c *snapshots.Config) { c.Aggregates["order"] = nil }},
+		{"bad type", "Aggregates", "aggregate_type", func(c *snapshots.Config) { c.Aggregates["a#b"] = fn }},
+		{"no subscriber", "Brokers", "NewSubscriber", func(c *snapshots.Config) { c.NewSubscriber = nil }},
+		{"no publisher", "Publisher", "is nil", func(c *snapshots.Config) { c.Publisher = nil }},
+		{"negative every", "Every", "is -1", func(c *snapshots.Config) { c.Every = -1 }},
+		{"override of unknown type", `EveryByType["todo"]`, "not an aggregate type", func(c *snapshots.Config) { c.EveryByType = map[string]int64{"todo": 5} }},
+		{"zero override", `EveryByType["order"]`, "is 0", func(c *snapshots.Config) { c.EveryByType = map[string]int64{"order": 0} }},
+		{"negative concurrency", "Concurrency", "is -2", func(c *snapshots.Config) { c.Concurrency = -2 }},
+		{"negative give-up", "GiveUpAfter", "is -1s", func(c *snapshots.Config) { c.GiveUpAfter = -time.Second }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ok()
 			tc.mod(&cfg)
 			_, err := snapshots.New(cfg)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want one containing %q", err, tc.want)
+			var ve *eventstore.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tc.field || !strings.Contains(ve.Reason, tc.want) {
+				t.Fatalf("err = %v, want an *eventstore.ValidationError on %s saying %q", err, tc.field, tc.want)
 			}
 		})
 	}

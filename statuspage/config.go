@@ -2,11 +2,12 @@ package statuspage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Reader reads the pipeline's status once. A part it cannot read goes
@@ -121,19 +122,22 @@ const maxSamples = 100_000
 
 // Validate reports the first invalid field.
 func (c Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("statuspage: Config: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case c.Reader == nil:
-		return errors.New("statuspage: Config.Reader is nil")
+		return bad("Reader", "is nil")
 	case c.Interval < 0:
-		return fmt.Errorf("statuspage: Config.Interval is negative (%s)", c.Interval)
+		return bad("Interval", "is negative (%s)", c.Interval)
 	case c.History < c.Interval:
-		return fmt.Errorf("statuspage: Config.History (%s) is shorter than Config.Interval (%s)", c.History, c.Interval)
+		return bad("History", "(%s) is shorter than Interval (%s)", c.History, c.Interval)
 	case c.Interval > 0 && c.History/c.Interval >= maxSamples:
-		return fmt.Errorf("statuspage: Config.History (%s) holds more than %d samples of Config.Interval (%s)", c.History, maxSamples, c.Interval)
+		return bad("History", "(%s) holds more than %d samples of Interval (%s)", c.History, maxSamples, c.Interval)
 	case c.ReadTimeout < 0:
-		return fmt.Errorf("statuspage: Config.ReadTimeout is negative (%s)", c.ReadTimeout)
+		return bad("ReadTimeout", "is negative (%s)", c.ReadTimeout)
 	case c.Access.Mode != "" && c.Access.Mode != AccessJWT && c.Access.Mode != AccessOpen:
-		return fmt.Errorf("statuspage: Config.Access.Mode is %q, want %q, %q or empty", c.Access.Mode, AccessJWT, AccessOpen)
+		return bad("Access.Mode", "is %q, want %q, %q or empty", c.Access.Mode, AccessJWT, AccessOpen)
 	}
 	return nil
 }

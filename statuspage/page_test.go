@@ -3,6 +3,7 @@ package statuspage
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
@@ -150,19 +152,20 @@ func TestCloseStopsTheSamplerAndCancelsTheReadingUnderWay(t *testing.T) {
 func TestValidateNamesTheWrongField(t *testing.T) {
 	r := ReaderFunc(func(context.Context) Snapshot { return Snapshot{} })
 	for _, tc := range []struct {
-		cfg  Config
-		want string
+		cfg         Config
+		field, want string
 	}{
-		{Config{}, "Config.Reader is nil"},
-		{Config{Reader: r, Interval: -time.Second}, "Config.Interval is negative"},
-		{Config{Reader: r, Interval: time.Minute, History: time.Second}, "Config.History (1s) is shorter than Config.Interval (1m0s)"},
-		{Config{Reader: r, Interval: time.Millisecond, History: 24 * time.Hour}, "holds more than 100000 samples"},
-		{Config{Reader: r, ReadTimeout: -time.Second}, "Config.ReadTimeout is negative"},
-		{Config{Reader: r, Access: Access{Mode: "JWT"}}, `Config.Access.Mode is "JWT"`},
+		{Config{}, "Reader", "is nil"},
+		{Config{Reader: r, Interval: -time.Second}, "Interval", "is negative"},
+		{Config{Reader: r, Interval: time.Minute, History: time.Second}, "History", "(1s) is shorter than Interval (1m0s)"},
+		{Config{Reader: r, Interval: time.Millisecond, History: 24 * time.Hour}, "History", "holds more than 100000 samples"},
+		{Config{Reader: r, ReadTimeout: -time.Second}, "ReadTimeout", "is negative"},
+		{Config{Reader: r, Access: Access{Mode: "JWT"}}, "Access.Mode", `is "JWT"`},
 	} {
 		_, err := New(tc.cfg)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("New(%+v) = %v, want an error saying %q", tc.cfg, err, tc.want)
+		var ve *eventstore.ValidationError
+		if !errors.As(err, &ve) || ve.Field != tc.field || !strings.Contains(ve.Reason, tc.want) {
+			t.Errorf("New(%+v) = %v, want an *eventstore.ValidationError on %s saying %q", tc.cfg, err, tc.field, tc.want)
 		}
 	}
 }

@@ -32,6 +32,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Metadata keys of the W3C trace context in a Watermill message.
@@ -105,14 +107,14 @@ func (c *Config) setDefaults() {
 var ErrBadEndpoint = errors.New("tracing: the OTLP endpoint must be an http:// or https:// URL with a host")
 
 // Validate reports an Endpoint that is not an http(s) URL with a host
-// (wrapping ErrBadEndpoint).
+// (wrapping ErrBadEndpoint and an *eventstore.ValidationError).
 func (c Config) Validate() error {
 	if c.Endpoint == "" {
 		return nil
 	}
 	u, err := url.Parse(c.Endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%w: %q", ErrBadEndpoint, c.Endpoint)
+		return fmt.Errorf("%w: %w", ErrBadEndpoint, &eventstore.ValidationError{Field: "Endpoint", Reason: fmt.Sprintf("%q", c.Endpoint)})
 	}
 	return nil
 }

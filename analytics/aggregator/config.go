@@ -2,7 +2,6 @@ package aggregator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // API is the part of *dynamodb.Client the consumer uses.
@@ -126,28 +126,34 @@ func (c *Config) setDefaults() {
 
 // Validate reports the first missing or out-of-range field.
 func (c Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("aggregator: Config: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case c.Client == nil:
-		return errors.New("aggregator: Config.Client is nil")
+		return bad("Client", "is nil")
 	case c.BatchSize < 1:
-		return fmt.Errorf("aggregator: Config.BatchSize %d must be positive", c.BatchSize)
+		return bad("BatchSize", "%d must be positive", c.BatchSize)
 	case c.BatchWait < 0:
-		return fmt.Errorf("aggregator: Config.BatchWait %v must not be negative", c.BatchWait)
+		return bad("BatchWait", "%v must not be negative", c.BatchWait)
 	case c.RecentEvents < 1 || c.RecentEvents > MaxRecentEvents:
-		return fmt.Errorf("aggregator: Config.RecentEvents %d must be 1–%d", c.RecentEvents, MaxRecentEvents)
+		return bad("RecentEvents", "%d must be 1–%d", c.RecentEvents, MaxRecentEvents)
 	case c.SessionTTL <= 0:
-		return fmt.Errorf("aggregator: Config.SessionTTL %v must be positive", c.SessionTTL)
+		return bad("SessionTTL", "%v must be positive", c.SessionTTL)
 	case c.WriteConcurrency < 1:
-		return fmt.Errorf("aggregator: Config.WriteConcurrency %d must be positive", c.WriteConcurrency)
+		return bad("WriteConcurrency", "%d must be positive", c.WriteConcurrency)
 	case c.DiscoveryInterval <= 0:
-		return fmt.Errorf("aggregator: Config.DiscoveryInterval %v must be positive", c.DiscoveryInterval)
+		return bad("DiscoveryInterval", "%v must be positive", c.DiscoveryInterval)
 	case c.ConflictRetries < 1:
-		return fmt.Errorf("aggregator: Config.ConflictRetries %d must be positive", c.ConflictRetries)
+		return bad("ConflictRetries", "%d must be positive", c.ConflictRetries)
 	}
 	if err := c.groupConfig(nil).Validate(); err != nil {
-		return fmt.Errorf("aggregator: %w", err)
+		return fmt.Errorf("aggregator: Config.Kafka: %w", err)
 	}
-	return bus.ValidateTopic(c.poisonTopic())
+	if err := bus.ValidateTopic(c.poisonTopic()); err != nil {
+		return bad("Kafka.ConsumerGroup", "makes an invalid poison topic: %v", err)
+	}
+	return nil
 }
 
 // groupConfig is the consumer group member of the consumer, logging to

@@ -29,7 +29,7 @@ type Config struct {
 // Validate reports the first missing field.
 func (c Config) Validate() error {
 	if c.Store == nil {
-		return errors.New("analyticsapi: Config.Store is nil")
+		return fmt.Errorf("analyticsapi: Config: %w", &eventstore.ValidationError{Field: "Store", Reason: "is nil"})
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // ErrGroupConsumerClosed is returned (wrapped) by GroupConsumer.Consume
@@ -47,6 +49,10 @@ func (c *GroupConsumerConfig) setDefaults() {
 // defaults.
 func (c GroupConsumerConfig) Validate() error {
 	_, err := c.saramaConfig()
+	if err != nil && !errors.As(err, new(*eventstore.ValidationError)) {
+		// sarama's own check of the member's configuration
+		return fmt.Errorf("kafka: GroupConsumerConfig: %w", &eventstore.ValidationError{Field: "Subscriber", Reason: err.Error()})
+	}
 	return err
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // KafkaVersion is the protocol version our sarama clients speak. 2.1 is
@@ -78,7 +79,7 @@ func (c *PublisherConfig) setDefaults() {
 // Validate reports the first invalid field.
 func (c PublisherConfig) Validate() error {
 	if len(c.Brokers) == 0 {
-		return errors.New("kafka: PublisherConfig.Brokers is empty")
+		return fmt.Errorf("kafka: PublisherConfig: %w", &eventstore.ValidationError{Field: "Brokers", Reason: "is empty"})
 	}
 	if err := c.Security.Validate(); err != nil {
 		return fmt.Errorf("kafka: PublisherConfig.Security: %w", err)
@@ -173,26 +174,34 @@ func (c *SubscriberConfig) setDefaults() {
 
 // Validate reports the first invalid field.
 func (c SubscriberConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("kafka: SubscriberConfig: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	if len(c.Brokers) == 0 {
-		return errors.New("kafka: SubscriberConfig.Brokers is empty")
+		return bad("Brokers", "is empty")
 	}
 	if c.ConsumerGroup == "" {
-		return errors.New("kafka: SubscriberConfig.ConsumerGroup is empty")
+		return bad("ConsumerGroup", "is empty")
 	}
 	if c.InitialOffset != sarama.OffsetOldest && c.InitialOffset != sarama.OffsetNewest {
-		return fmt.Errorf("kafka: SubscriberConfig.InitialOffset %d: must be sarama.OffsetOldest (%d) or sarama.OffsetNewest (%d)", c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest)
+		return bad("InitialOffset", "%d: must be sarama.OffsetOldest (%d) or sarama.OffsetNewest (%d)", c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest)
 	}
 	if c.ReconnectRetrySleep < 0 {
-		return fmt.Errorf("kafka: SubscriberConfig.ReconnectRetrySleep %s is negative", c.ReconnectRetrySleep)
+		return bad("ReconnectRetrySleep", "%s is negative", c.ReconnectRetrySleep)
 	}
-	if c.SessionTimeout <= 0 || c.HeartbeatInterval <= 0 || c.RebalanceTimeout <= 0 || c.CloseTimeout <= 0 {
-		return errors.New("kafka: SubscriberConfig: timeouts and the heartbeat interval must be positive")
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"SessionTimeout", c.SessionTimeout}, {"HeartbeatInterval", c.HeartbeatInterval}, {"RebalanceTimeout", c.RebalanceTimeout}, {"CloseTimeout", c.CloseTimeout}} {
+		if d.v <= 0 {
+			return bad(d.field, "%s: timeouts and the heartbeat interval must be positive", d.v)
+		}
 	}
 	if c.HeartbeatInterval*3 > c.SessionTimeout {
-		return fmt.Errorf("kafka: SubscriberConfig.HeartbeatInterval %s is more than a third of SessionTimeout %s", c.HeartbeatInterval, c.SessionTimeout)
+		return bad("HeartbeatInterval", "%s is more than a third of SessionTimeout %s", c.HeartbeatInterval, c.SessionTimeout)
 	}
 	if c.RebalanceTimeout >= c.SessionTimeout {
-		return fmt.Errorf("kafka: SubscriberConfig.RebalanceTimeout %s must be below SessionTimeout %s", c.RebalanceTimeout, c.SessionTimeout)
+		return bad("RebalanceTimeout", "%s must be below SessionTimeout %s", c.RebalanceTimeout, c.SessionTimeout)
 	}
 	if err := c.Security.Validate(); err != nil {
 		return fmt.Errorf("kafka: SubscriberConfig.Security: %w", err)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // LagMetricName is the gauge a LagMonitor exports: per topic and
@@ -64,17 +66,20 @@ func (c *LagConfig) setDefaults() {
 
 // Validate reports the first invalid field.
 func (c LagConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("kafka: LagConfig: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case len(c.Brokers) == 0:
-		return errors.New("kafka: LagConfig.Brokers is empty")
+		return bad("Brokers", "is empty")
 	case c.ConsumerGroup == "":
-		return errors.New("kafka: LagConfig.ConsumerGroup is empty")
+		return bad("ConsumerGroup", "is empty")
 	case len(c.Topics) == 0:
-		return errors.New("kafka: LagConfig.Topics is empty")
+		return bad("Topics", "is empty")
 	case slices.Contains(c.Topics, ""):
-		return errors.New("kafka: LagConfig.Topics has an empty topic name")
+		return bad("Topics", "has an empty topic name")
 	case c.Interval < 0:
-		return fmt.Errorf("kafka: LagConfig.Interval is negative (%s)", c.Interval)
+		return bad("Interval", "is negative (%s)", c.Interval)
 	}
 	if err := c.Security.Validate(); err != nil {
 		return fmt.Errorf("kafka: LagConfig.Security: %w", err)

@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
@@ -26,17 +28,23 @@ func TestLagConfigValidateRejectsMissingFields(t *testing.T) {
 	if err := valid.Validate(); err != nil {
 		t.Fatalf("valid config rejected: %v", err)
 	}
-	for name, edit := range map[string]func(*kafka.LagConfig){
-		"no brokers":        func(c *kafka.LagConfig) { c.Brokers = nil },
-		"no group":          func(c *kafka.LagConfig) { c.ConsumerGroup = "" },
-		"no topics":         func(c *kafka.LagConfig) { c.Topics = nil },
-		"empty topic":       func(c *kafka.LagConfig) { c.Topics = []string{"t", ""} },
-		"negative interval": func(c *kafka.LagConfig) { c.Interval = -time.Second },
+	for name, tc := range map[string]struct {
+		field string
+		edit  func(*kafka.LagConfig)
+	}{
+		"no brokers":        {"Brokers", func(c *kafka.LagConfig) { c.Brokers = nil }},
+		"no group":          {"ConsumerGroup", func(c *kafka.LagConfig) { c.ConsumerGroup = "" }},
+		"no topics":         {"Topics", func(c *kafka.LagConfig) { c.Topics = nil }},
+		"empty topic":       {"Topics", func(c *kafka.LagConfig) { c.Topics = []string{"t", ""} }},
+		"negative interval": {"Interval", func(c *kafka.LagConfig) { c.Interval = -time.Second }},
 	} {
 		cfg := valid
-		edit(&cfg)
+		tc.edit(&cfg)
+		var ve *eventstore.ValidationError
 		if err := cfg.Validate(); err == nil {
 			t.Errorf("%s: Validate accepted %+v", name, cfg)
+		} else if !errors.As(err, &ve) || ve.Field != tc.field {
+			t.Errorf("%s: Validate = %v, want an *eventstore.ValidationError on %s", name, err, tc.field)
 		}
 		if _, err := kafka.NewLagMonitor(cfg); err == nil {
 			t.Errorf("%s: NewLagMonitor accepted %+v", name, cfg)

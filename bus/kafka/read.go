@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Record is one Kafka record as this package's readers hand it out
@@ -226,17 +227,20 @@ func (c *TopicReaderConfig) setDefaults() {
 
 // Validate reports the first invalid field.
 func (c TopicReaderConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("kafka: TopicReaderConfig: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case len(c.Cluster.Brokers) == 0:
-		return errors.New("kafka: TopicReaderConfig.Cluster.Brokers is empty")
+		return bad("Cluster.Brokers", "is empty")
 	case len(c.Topics) == 0:
-		return errors.New("kafka: TopicReaderConfig.Topics is empty")
+		return bad("Topics", "is empty")
 	case slices.Contains(c.Topics, ""):
-		return errors.New("kafka: TopicReaderConfig.Topics has an empty topic name")
+		return bad("Topics", "has an empty topic name")
 	case c.Start.IsHistory():
-		return fmt.Errorf("kafka: TopicReaderConfig.Start is %s; want earliest, latest or a time", c.Start)
+		return bad("Start", "is %s; want earliest, latest or a time", c.Start)
 	case c.MaxWait < 0:
-		return fmt.Errorf("kafka: TopicReaderConfig.MaxWait %s is negative", c.MaxWait)
+		return bad("MaxWait", "%s is negative", c.MaxWait)
 	}
 	if err := c.Cluster.Security.Validate(); err != nil {
 		return fmt.Errorf("kafka: TopicReaderConfig.Cluster.Security: %w", err)

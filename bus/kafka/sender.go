@@ -16,6 +16,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // SenderConfig configures a Sender.
@@ -51,13 +52,13 @@ func (c *SenderConfig) setDefaults() {
 // Validate reports the first invalid field.
 func (c SenderConfig) Validate() error {
 	if len(c.Brokers) == 0 {
-		return errors.New("kafka: SenderConfig.Brokers is empty")
+		return fmt.Errorf("kafka: SenderConfig: %w", &eventstore.ValidationError{Field: "Brokers", Reason: "is empty"})
 	}
 	if err := c.Security.Validate(); err != nil {
 		return fmt.Errorf("kafka: SenderConfig.Security: %w", err)
 	}
 	if c.ReplyPartition != nil && *c.ReplyPartition < 0 {
-		return fmt.Errorf("kafka: SenderConfig.ReplyPartition %d is negative", *c.ReplyPartition)
+		return fmt.Errorf("kafka: SenderConfig: %w", &eventstore.ValidationError{Field: "ReplyPartition", Reason: fmt.Sprintf("%d is negative", *c.ReplyPartition)})
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // GroupStartConfig configures StartGroup.
@@ -47,17 +48,20 @@ func (c *GroupStartConfig) setDefaults() {
 
 // Validate reports the first missing or invalid field.
 func (c GroupStartConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("kafka: GroupStartConfig: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case len(c.Brokers) == 0:
-		return errors.New("kafka: GroupStartConfig.Brokers is empty")
+		return bad("Brokers", "is empty")
 	case c.Group == "":
-		return errors.New("kafka: GroupStartConfig.Group is empty")
+		return bad("Group", "is empty")
 	case len(c.Topics) == 0:
-		return errors.New("kafka: GroupStartConfig.Topics is empty")
+		return bad("Topics", "is empty")
 	case c.Start.IsDefault() || c.Start.IsHistory():
-		return fmt.Errorf("kafka: GroupStartConfig.Start is %s; want earliest, latest or a time", c.Start)
+		return bad("Start", "is %s; want earliest, latest or a time", c.Start)
 	case c.Timeout < 0:
-		return errors.New("kafka: GroupStartConfig.Timeout is negative")
+		return bad("Timeout", "%v is negative", c.Timeout)
 	}
 	if err := c.Security.Validate(); err != nil {
 		return fmt.Errorf("kafka: GroupStartConfig.Security: %w", err)

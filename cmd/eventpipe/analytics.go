@@ -225,8 +225,8 @@ docs/operations.md. The run is recorded in Postgres (operator_actions). Prints J
 				return fmt.Errorf("--to: %w", err)
 			}
 			res, err := operator.AnalyticsRecount(cmd.Context(), operator.AnalyticsRecountConfig{
-				Endpoints: eventpipe.EndpointsFromEnv(), Source: source, From: lo, To: hi, Settle: settle,
-				Actor: actor, Reason: reason, Logger: slog.Default(),
+				Process: eventpipe.Process{Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()}, Source: source, From: lo, To: hi, Settle: settle,
+				Actor: actor, Reason: reason,
 			})
 			if err != nil {
 				return err

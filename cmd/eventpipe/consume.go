@@ -93,8 +93,8 @@ never be taken (the rules reject a stored event) goes to poison.snapshots.`,
 			ctx := cmd.Context()
 			reg := eventpipe.NewMetricsRegistry()
 			consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{
-				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Names: args, Start: start, CommandKey: key, SnapshotEvery: snapshotEvery, NoParking: noParking,
-				Registerer: reg, Logger: slog.Default(),
+				Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()}, Names: args, Start: start, CommandKey: key, SnapshotEvery: snapshotEvery, NoParking: noParking,
+				Registerer: reg,
 			})
 			if err != nil {
 				return fmt.Errorf("consume: %w", err)

@@ -26,7 +26,7 @@ subcommand reads the same URL, so they all use that schema.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ep := eventpipe.EndpointsFromEnv()
-			m, err := eventpipe.Migrate(cmd.Context(), eventpipe.MigrateConfig{Catalog: catalog, Endpoints: ep})
+			m, err := eventpipe.Migrate(cmd.Context(), eventpipe.MigrateConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: ep}})
 			if err != nil {
 				return err
 			}

@@ -46,7 +46,7 @@ func parkedListCommand() *cobra.Command {
 				return err
 			}
 			events, err := operator.ParkedList(cmd.Context(), operator.ParkedListConfig{
-				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Projection: projection, Aggregate: ref, Logger: slog.Default(),
+				Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()}, Projection: projection, Aggregate: ref,
 			})
 			if err != nil {
 				return err
@@ -94,8 +94,8 @@ replay', which rebuilds a whole model from the event store.)`,
 				return err
 			}
 			res, err := operator.ParkedReapply(cmd.Context(), operator.ParkedReapplyConfig{
-				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Projection: projection, Aggregate: ref,
-				Actor: actor, Reason: reason, Logger: slog.Default(),
+				Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()}, Projection: projection, Aggregate: ref,
+				Actor: actor, Reason: reason,
 			})
 			if err != nil {
 				return err
@@ -162,8 +162,8 @@ operator_actions.`,
 				return fmt.Errorf("parked skip: %q: want <type>/<id>", args[1])
 			}
 			res, err := operator.ParkedSkip(cmd.Context(), operator.ParkedSkipConfig{
-				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Projection: args[0], Aggregate: ref,
-				Actor: actor, Reason: reason, Logger: slog.Default(),
+				Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()}, Projection: args[0], Aggregate: ref,
+				Actor: actor, Reason: reason,
 			})
 			if err != nil {
 				return err

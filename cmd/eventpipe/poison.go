@@ -43,7 +43,7 @@ func poisonListCommand(group *string) *cobra.Command {
 		Short: "List poison messages: topic, offset, origin, reason, message id, age, redrive",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := operator.PoisonListConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), CommandGroup: *group, Logger: slog.Default()}
+			cfg := operator.PoisonListConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()}, CommandGroup: *group}
 			if len(args) == 1 {
 				cfg.Topic = args[0]
 			}
@@ -79,8 +79,8 @@ func poisonShowCommand(group *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			m, err := operator.PoisonShow(cmd.Context(), operator.PoisonListConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(),
-				CommandGroup: *group, Topic: args[0], Logger: slog.Default()}, pos)
+			m, err := operator.PoisonShow(cmd.Context(), operator.PoisonListConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()},
+				CommandGroup: *group, Topic: args[0]}, pos)
 			if err != nil {
 				return err
 			}
@@ -139,8 +139,8 @@ message failed.`,
 			if all == (len(pos) > 0) {
 				return errors.New("poison redrive: give --offset (one or more) or --all")
 			}
-			res, err := operator.PoisonRedrive(cmd.Context(), operator.PoisonRedriveConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(),
-				CommandGroup: *group, Topic: args[0], Positions: pos, All: all, Actor: actor, Reason: reason, Logger: slog.Default()})
+			res, err := operator.PoisonRedrive(cmd.Context(), operator.PoisonRedriveConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()},
+				CommandGroup: *group, Topic: args[0], Positions: pos, All: all, Actor: actor, Reason: reason})
 			out := cmd.OutOrStdout()
 			for _, r := range res.Results {
 				switch r.Outcome {

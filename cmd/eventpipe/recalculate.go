@@ -32,8 +32,8 @@ again with --after <id> to resume. Each run is recorded in Postgres
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := operator.RecalculateConfig{
-				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Type: args[0], All: all, After: after,
-				Actor: actor, Reason: reason, Retries: retries, Logger: slog.Default(),
+				Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()}, Type: args[0], All: all, After: after,
+				Actor: actor, Reason: reason, Retries: retries,
 				Progress: func(r commands.Recalculation) {
 					status := "unchanged"
 					if r.Changed {

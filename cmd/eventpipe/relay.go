@@ -63,8 +63,8 @@ Metrics carry the label stream=events|analytics.
 			}()
 			for _, stream := range streams {
 				r, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{
-					Stream: stream, Catalog: catalog, Endpoints: ep, WorkerID: workerID, LeaseDuration: leaseFor,
-					BatchSize: batchSize, IdlePoll: idlePoll, MaxIdlePoll: maxIdlePoll, Registerer: reg, Logger: slog.Default(),
+					Stream: stream, Process: eventpipe.Process{Catalog: catalog, Endpoints: ep, Logger: slog.Default()}, WorkerID: workerID, LeaseDuration: leaseFor,
+					BatchSize: batchSize, IdlePoll: idlePoll, MaxIdlePoll: maxIdlePoll, Registerer: reg,
 				})
 				if err != nil {
 					return err

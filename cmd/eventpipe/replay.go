@@ -47,7 +47,7 @@ a plain line every --progress-interval otherwise.`,
 			ctx := cmd.Context()
 			progress := newReplayProgress(cmd.ErrOrStderr(), args[0], interval)
 			res, err := operator.Replay(ctx, operator.ReplayConfig{
-				Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), ReadModel: args[0], Progress: progress.update,
+				Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv()}, ReadModel: args[0], Progress: progress.update,
 			})
 			progress.finish()
 			if errors.Is(err, operator.ErrReplayRunning) {

@@ -48,8 +48,8 @@ func sagasListCommand() *cobra.Command {
 		Short: "List saga instances: saga, instance, status, age, pending step, next timeout",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := operator.SagaInstancesConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Status: state,
-				StuckAfter: stuckAfter, Limit: limit, Logger: slog.Default()}
+			cfg := operator.SagaInstancesConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()}, Status: state,
+				StuckAfter: stuckAfter, Limit: limit}
 			if len(args) == 1 {
 				cfg.Saga = args[0]
 			}
@@ -86,8 +86,8 @@ func sagasShowCommand() *cobra.Command {
 		Short: "Show a saga instance: state, inputs handled, commands and answers, timeouts, outbox",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := operator.SagaInstance(cmd.Context(), operator.SagaInstanceConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(),
-				Saga: args[0], Instance: args[1], StuckAfter: stuckAfter, Logger: slog.Default()})
+			d, err := operator.SagaInstance(cmd.Context(), operator.SagaInstanceConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()},
+				Saga: args[0], Instance: args[1], StuckAfter: stuckAfter})
 			if err != nil {
 				return err
 			}
@@ -117,7 +117,7 @@ consumer (which must run) and it ended. Recorded in operator_actions.`,
 				return err
 			}
 			res, err := operator.SagaAbort(cmd.Context(), operator.SagaAbortConfig{
-				SagaOpsConfig: operator.SagaOpsConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), CommandKey: key, Actor: actor, Logger: slog.Default()},
+				SagaOpsConfig: operator.SagaOpsConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()}, CommandKey: key, Actor: actor},
 				Saga:          args[0], Instance: args[1], Reason: reason,
 			})
 			if err != nil {
@@ -165,8 +165,8 @@ beside a running saga and safe to repeat. Recorded in operator_actions.`,
 				return err
 			}
 			res, err := operator.SagaRetry(cmd.Context(), operator.SagaRetryConfig{
-				SagaOpsConfig: operator.SagaOpsConfig{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), CommandKey: key,
-					StuckAfter: stuckAfter, Actor: actor, Logger: slog.Default()},
+				SagaOpsConfig: operator.SagaOpsConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()}, CommandKey: key,
+					StuckAfter: stuckAfter, Actor: actor},
 				Saga: args[0], Instance: args[1], Reason: reason,
 			})
 			out := cmd.OutOrStdout()

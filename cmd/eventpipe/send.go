@@ -37,7 +37,7 @@ func sendCommand() *cobra.Command {
 			if cmd.Flags().Changed("expected-version") {
 				c.ExpectedVersion = &expected
 			}
-			sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Endpoints: ep})
+			sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: ep}})
 			if err != nil {
 				return err
 			}

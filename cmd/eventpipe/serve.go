@@ -64,9 +64,9 @@ least 32 bytes, the same for serve and consume.`,
 			}
 			// The status page is the operator surface's own route, on the
 			// API's listener or on --operator-addr's (package operator).
-			svc, err := eventpipe.NewWriteSide(cmd.Context(), eventpipe.WriteSideConfig{Catalog: catalog, ConsumerGroup: group,
+			svc, err := eventpipe.NewWriteSide(cmd.Context(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Catalog: catalog, Logger: slog.Default()}, ConsumerGroup: group,
 				OperatorAddr: operatorAddr, OperatorRoutes: operator.MountStatusPage, Auth: authCfg, NoAuth: authCfg == nil && noAuth,
-				CommandKey: key, Logger: slog.Default()})
+				CommandKey: key})
 			if err != nil {
 				return err
 			}

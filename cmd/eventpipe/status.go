@@ -29,7 +29,7 @@ func statusCommand() *cobra.Command {
 			}
 			fmt.Fprintln(out, "STACK")
 			stackErr := printStatus(cmd, s)
-			r := operator.Status(cmd.Context(), operator.StatusConfig{Catalog: catalog, CommandGroup: group})
+			r := operator.Status(cmd.Context(), operator.StatusConfig{Process: eventpipe.Process{Catalog: catalog}, CommandGroup: group})
 
 			for _, rel := range r.Relays {
 				fmt.Fprintf(out, "\nRELAY %s  ", rel.Name)

@@ -167,8 +167,8 @@ type ownConsumers struct {
 // consumer added to a live system starts with what is published from
 // then on (bus.StartLatest) the first time its group runs.
 func startOwn(ctx context.Context, cfg Config, catalog *eventpipe.Catalog, db *pgxpool.Pool, logger *slog.Logger, names ...string) (*ownConsumers, error) {
-	c, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: catalog, Endpoints: cfg.Endpoints, Names: names, DB: db,
-		Start: bus.StartLatest, Logger: logger})
+	c, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: cfg.Endpoints, Logger: logger}, Names: names, DB: db,
+		Start: bus.StartLatest})
 	if err != nil {
 		return nil, fmt.Errorf("demo: consumers %v: %w", names, err)
 	}
@@ -289,8 +289,7 @@ func (s *scenario) dayTwoChapter(ctx context.Context, n *narrator, d *dayTwo) er
 	if err := s.skipStory(ctx, n, d); err != nil {
 		return err
 	}
-	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Endpoints: s.cfg.Endpoints, DB: s.db, Limit: 3,
-		Logger: slog.New(slog.DiscardHandler)})
+	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Process: eventpipe.Process{Endpoints: s.cfg.Endpoints, Logger: slog.New(slog.DiscardHandler)}, DB: s.db, Limit: 3})
 	if err != nil {
 		return err
 	}
@@ -310,7 +309,7 @@ func (s *scenario) redriveStory(ctx context.Context, n *narrator, d *dayTwo) err
 	n.line("%s v1 addresses each notice to the owner's name in the accounts read model and refuses an", notifierName)
 	n.line("account without one: a bug (bob and carol never gave a name), so their notices went to its poison topic:")
 	topic := bus.Topics{Prefix: s.cfg.Endpoints.TopicPrefix}.Poison("handler." + notifierName)
-	list := operator.PoisonListConfig{Catalog: d.catalog, Endpoints: s.cfg.Endpoints, DB: s.db, Topic: topic, Logger: slog.New(slog.DiscardHandler)}
+	list := operator.PoisonListConfig{Process: eventpipe.Process{Catalog: d.catalog, Endpoints: s.cfg.Endpoints, Logger: slog.New(slog.DiscardHandler)}, DB: s.db, Topic: topic}
 	var mine []operator.PoisonMessage
 	err := s.await(ctx, d, "bob's and carol's notices poisoned", func() (bool, string, error) {
 		msgs, err := operator.PoisonList(ctx, list)
@@ -350,8 +349,8 @@ func (s *scenario) redriveStory(ctx context.Context, n *narrator, d *dayTwo) err
 	d.running[1] = v2
 
 	reason := notifierName + " v2 needs no owner name"
-	redrive := operator.PoisonRedriveConfig{Catalog: fixed, Endpoints: s.cfg.Endpoints, DB: s.db, Topic: topic, Positions: positions,
-		Actor: "demo", Reason: reason, Logger: slog.New(slog.DiscardHandler)}
+	redrive := operator.PoisonRedriveConfig{Process: eventpipe.Process{Catalog: fixed, Endpoints: s.cfg.Endpoints, Logger: slog.New(slog.DiscardHandler)}, DB: s.db, Topic: topic, Positions: positions,
+		Actor: "demo", Reason: reason}
 	n.line("  $ bin/eventpipe poison redrive %s%s --reason %q --actor demo", topic, offsets, reason)
 	res, err := operator.PoisonRedrive(ctx, redrive)
 	if err != nil {
@@ -419,8 +418,8 @@ func (s *scenario) skipStory(ctx context.Context, n *narrator, d *dayTwo) error 
 	s.balances[frank] = 2500 - 1200
 	var parked []parkedRow
 	err := s.await(ctx, d, "frank's transactions parked", func() (bool, string, error) {
-		evs, err := operator.ParkedList(ctx, operator.ParkedListConfig{Catalog: d.catalog, Endpoints: s.cfg.Endpoints, DB: s.db,
-			Projection: ledgerName, Aggregate: ref, Logger: slog.New(slog.DiscardHandler)})
+		evs, err := operator.ParkedList(ctx, operator.ParkedListConfig{Process: eventpipe.Process{Catalog: d.catalog, Endpoints: s.cfg.Endpoints, Logger: slog.New(slog.DiscardHandler)}, DB: s.db,
+			Projection: ledgerName, Aggregate: ref})
 		if err != nil {
 			return false, "", err
 		}
@@ -440,8 +439,8 @@ func (s *scenario) skipStory(ctx context.Context, n *narrator, d *dayTwo) error 
 	}
 	reason := "reviewed: payroll import without descriptions"
 	n.line("  operator.ParkedSkip, reason %q, actor demo (`eventpipe parked skip %s %s`):", reason, ledgerName, ref)
-	res, err := operator.ParkedSkip(ctx, operator.ParkedSkipConfig{Catalog: d.catalog, Endpoints: s.cfg.Endpoints, DB: s.db,
-		Projection: ledgerName, Aggregate: ref, Reason: reason, Actor: "demo", Logger: slog.New(slog.DiscardHandler)})
+	res, err := operator.ParkedSkip(ctx, operator.ParkedSkipConfig{Process: eventpipe.Process{Catalog: d.catalog, Endpoints: s.cfg.Endpoints, Logger: slog.New(slog.DiscardHandler)}, DB: s.db,
+		Projection: ledgerName, Aggregate: ref, Reason: reason, Actor: "demo"})
 	if err != nil {
 		return err
 	}

@@ -116,7 +116,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	n.chapter("Storage")
-	m, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: own.catalog, Endpoints: cfg.Endpoints, Logger: slog.New(slog.DiscardHandler)})
+	m, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Process: eventpipe.Process{Catalog: own.catalog, Endpoints: cfg.Endpoints, Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		return err
 	}

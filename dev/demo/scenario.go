@@ -61,7 +61,7 @@ type todoRow struct{ Title, Message string }
 
 func newScenario(ctx context.Context, cfg Config) (*scenario, error) {
 	catalog := eventpipe.Builtin()
-	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Endpoints: cfg.Endpoints})
+	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: cfg.Endpoints}})
 	if err != nil {
 		return nil, err
 	}

@@ -216,10 +216,13 @@ func TestLeaderThatDiesBeforeSyncingDoesNotHoldTheGroup(t *testing.T) {
 			if !errors.Is(err, kerr.RebalanceInProgress) {
 				t.Fatalf("follower SyncGroup: %v, want REBALANCE_IN_PROGRESS", err)
 			}
-			if guarded && took > 3*time.Second {
-				t.Fatalf("the group waited %s for a leader that died before syncing", took.Truncate(time.Millisecond))
+			// The guard's point: the group does not wait out the
+			// rebalance timeout for a dead leader (a lower bound for bare
+			// kfake, which a slow machine only makes longer).
+			if guarded && took >= cfg.RebalanceTimeout {
+				t.Fatalf("the group waited %s for a leader that died before syncing, the whole rebalance timeout (%s)", took.Truncate(time.Millisecond), cfg.RebalanceTimeout)
 			}
-			if !guarded && took < 6*time.Second {
+			if !guarded && took < cfg.RebalanceTimeout*3/4 {
 				t.Fatalf("bare kfake gave up on the dead leader after %s, before the rebalance timeout: the upstream behaviour changed", took.Truncate(time.Millisecond))
 			}
 		})

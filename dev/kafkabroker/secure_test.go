@@ -91,9 +91,10 @@ func (b *secureBroker) clientOpts(ca *certs.CA, password string) []kgo.Opt {
 	}
 }
 
-// ping sends ApiVersions and Metadata within 30 s.
+// ping sends ApiVersions and Metadata, waiting at most as long as a hang
+// takes (integration.HangAfter).
 func (b *secureBroker) ping(opts ...kgo.Opt) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
 	defer cancel()
 	client, err := kgo.NewClient(append(opts, kgo.DialTimeout(2*time.Second))...)
 	if err != nil {
@@ -156,14 +157,15 @@ func TestSecureBrokerServesTLSAndSCRAM(t *testing.T) {
 		{"unknown CA", b.clientOpts(mustCA(t), b.password), "certificate"},
 		{"no SASL", []kgo.Opt{kgo.SeedBrokers(b.addr), kgo.DialTLSConfig(&tls.Config{RootCAs: b.ca.Pool()})}, ""},
 	} {
-		start := time.Now()
 		err := b.ping(tc.opts...)
 		if err == nil {
 			t.Errorf("%s: the broker accepted the client", tc.name)
 			continue
 		}
-		if took := time.Since(start); took > 6*time.Second {
-			t.Errorf("%s: refused only after %s", tc.name, took)
+		// Refused means the broker said no or hung up, not that the
+		// client gave up waiting.
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: no refusal, only the client's timeout: %v", tc.name, err)
 		}
 		if tc.want != "" && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %q does not mention %q", tc.name, err, tc.want)

@@ -79,7 +79,7 @@ func NewParkingPipeline(t *testing.T) *ParkingPipeline {
 	if err := catalog.AddReadModel(refusingTodos{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: catalog, Endpoints: ep, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: ep, Logger: slog.New(slog.DiscardHandler)}}); err != nil {
 		t.Fatal(err)
 	}
 	store, err := eventpipe.OpenStore(ctx, ep, catalog, nil)
@@ -142,8 +142,8 @@ func (p *ParkingPipeline) AppendAndPublish(t *testing.T, id string, version int6
 // ends.
 func (p *ParkingPipeline) Consume(t *testing.T, noParking bool) {
 	t.Helper()
-	cons, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Catalog: p.Catalog, Endpoints: p.EP,
-		Names: []string{readmodels.Todos{}.Name()}, Start: bus.StartEarliest, NoParking: noParking, Logger: slog.New(slog.DiscardHandler)})
+	cons, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: p.Catalog, Endpoints: p.EP, Logger: slog.New(slog.DiscardHandler)},
+		Names: []string{readmodels.Todos{}.Name()}, Start: bus.StartEarliest, NoParking: noParking})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func (p *ParkingPipeline) Rows(t *testing.T) map[string]string {
 // TodosGroup returns the todos read model's group in Status.
 func (p *ParkingPipeline) TodosGroup(t *testing.T) (operator.GroupStatus, operator.StatusReport) {
 	t.Helper()
-	r := operator.Status(context.Background(), operator.StatusConfig{Catalog: p.Catalog, Endpoints: p.EP})
+	r := operator.Status(context.Background(), operator.StatusConfig{Process: eventpipe.Process{Catalog: p.Catalog, Endpoints: p.EP}})
 	i := slices.IndexFunc(r.Groups, func(g operator.GroupStatus) bool { return g.Projection == readmodels.Todos{}.Name() })
 	if i < 0 {
 		t.Fatalf("no todos group in %+v", r.Groups)

@@ -47,7 +47,7 @@ func Endpoints(t testing.TB) endpoints.Endpoints {
 // group, with an open HTTP API (NoAuth); it is closed when t ends.
 func NewService(t testing.TB, ep endpoints.Endpoints, group string) *eventpipe.WriteSide {
 	t.Helper()
-	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: group, NoAuth: true})
+	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep}, ConsumerGroup: group, NoAuth: true})
 	if err != nil {
 		t.Fatal(err)
 	}

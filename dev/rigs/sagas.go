@@ -64,7 +64,7 @@ func RunSagaChildIfRequested() {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
 		var cons *eventpipe.Consumers
-		cons, err = eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: TransferCatalog(timeout), Endpoints: endpoints.FromEnv(),
+		cons, err = eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: TransferCatalog(timeout), Endpoints: endpoints.FromEnv()},
 			Names: []string{eventpipe.SagaConsumer(transfersaga.Name)}})
 		if err == nil {
 			err = cons.Run(ctx)
@@ -204,13 +204,13 @@ func NewSagaRigWithKey(t *testing.T, cat *eventpipe.Catalog, key []byte, mws ...
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, Catalog: cat, ConsumerGroup: testenv.UniqueName(t, "g"), Middlewares: mws,
+	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep, Catalog: cat}, ConsumerGroup: testenv.UniqueName(t, "g"), Middlewares: mws,
 		CommandKey: key})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Close() })
-	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Catalog: cat, Endpoints: ep, DiscoveryInterval: 200 * time.Millisecond})
+	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Process: eventpipe.Process{Catalog: cat, Endpoints: ep}, DiscoveryInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func NewSagaRigWithKey(t *testing.T, cat *eventpipe.Catalog, key []byte, mws ...
 // consume <name>-saga` does, until t ends.
 func (r *TransferRig) RunSaga(name string) {
 	r.T.Helper()
-	cons, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Catalog: r.Cat, Endpoints: r.EP, DB: r.DB,
+	cons, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: r.Cat, Endpoints: r.EP}, DB: r.DB,
 		CommandKey: r.Key, Names: []string{eventpipe.SagaConsumer(name)}})
 	if err != nil {
 		r.T.Fatal(err)

@@ -2,7 +2,6 @@ package dynamodb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -67,20 +66,23 @@ func (c *Config) setDefaults() {
 
 // Validate reports the first missing or out-of-range field.
 func (c Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("eventstore/dynamodb: Config: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	if c.Client == nil {
-		return errors.New("eventstore/dynamodb: Config.Client is nil")
+		return bad("Client", "is nil")
 	}
 	if l := len(c.Table); l < 3 || l > 255 {
-		return fmt.Errorf("eventstore/dynamodb: Config.Table %q must be 3–255 characters", c.Table)
+		return bad("Table", "%q must be 3–255 characters", c.Table)
 	}
 	if c.PageSize < 1 || c.PageSize > 1000 {
-		return fmt.Errorf("eventstore/dynamodb: Config.PageSize %d must be 1–1000", c.PageSize)
+		return bad("PageSize", "%d must be 1–1000", c.PageSize)
 	}
 	if c.CommandRetention < 0 {
-		return fmt.Errorf("eventstore/dynamodb: Config.CommandRetention %v is negative", c.CommandRetention)
+		return bad("CommandRetention", "%v is negative", c.CommandRetention)
 	}
 	if c.ConflictRetries < 0 {
-		return fmt.Errorf("eventstore/dynamodb: Config.ConflictRetries %d is negative", c.ConflictRetries)
+		return bad("ConflictRetries", "%d is negative", c.ConflictRetries)
 	}
 	return nil
 }

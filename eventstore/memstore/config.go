@@ -36,10 +36,12 @@ func (c *Config) setDefaults() {
 // Validate reports the first out-of-range field.
 func (c Config) Validate() error {
 	if c.PageSize < 1 || c.PageSize > eventstore.MaxPageSize {
-		return fmt.Errorf("eventstore/memstore: Config.PageSize %d must be 1–%d", c.PageSize, eventstore.MaxPageSize)
+		return fmt.Errorf("eventstore/memstore: Config: %w", &eventstore.ValidationError{Field: "PageSize",
+			Reason: fmt.Sprintf("%d must be 1–%d", c.PageSize, eventstore.MaxPageSize)})
 	}
 	if c.CommandRetention < 0 {
-		return fmt.Errorf("eventstore/memstore: Config.CommandRetention %v is negative", c.CommandRetention)
+		return fmt.Errorf("eventstore/memstore: Config: %w", &eventstore.ValidationError{Field: "CommandRetention",
+			Reason: fmt.Sprintf("%v is negative", c.CommandRetention)})
 	}
 	return nil
 }

@@ -18,13 +18,21 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 	if _, err := memstore.New(memstore.Config{}); err != nil {
 		t.Fatalf("the zero Config: %v", err)
 	}
-	for name, cfg := range map[string]memstore.Config{
-		"page size above the maximum": {PageSize: eventstore.MaxPageSize + 1},
-		"negative page size":          {PageSize: -1},
-		"negative retention":          {CommandRetention: -time.Second},
+	for name, tc := range map[string]struct {
+		cfg   memstore.Config
+		field string
+	}{
+		"page size above the maximum": {memstore.Config{PageSize: eventstore.MaxPageSize + 1}, "PageSize"},
+		"negative page size":          {memstore.Config{PageSize: -1}, "PageSize"},
+		"negative retention":          {memstore.Config{CommandRetention: -time.Second}, "CommandRetention"},
 	} {
-		if _, err := memstore.New(cfg); err == nil {
+		_, err := memstore.New(tc.cfg)
+		if err == nil {
 			t.Errorf("%s: New accepted it", name)
+		}
+		var ve *eventstore.ValidationError
+		if !errors.As(err, &ve) || ve.Field != tc.field {
+			t.Errorf("%s: New = %v, want an *eventstore.ValidationError on %s", name, err, tc.field)
 		}
 	}
 }

@@ -59,7 +59,7 @@ func quickstart(ctx context.Context) error {
 		return err
 	}
 	// A command onto the bus; `eventpipe serve` handles it once and answers.
-	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Endpoints: ep})
+	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: ep}})
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func quickstart(ctx context.Context) error {
 	}
 	fmt.Println("answer:", res.Status, "version", res.Version)
 	// Run the consumer until Ctrl-C: it prints the todo events, this one too.
-	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: catalog, Endpoints: ep, Names: []string{"todo-audit"}})
+	consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: ep}, Names: []string{"todo-audit"}})
 	if err != nil {
 		return err
 	}

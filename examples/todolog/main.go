@@ -60,7 +60,7 @@ func run(args []string) error {
 	ep := eventpipe.EndpointsFromEnv()
 	switch args[0] {
 	case "migrate":
-		m, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: catalog, Endpoints: ep})
+		m, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: ep}})
 		if err != nil {
 			return err
 		}
@@ -68,7 +68,7 @@ func run(args []string) error {
 		return nil
 	case "consume":
 		reg := eventpipe.NewMetricsRegistry()
-		c, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: catalog, Endpoints: ep, Names: []string{"todo_log"}, Registerer: reg})
+		c, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: ep}, Names: []string{"todo_log"}, Registerer: reg})
 		if err != nil {
 			return err
 		}
@@ -85,7 +85,7 @@ func run(args []string) error {
 		}
 		return nil
 	case "replay":
-		res, err := operator.Replay(ctx, operator.ReplayConfig{Catalog: catalog, Endpoints: ep, ReadModel: "todo_log"})
+		res, err := operator.Replay(ctx, operator.ReplayConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: ep}, ReadModel: "todo_log"})
 		if err != nil {
 			return err
 		}
@@ -99,7 +99,7 @@ func run(args []string) error {
 
 // send creates n todos and updates each of them, waiting for every answer.
 func send(ctx context.Context, catalog *eventpipe.Catalog, ep eventpipe.Endpoints, prefix string, n, updates int) error {
-	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Endpoints: ep, Logger: slog.New(slog.DiscardHandler)})
+	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: ep, Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		return err
 	}

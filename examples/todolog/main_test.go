@@ -54,12 +54,12 @@ func TestTodoLogRunsAsALibraryUsersReadModel(t *testing.T) {
 	}
 
 	runProgram("migrate")
-	ws, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: integration.UniqueName(t, "cmds")})
+	ws, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep}, ConsumerGroup: integration.UniqueName(t, "cmds")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ws.Close()
-	relay, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: ep})
+	relay, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Process: eventpipe.Process{Endpoints: ep}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,8 @@ func (c *Config) setDefaults() {
 // Validate reports a missing or malformed endpoint.
 func (c Config) Validate() error {
 	if c.Endpoint == "" {
-		return fmt.Errorf("dynamoclient: Endpoint is empty (want a URL such as http://127.0.0.1:8000, or %q)", AWSEndpoint)
+		return fmt.Errorf("dynamoclient: %w", &eventstore.ValidationError{Field: "Endpoint",
+			Reason: fmt.Sprintf("is empty (want a URL such as http://127.0.0.1:8000, or %q)", AWSEndpoint)})
 	}
 	if c.Endpoint == AWSEndpoint {
 		if c.RoleARN != "" && !strings.HasPrefix(c.RoleARN, "arn:") {
@@ -83,7 +84,7 @@ func (c Config) Validate() error {
 	}
 	u, err := url.Parse(c.Endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("dynamoclient: Endpoint %q is not an http(s) URL", c.Endpoint)
+		return fmt.Errorf("dynamoclient: %w", &eventstore.ValidationError{Field: "Endpoint", Reason: fmt.Sprintf("%q is not an http(s) URL", c.Endpoint)})
 	}
 	return nil
 }

@@ -79,19 +79,22 @@ const DefaultCatchUpIndex = "eventpipe-catchup"
 
 // Validate reports the first missing or invalid field.
 func (c ApplierConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("elastic: ApplierConfig: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case c.Client == nil:
-		return errors.New("elastic: ApplierConfig.Client is nil")
+		return bad("Client", "is nil")
 	case c.Store == nil:
-		return errors.New("elastic: ApplierConfig.Store is nil")
+		return bad("Store", "is nil")
 	case c.Projection == nil:
-		return errors.New("elastic: ApplierConfig.Projection is nil")
+		return bad("Projection", "is nil")
 	case c.Projection.Name() == "":
-		return errors.New("elastic: the projection has no name")
+		return bad("Projection", "has no name")
 	case c.CacheSize > 1<<24:
-		return fmt.Errorf("elastic: ApplierConfig.CacheSize %d is above %d", c.CacheSize, 1<<24)
+		return bad("CacheSize", "%d is above %d", c.CacheSize, 1<<24)
 	case c.Refresh != "" && c.Refresh != "wait_for" && c.Refresh != "true" && c.Refresh != "false":
-		return fmt.Errorf("elastic: ApplierConfig.Refresh %q: want \"\", \"wait_for\", \"true\" or \"false\"", c.Refresh)
+		return bad("Refresh", "%q: want \"\", \"wait_for\", \"true\" or \"false\"", c.Refresh)
 	}
 	return nil
 }

@@ -45,17 +45,20 @@ type ReplayConfig struct {
 
 // Validate reports the first missing or invalid field.
 func (c ReplayConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("elastic: ReplayConfig: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case c.Client == nil:
-		return errors.New("elastic: ReplayConfig.Client is nil")
+		return bad("Client", "is nil")
 	case c.Store == nil:
-		return errors.New("elastic: ReplayConfig.Store is nil")
+		return bad("Store", "is nil")
 	case c.History == nil:
-		return errors.New("elastic: ReplayConfig.History is nil")
+		return bad("History", "is nil")
 	case c.Projection == nil:
-		return errors.New("elastic: ReplayConfig.Projection is nil")
+		return bad("Projection", "is nil")
 	case c.LockTTL < 0:
-		return fmt.Errorf("elastic: ReplayConfig.LockTTL %v is negative", c.LockTTL)
+		return bad("LockTTL", "%v is negative", c.LockTTL)
 	}
 	return nil
 }

@@ -270,7 +270,7 @@ func runReplayChildIfRequested() {
 			sep = "&"
 		}
 		ep.Postgres += sep + "search_path=" + schema // the URL picks the schema
-		res, err := operator.Replay(context.Background(), operator.ReplayConfig{ReadModel: readmodels.Accounts{}.Name(), Endpoints: ep,
+		res, err := operator.Replay(context.Background(), operator.ReplayConfig{ReadModel: readmodels.Accounts{}.Name(), Process: eventpipe.Process{Endpoints: ep},
 			History: s.history, Count: s.count})
 		if err != nil {
 			return err

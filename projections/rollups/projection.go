@@ -53,17 +53,20 @@ type Definition struct {
 
 // Validate reports the first missing or invalid field.
 func (d Definition) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("rollups: Definition %s: %w", d.Name, &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case !validName.MatchString(d.Name):
-		return fmt.Errorf("rollups: Definition.Name %q: want lower-case letters, digits, '_' and '-', starting with a letter", d.Name)
+		return bad("Name", "%q: want lower-case letters, digits, '_' and '-', starting with a letter", d.Name)
 	case len(d.Name) > MaxNameLength:
-		return fmt.Errorf("rollups: Definition.Name %q: %d bytes, at most %d", d.Name, len(d.Name), MaxNameLength)
+		return bad("Name", "%q: %d bytes, at most %d", d.Name, len(d.Name), MaxNameLength)
 	case len(d.AggregateTypes) == 0:
-		return fmt.Errorf("rollups: %s: Definition.AggregateTypes is empty", d.Name)
+		return bad("AggregateTypes", "is empty")
 	case len(d.EventTypes) == 0:
-		return fmt.Errorf("rollups: %s: Definition.EventTypes is empty", d.Name)
+		return bad("EventTypes", "is empty")
 	case d.Measure == nil:
-		return fmt.Errorf("rollups: %s: Definition.Measure is nil", d.Name)
+		return bad("Measure", "is nil")
 	}
 	return nil
 }

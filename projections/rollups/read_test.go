@@ -114,8 +114,12 @@ func TestDefinitionValidateNamesTheBadField(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			d := good
 			c.edit(&d)
-			if _, err := rollups.New(d); err == nil || !strings.Contains(err.Error(), c.want) {
+			_, err := rollups.New(d)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("New = %v, want an error naming %s", err, c.want)
+			}
+			if ve := new(eventstore.ValidationError); !errors.As(err, &ve) || ve.Field != c.want {
+				t.Fatalf("New = %v, want an *eventstore.ValidationError on %s", err, c.want)
 			}
 		})
 	}

@@ -79,13 +79,31 @@ type Config struct {
 	Tracking func(orderID string) string
 }
 
-// New returns the saga, for Catalog.AddSaga or sagas.Config.Saga.
-func New(cfg Config) sagas.Saga[State] {
-	if cfg.ShipWithin <= 0 {
-		cfg.ShipWithin = DefaultShipWithin
+func (c *Config) setDefaults() {
+	if c.ShipWithin == 0 {
+		c.ShipWithin = DefaultShipWithin
 	}
-	if cfg.Tracking == nil {
-		cfg.Tracking = func(id string) string { return "TRK-" + id }
+	if c.Tracking == nil {
+		c.Tracking = func(id string) string { return "TRK-" + id }
+	}
+}
+
+// Validate reports the first invalid field; a zero field counts as its
+// default.
+func (c Config) Validate() error {
+	if c.ShipWithin < 0 {
+		return fmt.Errorf("ordersaga: Config: %w", &eventstore.ValidationError{Field: "ShipWithin", Reason: fmt.Sprintf("%v is negative", c.ShipWithin)})
+	}
+	return nil
+}
+
+// New returns the saga, for Catalog.AddSaga or sagas.Config.Saga. It
+// panics when cfg is invalid (see Validate): a saga's configuration is
+// the program's.
+func New(cfg Config) sagas.Saga[State] {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		panic(err)
 	}
 	return sagas.Saga[State]{
 		Name:   Name,

@@ -97,10 +97,27 @@ type Config struct {
 	Timeout time.Duration
 }
 
-// New returns the saga, for sagas.Config.Saga.
+func (c *Config) setDefaults() {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+}
+
+// Validate reports the first invalid field; a zero field counts as its
+// default.
+func (c Config) Validate() error {
+	if c.Timeout < 0 {
+		return fmt.Errorf("transfersaga: Config: %w", &eventstore.ValidationError{Field: "Timeout", Reason: fmt.Sprintf("%v is negative", c.Timeout)})
+	}
+	return nil
+}
+
+// New returns the saga, for sagas.Config.Saga. It panics when cfg is
+// invalid (see Validate): a saga's configuration is the program's.
 func New(cfg Config) sagas.Saga[State] {
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		panic(err)
 	}
 	return sagas.Saga[State]{
 		Name:    Name,

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // EnvChild is the environment variable that tells a test binary started
@@ -97,13 +99,16 @@ func (c *ChildConfig) setDefaults() {
 
 // Validate reports the first invalid field.
 func (c ChildConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("integration: ChildConfig: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case c.Main == "" && c.Program == "":
-		return errors.New("integration: ChildConfig needs a Main or a Program")
+		return bad("Main", "is empty and so is Program: set one")
 	case c.Main != "" && c.Program != "":
-		return fmt.Errorf("integration: ChildConfig has both a Main (%q) and a Program (%q)", c.Main, c.Program)
+		return bad("Program", "%q is set beside Main %q: set one", c.Program, c.Main)
 	case c.ReadyTimeout < 0:
-		return fmt.Errorf("integration: ChildConfig.ReadyTimeout %v is negative", c.ReadyTimeout)
+		return bad("ReadyTimeout", "%v is negative", c.ReadyTimeout)
 	}
 	return nil
 }

@@ -28,20 +28,20 @@ func TestAReadModelOnAnIsolatedPipeline(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		catalog := eventpipe.Builtin()
-		if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: catalog, Endpoints: ep}); err != nil {
+		if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: ep}}); err != nil {
 			t.Fatal(err)
 		}
-		ws, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, ConsumerGroup: integration.UniqueName(t, "cmds")})
+		ws, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep}, ConsumerGroup: integration.UniqueName(t, "cmds")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ws.Close()
-		relay, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: ep})
+		relay, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Process: eventpipe.Process{Endpoints: ep}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer relay.Close()
-		consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: catalog, Endpoints: ep, Names: []string{"todos"}})
+		consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: ep}, Names: []string{"todos"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestAReadModelOnAnIsolatedPipeline(t *testing.T) {
 		go func() { done <- consumers.Run(ctx) }()
 		defer func() { cancel(); <-done; <-done; <-done }()
 
-		sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Endpoints: ep})
+		sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: ep}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,7 @@ func TestTheReadModelAppliesEveryEventOnceThroughKills(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	catalog := eventpipe.Builtin()
-	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Catalog: catalog, Endpoints: ep}); err != nil {
+	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Process: eventpipe.Process{Catalog: catalog, Endpoints: ep}}); err != nil {
 		t.Fatal(err)
 	}
 	store, err := eventpipe.OpenStore(ctx, ep, catalog, nil)
@@ -44,7 +44,7 @@ func TestTheReadModelAppliesEveryEventOnceThroughKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	child := integration.StartChild(t, integration.ChildConfig{Main: "consume", Env: integration.Environ(ep)})
-	relay, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Endpoints: ep})
+	relay, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Process: eventpipe.Process{Endpoints: ep}})
 	if err != nil {
 		t.Fatal(err)
 	}

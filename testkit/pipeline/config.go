@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/eventstore/memstore"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
@@ -83,38 +83,42 @@ func (c *Config) setDefaults() {
 // aggregator), one without the database or Elasticsearch it needs, a
 // short CommandKey or a negative Buffer or SnapshotEvery.
 func (c Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("pipeline: Config: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	if c.Catalog == nil {
-		return errors.New("pipeline: Config.Catalog is nil")
+		return bad("Catalog", "is nil")
 	}
 	if c.Buffer < 0 {
-		return fmt.Errorf("pipeline: Config.Buffer is %d, want ≥ 0", c.Buffer)
+		return bad("Buffer", "is %d, want ≥ 0", c.Buffer)
 	}
 	if c.SnapshotEvery < 0 {
-		return fmt.Errorf("pipeline: Config.SnapshotEvery is %d, want ≥ 0", c.SnapshotEvery)
+		return bad("SnapshotEvery", "is %d, want ≥ 0", c.SnapshotEvery)
 	}
 	if n := len(c.CommandKey); n > 0 && n < commands.MinKeyLength {
-		return fmt.Errorf("pipeline: Config.CommandKey has %d bytes, want at least %d", n, commands.MinKeyLength)
+		return bad("CommandKey", "has %d bytes, want at least %d", n, commands.MinKeyLength)
 	}
 	seen := map[string]bool{}
 	for _, name := range c.Consumers {
 		cons, ok := c.Catalog.Consumer(name)
 		if !ok {
-			return fmt.Errorf("pipeline: %w %q (have %v)", eventpipe.ErrUnknownConsumer, name, c.Catalog.ConsumerNames())
+			return fmt.Errorf("pipeline: %w %q: %w", eventpipe.ErrUnknownConsumer, name,
+				&eventstore.ValidationError{Field: "Consumers", Reason: fmt.Sprintf("%q is not in the catalog (have %v)", name, c.Catalog.ConsumerNames())})
 		}
 		if seen[name] {
-			return fmt.Errorf("pipeline: consumer %q named twice", name)
+			return bad("Consumers", "consumer %q named twice", name)
 		}
 		seen[name] = true
 		info := cons.Describe(bus.Topics{Prefix: c.TopicPrefix})
 		switch {
 		case info.Kind == eventpipe.KindAggregator:
-			return fmt.Errorf("pipeline: consumer %q (%s) needs DynamoDB and Kafka and cannot run in the pipeline", name, info.Kind)
+			return bad("Consumers", "consumer %q (%s) needs DynamoDB and Kafka and cannot run in the pipeline", name, info.Kind)
 		case info.Needs.Postgres && c.DB == nil:
-			return fmt.Errorf("pipeline: consumer %q (%s) needs Postgres: set Config.DB", name, info.Kind)
+			return bad("DB", "is nil: consumer %q (%s) needs Postgres", name, info.Kind)
 		case info.Needs.Parking && !c.NoParking && c.DB == nil:
-			return fmt.Errorf("pipeline: consumer %q (%s) parks its failures in Postgres: set Config.DB, or NoParking", name, info.Kind)
+			return bad("DB", "is nil: consumer %q (%s) parks its failures in Postgres: set DB, or NoParking", name, info.Kind)
 		case info.Needs.Elasticsearch && c.Search == nil:
-			return fmt.Errorf("pipeline: consumer %q (%s) needs Elasticsearch: set Config.Search", name, info.Kind)
+			return bad("Search", "is nil: consumer %q (%s) needs Elasticsearch", name, info.Kind)
 		}
 	}
 	return nil

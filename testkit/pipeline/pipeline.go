@@ -85,8 +85,8 @@ func Start(ctx context.Context, cfg Config) (*Pipeline, error) {
 		return nil, err
 	}
 
-	ws, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Endpoints: ep, Catalog: cfg.Catalog, Store: store,
-		Publisher: b, NewSubscriber: subscribers, Middlewares: cfg.Middlewares, CommandKey: cfg.CommandKey, Logger: cfg.Logger})
+	ws, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep, Catalog: cfg.Catalog, Logger: cfg.Logger}, Store: store,
+		Publisher: b, NewSubscriber: subscribers, Middlewares: cfg.Middlewares, CommandKey: cfg.CommandKey})
 	if err != nil {
 		return fail(fmt.Errorf("pipeline: write side: %w", err))
 	}
@@ -96,9 +96,9 @@ func Start(ctx context.Context, cfg Config) (*Pipeline, error) {
 		p.groups = append(p.groups, groupTopic{eventpipe.CommandGroup(ws.Config().ConsumerGroup, topic), topic})
 	}
 	if len(cfg.Consumers) > 0 {
-		cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Catalog: cfg.Catalog, Endpoints: ep, Names: cfg.Consumers,
+		cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: cfg.Catalog, Endpoints: ep, Logger: cfg.Logger}, Names: cfg.Consumers,
 			DB: cfg.DB, Search: cfg.Search, NewSubscriber: subscribers, Publisher: b, NoKafka: true, Store: store,
-			NoParking: cfg.NoParking, SnapshotEvery: cfg.SnapshotEvery, CommandKey: cfg.CommandKey, Logger: cfg.Logger})
+			NoParking: cfg.NoParking, SnapshotEvery: cfg.SnapshotEvery, CommandKey: cfg.CommandKey})
 		if err != nil {
 			return fail(fmt.Errorf("pipeline: consumers: %w", err))
 		}

@@ -2,13 +2,13 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // SenderConfig configures NewSender.
@@ -26,9 +26,9 @@ type SenderConfig struct {
 func (c SenderConfig) Validate() error {
 	switch {
 	case c.Publisher == nil:
-		return errors.New("pipeline: SenderConfig.Publisher is nil")
+		return fmt.Errorf("pipeline: SenderConfig: %w", &eventstore.ValidationError{Field: "Publisher", Reason: "is nil"})
 	case c.Subscriber == nil:
-		return errors.New("pipeline: SenderConfig.Subscriber is nil")
+		return fmt.Errorf("pipeline: SenderConfig: %w", &eventstore.ValidationError{Field: "Subscriber", Reason: "is nil"})
 	}
 	return nil
 }

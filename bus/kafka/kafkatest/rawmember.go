@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // RawMemberConfig configures a RawMember.
@@ -45,10 +47,10 @@ func (c *RawMemberConfig) setDefaults() {
 // Validate reports the first invalid field.
 func (c RawMemberConfig) Validate() error {
 	if len(c.Brokers) == 0 {
-		return fmt.Errorf("kafkatest: RawMemberConfig.Brokers is empty")
+		return fmt.Errorf("kafkatest: RawMemberConfig: %w", &eventstore.ValidationError{Field: "Brokers", Reason: "is empty"})
 	}
 	if c.Group == "" {
-		return fmt.Errorf("kafkatest: RawMemberConfig.Group is empty")
+		return fmt.Errorf("kafkatest: RawMemberConfig: %w", &eventstore.ValidationError{Field: "Group", Reason: "is empty"})
 	}
 	return nil
 }

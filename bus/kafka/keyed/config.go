@@ -9,28 +9,19 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // ErrClosed is returned by Subscribe after Close.
 var ErrClosed = errors.New("keyed: subscriber closed")
 
 // ConfigError reports an invalid Config field.
-type ConfigError struct {
-	// Field is the Config field at fault.
-	Field string
-	// Reason says what is wrong with it.
-	Reason string
-	// Err is the underlying error, if any (for Security, an
-	// *eventstore.ValidationError).
-	Err error
-}
-
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("keyed: Config.%s: %s", e.Field, e.Reason)
-}
-
-// Unwrap returns the underlying error.
-func (e *ConfigError) Unwrap() error { return e.Err }
+//
+// Deprecated: ConfigError is an alias of *eventstore.ValidationError, the
+// one config error type of the library, kept for compatibility; match
+// *eventstore.ValidationError instead. A Security error is the
+// *eventstore.ValidationError of Security.Validate, wrapped.
+type ConfigError = eventstore.ValidationError
 
 // Config configures a Subscriber. The group timeouts are those of
 // bus/kafka.SubscriberConfig (a zero value takes its default) and the
@@ -128,46 +119,57 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports the first invalid field as a *ConfigError (the group
-// timeouts are checked as bus/kafka checks them).
+// Validate reports the first invalid field as a wrapped
+// *eventstore.ValidationError naming it (the group timeouts are checked as
+// bus/kafka checks them).
 func (c Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("keyed: Config: %w", err)
+	}
+	return nil
+}
+
+func (c Config) validate() error {
 	if len(c.Brokers) == 0 {
-		return &ConfigError{Field: "Brokers", Reason: "empty"}
+		return &eventstore.ValidationError{Field: "Brokers", Reason: "empty"}
 	}
 	if c.ConsumerGroup == "" {
-		return &ConfigError{Field: "ConsumerGroup", Reason: "empty"}
+		return &eventstore.ValidationError{Field: "ConsumerGroup", Reason: "empty"}
 	}
 	if c.MaxInFlight < 1 {
-		return &ConfigError{Field: "MaxInFlight", Reason: fmt.Sprintf("%d: must be at least 1", c.MaxInFlight)}
+		return &eventstore.ValidationError{Field: "MaxInFlight", Reason: fmt.Sprintf("%d: must be at least 1", c.MaxInFlight)}
 	}
 	if c.InitialOffset != sarama.OffsetOldest && c.InitialOffset != sarama.OffsetNewest {
-		return &ConfigError{Field: "InitialOffset", Reason: fmt.Sprintf("%d: must be sarama.OffsetOldest (%d) or sarama.OffsetNewest (%d)",
+		return &eventstore.ValidationError{Field: "InitialOffset", Reason: fmt.Sprintf("%d: must be sarama.OffsetOldest (%d) or sarama.OffsetNewest (%d)",
 			c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest)}
 	}
 	if c.NackResendSleep < 0 {
-		return &ConfigError{Field: "NackResendSleep", Reason: "negative"}
+		return &eventstore.ValidationError{Field: "NackResendSleep", Reason: "negative"}
 	}
 	if c.ReconnectRetrySleep < 0 {
-		return &ConfigError{Field: "ReconnectRetrySleep", Reason: "negative"}
+		return &eventstore.ValidationError{Field: "ReconnectRetrySleep", Reason: "negative"}
 	}
 	if c.CommitInterval <= 0 {
-		return &ConfigError{Field: "CommitInterval", Reason: "must be positive"}
+		return &eventstore.ValidationError{Field: "CommitInterval", Reason: "must be positive"}
 	}
 	if c.RevokeTimeout <= 0 {
-		return &ConfigError{Field: "RevokeTimeout", Reason: "must be positive"}
+		return &eventstore.ValidationError{Field: "RevokeTimeout", Reason: "must be positive"}
 	}
 	if c.CloseTimeout <= 0 {
-		return &ConfigError{Field: "CloseTimeout", Reason: "must be positive"}
+		return &eventstore.ValidationError{Field: "CloseTimeout", Reason: "must be positive"}
 	}
 	if err := c.Security.Validate(); err != nil {
-		return &ConfigError{Field: "Security", Reason: err.Error(), Err: err}
+		return fmt.Errorf("Security: %w", err)
 	}
 	sc, err := c.groupConfig().SaramaConfig()
-	if err != nil {
-		return &ConfigError{Field: "SessionTimeout/HeartbeatInterval/RebalanceTimeout", Reason: err.Error()}
+	if ve := new(eventstore.ValidationError); errors.As(err, &ve) {
+		// the group fields are Config's own, under the same names
+		return &eventstore.ValidationError{Field: ve.Field, Reason: ve.Reason}
+	} else if err != nil {
+		return &eventstore.ValidationError{Field: "SessionTimeout/HeartbeatInterval/RebalanceTimeout", Reason: err.Error()}
 	}
 	if rt := sc.Consumer.Group.Rebalance.Timeout; c.RevokeTimeout >= rt {
-		return &ConfigError{Field: "RevokeTimeout", Reason: fmt.Sprintf("%s must be below the rebalance timeout %s", c.RevokeTimeout, rt)}
+		return &eventstore.ValidationError{Field: "RevokeTimeout", Reason: fmt.Sprintf("%s must be below the rebalance timeout %s", c.RevokeTimeout, rt)}
 	}
 	return nil
 }

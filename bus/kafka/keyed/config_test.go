@@ -11,6 +11,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 func TestNewRejectsInvalidConfigNamingTheField(t *testing.T) {
@@ -37,13 +38,24 @@ func TestNewRejectsInvalidConfigNamingTheField(t *testing.T) {
 		{"negative reconnect sleep", "ReconnectRetrySleep", func(c *keyed.Config) { c.ReconnectRetrySleep = -time.Second }},
 		{"negative commit interval", "CommitInterval", func(c *keyed.Config) { c.CommitInterval = -time.Second }},
 		{"revoke beyond the rebalance timeout", "RevokeTimeout", func(c *keyed.Config) { c.RevokeTimeout = 8 * time.Second }},
-		{"rebalance = session", "SessionTimeout/HeartbeatInterval/RebalanceTimeout", func(c *keyed.Config) {
+		{"rebalance = session", "RebalanceTimeout", func(c *keyed.Config) {
 			c.SessionTimeout, c.RebalanceTimeout = 10*time.Second, 10*time.Second
+		}},
+		{"heartbeat above a third of the session", "HeartbeatInterval", func(c *keyed.Config) {
+			c.SessionTimeout, c.HeartbeatInterval = 10*time.Second, 4*time.Second
+		}},
+		{"credentials without a mechanism", "SASL.Mechanism", func(c *keyed.Config) {
+			c.Security.SASL.Username, c.Security.SASL.Password = "u", "p"
 		}},
 	} {
 		cfg := base
 		tc.mod(&cfg)
 		_, err := keyed.New(cfg)
+		var ve *eventstore.ValidationError
+		if !errors.As(err, &ve) || ve.Field != tc.field {
+			t.Errorf("%s: error %v, want an *eventstore.ValidationError on %s", tc.name, err, tc.field)
+		}
+		// The deprecated alias still matches.
 		var ce *keyed.ConfigError
 		if !errors.As(err, &ce) || ce.Field != tc.field {
 			t.Errorf("%s: error %v, want a *ConfigError on %s", tc.name, err, tc.field)

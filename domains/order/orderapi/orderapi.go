@@ -6,10 +6,11 @@ package orderapi
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
+	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/projections/rollups"
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
@@ -36,7 +37,7 @@ type Config struct {
 // Validate reports the first missing field.
 func (c Config) Validate() error {
 	if c.Search == nil {
-		return errors.New("orderapi: Config.Search is nil")
+		return fmt.Errorf("orderapi: Config: %w", &eventstore.ValidationError{Field: "Search", Reason: "is nil"})
 	}
 	return nil
 }

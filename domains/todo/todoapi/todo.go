@@ -69,15 +69,18 @@ const Resource = "todo"
 
 // Validate reports the first missing field.
 func (c Config) Validate() error {
+	bad := func(field string) error {
+		return fmt.Errorf("todoapi: Config: %w", &eventstore.ValidationError{Field: field, Reason: "is nil"})
+	}
 	switch {
 	case c.Commands == nil:
-		return errors.New("todoapi: Config.Commands is nil")
+		return bad("Commands")
 	case c.States == nil:
-		return errors.New("todoapi: Config.States is nil")
+		return bad("States")
 	case c.List == nil:
-		return errors.New("todoapi: Config.List is nil")
+		return bad("List")
 	case c.Records == nil:
-		return errors.New("todoapi: Config.Records is nil")
+		return bad("Records")
 	}
 	return nil
 }

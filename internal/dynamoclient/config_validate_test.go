@@ -1,0 +1,25 @@
+package dynamoclient
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/eventpipe/eventpipe/eventstore"
+)
+
+// TestConfigValidateNamesTheField: a bad config field is reported as an
+// *eventstore.ValidationError naming it.
+func TestConfigValidateNamesTheField(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err   error
+		field string
+	}{
+		"no endpoint": {Config{}.Validate(), "Endpoint"},
+		"not a URL":   {Config{Endpoint: "ftp://x"}.Validate(), "Endpoint"},
+	} {
+		var ve *eventstore.ValidationError
+		if !errors.As(tc.err, &ve) || ve.Field != tc.field {
+			t.Errorf("%s: Validate = %v, want an *eventstore.ValidationError on %s", name, tc.err, tc.field)
+		}
+	}
+}
