@@ -1,10 +1,12 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -212,14 +214,16 @@ func Shards(ctx context.Context, streams StreamsAPI, stream string) ([]Lease, er
 // worker's share of the readable ones.
 //
 // The share is KCL's: the readable shards over the live workers (those
-// holding a lease that is not expired), rounded up. A worker below its
+// holding a lease that is not expired, but for a worker with an expired
+// lease: it stopped renewing), rounded up. A worker below its
 // share takes free leases (no owner, or expired: nobody reads them) and
-// steals the rest from workers above theirs, the busiest first. A lease
-// nobody reads never waits for a worker to have room: each pass takes at
-// least this worker's part of the free ones (their count over the live
-// workers, rounded up), so a dead worker's leases are taken as each one
-// expires even while its unexpired ones still count it as live, and the
-// shares are then evened out by stealing.
+// steals the rest from workers above theirs, the busiest first, each its
+// own part of what the pass moves (claims: the same for every worker
+// reading the same lease table, so one pass evens the shares out). A
+// lease nobody reads never waits for a worker to have room: each pass
+// takes at least this worker's part of the free ones nobody claimed
+// (their count over the live workers, rounded up), so a dead worker's
+// leases are taken as each one expires.
 func (r *Relay) balance(ctx context.Context) error {
 	shards, err := Shards(ctx, r.cfg.Streams, r.stream)
 	if err != nil {
@@ -313,17 +317,118 @@ func (r *Relay) balance(ctx context.Context) error {
 		}
 	}
 	held := load[r.cfg.WorkerID] + len(mine)
-	target := (len(readable) + len(load) - 1) / len(load)
-	// Workers that list the same free leases in the same order would
-	// race for the same items; a shuffle spreads their takes.
-	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
-	share := (len(free) + len(load) - 1) / len(load)
-	n := min(len(free), max(target-held, share))
-	r.take(ctx, append(mine, free[:n]...))
-	if held+n < target {
-		r.steal(ctx, readable, byID, load, target, target-held-n)
+	// A worker holding an expired lease has stopped renewing (dead, or
+	// cut off): its unexpired leases stay its own until they expire too,
+	// but it counts in no share and claims nothing (what it would claim
+	// would wait for it). This worker is never stalled in its own view.
+	stalled := map[string]bool{}
+	for _, l := range free {
+		if l.Owner != "" && l.Owner != r.cfg.WorkerID {
+			stalled[l.Owner] = true
+		}
 	}
+	live := 0
+	for w := range load {
+		if !stalled[w] {
+			live++
+		}
+	}
+	target := (len(readable) + live - 1) / live
+	loads := maps.Clone(load)
+	loads[r.cfg.WorkerID] = held // the others count this worker's leases without a reader too
+	claimFree, claimStolen, leftover := claims(r.cfg.WorkerID, readable, byID, loads, free, target, stalled)
+	// What no worker below its share claims of the free leases (every
+	// live worker is at its share): each pass takes at least this
+	// worker's part of them, picked at random so that workers rarely race
+	// for one.
+	rand.Shuffle(len(leftover), func(i, j int) { leftover[i], leftover[j] = leftover[j], leftover[i] })
+	share := min(len(leftover), (len(leftover)+live-1)/live)
+	r.take(ctx, slices.Concat(mine, claimFree, leftover[:share]))
+	var steal []Lease
+	for _, l := range claimStolen {
+		if r.running[l.ShardID] == nil { // a reader of ours still stopping on it: next pass
+			steal = append(steal, l)
+		}
+	}
+	r.takeWith(ctx, steal, r.leases.Steal)
 	return nil
+}
+
+// claims is this worker's part of the pass's moves, computed the same way
+// by every worker that lists the same lease table, so that workers below
+// their share neither race for the same lease nor, between them, take
+// more from a worker above its share than it holds beyond it (the steals
+// of a busy worker by several at once used to swing the loads back and
+// forth for many passes).
+//
+// The pool: the free leases in shard order, then each worker's leases
+// beyond target (its leases in shard order, the last ones), the workers
+// holding most above target first. The claimants: the workers below
+// target but those stalled, in worker-id order, each claiming what it
+// lacks, in turn, from the pool. self's claim is returned split into free
+// leases to take and leases to steal; leftover is the free leases nobody
+// claimed.
+func claims(self string, readable []string, byID map[string]Lease, loads map[string]int, free []Lease, target int, stalled map[string]bool) (claimFree, claimStolen, leftover []Lease) {
+	free = slices.Clone(free)
+	slices.SortFunc(free, func(a, b Lease) int { return cmp.Compare(a.ShardID, b.ShardID) })
+	type victim struct {
+		owner string
+		over  int
+	}
+	var victims []victim
+	for owner, n := range loads {
+		if n > target {
+			victims = append(victims, victim{owner, n - target})
+		}
+	}
+	slices.SortFunc(victims, func(a, b victim) int {
+		if c := cmp.Compare(b.over, a.over); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.owner, b.owner)
+	})
+	held := map[string][]Lease{}
+	isFree := make(map[string]bool, len(free))
+	for _, l := range free {
+		isFree[l.ShardID] = true
+	}
+	for _, id := range readable { // readable is in shard order
+		if l := byID[id]; !isFree[id] && l.Owner != "" {
+			held[l.Owner] = append(held[l.Owner], l)
+		}
+	}
+	pool := free
+	for _, v := range victims {
+		ls := held[v.owner]
+		pool = append(pool, ls[max(len(ls)-v.over, 0):]...)
+	}
+	var claimants []string
+	for w, n := range loads {
+		if n < target && !stalled[w] {
+			claimants = append(claimants, w)
+		}
+	}
+	slices.Sort(claimants)
+	offset := 0
+	for _, w := range claimants {
+		lack := min(target-loads[w], len(pool)-offset)
+		if w == self {
+			for _, l := range pool[offset : offset+lack] {
+				if isFree[l.ShardID] {
+					claimFree = append(claimFree, l)
+				} else {
+					claimStolen = append(claimStolen, l)
+				}
+			}
+		}
+		if offset += lack; offset == len(pool) {
+			break
+		}
+	}
+	if offset < len(free) {
+		leftover = free[offset:]
+	}
+	return claimFree, claimStolen, leftover
 }
 
 // observe dates each lease's last write as this worker sees it, for
@@ -351,48 +456,6 @@ func (r *Relay) observe(leases []Lease, listed time.Time) {
 		}
 		r.observed[l.ShardID] = observation{owner: l.Owner, counter: l.Counter, at: at}
 	}
-}
-
-// steal takes up to want leases held by workers above the fair share
-// target: a new worker catches up in one discovery pass instead of one
-// lease per pass. Each victim gives at most what it holds above target,
-// the busiest first; it notices at its next lease write (ErrLeaseLost)
-// and stops reading the shard. Two workers stealing the same lease are
-// kept apart by the lease's conditional write.
-func (r *Relay) steal(ctx context.Context, readable []string, byID map[string]Lease, load map[string]int, target, want int) {
-	type victim struct {
-		owner  string
-		over   int
-		leases []Lease
-	}
-	victims := map[string]*victim{}
-	for owner, n := range load {
-		if owner != r.cfg.WorkerID && n > target {
-			victims[owner] = &victim{owner: owner, over: n - target}
-		}
-	}
-	for _, id := range readable {
-		if l := byID[id]; r.running[id] == nil && victims[l.Owner] != nil {
-			victims[l.Owner].leases = append(victims[l.Owner].leases, l)
-		}
-	}
-	order := make([]*victim, 0, len(victims))
-	for _, v := range victims {
-		order = append(order, v)
-	}
-	sort.Slice(order, func(i, j int) bool {
-		if order[i].over != order[j].over {
-			return order[i].over > order[j].over
-		}
-		return order[i].owner < order[j].owner
-	})
-	var steal []Lease
-	for _, v := range order {
-		rand.Shuffle(len(v.leases), func(i, j int) { v.leases[i], v.leases[j] = v.leases[j], v.leases[i] })
-		k := min(v.over, len(v.leases), want-len(steal))
-		steal = append(steal, v.leases[:k]...)
-	}
-	r.takeWith(ctx, steal, r.leases.Steal)
 }
 
 // leaseWriters bounds the lease writes one discovery pass makes at once.

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -101,120 +99,31 @@ type PartitionLag struct {
 	Lag int64
 }
 
-// ConsumerLag measures once, with a client of its own on cluster: for every partition
-// of topics, the newest offset minus group's committed offset (or minus the
-// oldest offset still available, when the group has committed nothing
-// there). Topics that do not exist yet yield no rows. Rows are sorted by
-// topic and partition. ctx is checked between broker requests; a single
-// request is bounded by sarama's network timeouts.
+// ConsumerLag measures once, with an OffsetReader of its own on cluster:
+// for every partition of topics, the newest offset minus group's
+// committed offset (or minus the oldest offset still available, when the
+// group has committed nothing there). Topics that do not exist yet yield
+// no rows. Rows are sorted by topic and partition. It is OffsetReader.Read
+// for one group: lag is computed one way, whoever asks.
 func ConsumerLag(ctx context.Context, cluster Cluster, group string, topics []string) ([]PartitionLag, error) {
 	if err := (LagConfig{Brokers: cluster.Brokers, Security: cluster.Security, ConsumerGroup: group, Topics: topics}).Validate(); err != nil {
 		return nil, err
 	}
-	admin, err := newLagAdmin(cluster)
+	r, err := NewOffsetReader(cluster)
 	if err != nil {
 		return nil, err
 	}
-	defer admin.Close()
-	return measureLag(ctx, admin.client, admin.admin, group, topics)
+	defer r.Close()
+	return r.consumerLag(ctx, group, topics)
 }
 
-// lagAdmin is a sarama client and the cluster admin on top of it; closing
-// the admin closes the client.
-type lagAdmin struct {
-	client sarama.Client
-	admin  sarama.ClusterAdmin
-}
-
-func newLagAdmin(cluster Cluster) (*lagAdmin, error) {
-	sc := sarama.NewConfig()
-	if err := cluster.Security.ApplySarama(sc); err != nil {
+// consumerLag reads one group's lag on topics, as ConsumerLag.
+func (r *OffsetReader) consumerLag(ctx context.Context, group string, topics []string) ([]PartitionLag, error) {
+	o, err := r.Read(ctx, OffsetsRequest{Groups: []GroupTopics{{Group: group, Topics: topics}}})
+	if err != nil {
 		return nil, err
 	}
-	sc.Version = KafkaVersion
-	sc.ClientID = "eventpipe-lag"
-	// Measuring must not create the topics it looks at, and a missing
-	// topic should cost one metadata round trip, not several.
-	sc.Metadata.AllowAutoTopicCreation = false
-	sc.Metadata.Retry.Max = 1
-	sc.Metadata.Retry.Backoff = 100 * time.Millisecond
-	client, err := sarama.NewClient(cluster.Brokers, sc)
-	if err != nil {
-		return nil, cluster.Security.wrapConnErr("kafka client for lag", cluster.Brokers, err)
-	}
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		client.Close()
-		return nil, fmt.Errorf("kafka: kafka cluster admin for lag: %w", err)
-	}
-	return &lagAdmin{client: client, admin: admin}, nil
-}
-
-func (a *lagAdmin) Close() error { return a.admin.Close() }
-
-func measureLag(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, group string, topics []string) ([]PartitionLag, error) {
-	parts := map[string][]int32{}
-	for _, topic := range topics {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		// Refresh so that a topic created or grown since the last poll of
-		// a long-lived client is seen.
-		err := client.RefreshMetadata(topic)
-		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("kafka: metadata of topic %s: %w", topic, err)
-		}
-		ps, err := client.Partitions(topic)
-		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("kafka: partitions of topic %s: %w", topic, err)
-		}
-		parts[topic] = ps
-	}
-	if len(parts) == 0 {
-		return nil, nil
-	}
-	committed, err := admin.ListConsumerGroupOffsets(group, parts)
-	if err != nil && !errors.Is(err, sarama.ErrGroupIDNotFound) {
-		return nil, fmt.Errorf("kafka: committed offsets of group %s: %w", group, err)
-	}
-	var rows []PartitionLag
-	for topic, ps := range parts {
-		for _, p := range ps {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			row := PartitionLag{Topic: topic, Partition: p, Committed: -1}
-			if committed != nil {
-				if b := committed.GetBlock(topic, p); b != nil {
-					if !errors.Is(b.Err, sarama.ErrNoError) {
-						return nil, fmt.Errorf("kafka: committed offset of group %s on %s/%d: %w", group, topic, p, b.Err)
-					}
-					row.Committed = max(b.Offset, -1)
-				}
-			}
-			if row.Newest, err = client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
-				return nil, fmt.Errorf("kafka: newest offset of %s/%d: %w", topic, p, err)
-			}
-			from := row.Committed
-			if from < 0 {
-				if from, err = client.GetOffset(topic, p, sarama.OffsetOldest); err != nil {
-					return nil, fmt.Errorf("kafka: oldest offset of %s/%d: %w", topic, p, err)
-				}
-			}
-			row.Lag = max(row.Newest-from, 0)
-			rows = append(rows, row)
-		}
-	}
-	slices.SortFunc(rows, func(a, b PartitionLag) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
-	return rows, nil
+	return o.Groups[0].Rows, o.Groups[0].Err
 }
 
 // LagMonitor measures a consumer group's lag every Interval and exports it
@@ -253,21 +162,21 @@ func NewLagMonitor(cfg LagConfig) (*LagMonitor, error) {
 // meanwhile. The Kafka client is made on the first poll, reused, and closed
 // when Run returns. Call Run once.
 func (m *LagMonitor) Run(ctx context.Context) error {
-	var conn *lagAdmin
+	var reader *OffsetReader
 	defer func() {
-		if conn != nil {
-			conn.Close()
+		if reader != nil {
+			reader.Close()
 		}
 	}()
 	ticker := time.NewTicker(m.cfg.Interval)
 	defer ticker.Stop()
 	for {
 		var err error
-		if conn == nil {
-			conn, err = newLagAdmin(Cluster{Brokers: m.cfg.Brokers, Security: m.cfg.Security})
+		if reader == nil {
+			reader, err = NewOffsetReader(Cluster{Brokers: m.cfg.Brokers, Security: m.cfg.Security})
 		}
 		if err == nil {
-			err = m.poll(ctx, conn)
+			err = m.poll(ctx, reader)
 		}
 		if err != nil && ctx.Err() == nil {
 			m.cfg.Logger.WarnContext(ctx, "consumer lag measurement failed",
@@ -281,8 +190,8 @@ func (m *LagMonitor) Run(ctx context.Context) error {
 	}
 }
 
-func (m *LagMonitor) poll(ctx context.Context, conn *lagAdmin) error {
-	rows, err := measureLag(ctx, conn.client, conn.admin, m.cfg.ConsumerGroup, m.cfg.Topics)
+func (m *LagMonitor) poll(ctx context.Context, reader *OffsetReader) error {
+	rows, err := reader.consumerLag(ctx, m.cfg.ConsumerGroup, m.cfg.Topics)
 	if err != nil {
 		return err
 	}
@@ -322,37 +231,19 @@ func TopicMessages(ctx context.Context, cluster Cluster, topics []string) (map[s
 	if err := cluster.Security.Validate(); err != nil {
 		return nil, fmt.Errorf("kafka: TopicMessages: Cluster.Security: %w", err)
 	}
-	admin, err := newLagAdmin(cluster)
+	r, err := NewOffsetReader(cluster)
 	if err != nil {
 		return nil, err
 	}
-	defer admin.Close()
-	out := make(map[string]int64, len(topics))
-	for _, topic := range topics {
-		if err := ctx.Err(); err != nil {
+	defer r.Close()
+	o, err := r.Read(ctx, OffsetsRequest{Count: topics})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range topics {
+		if err := o.TopicErrs[t]; err != nil {
 			return nil, err
 		}
-		out[topic] = 0
-		if err := admin.client.RefreshMetadata(topic); errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
-			continue
-		} else if err != nil {
-			return nil, fmt.Errorf("kafka: metadata of topic %s: %w", topic, err)
-		}
-		ps, err := admin.client.Partitions(topic)
-		if err != nil {
-			return nil, fmt.Errorf("kafka: partitions of topic %s: %w", topic, err)
-		}
-		for _, p := range ps {
-			newest, err := admin.client.GetOffset(topic, p, sarama.OffsetNewest)
-			if err != nil {
-				return nil, fmt.Errorf("kafka: newest offset of %s/%d: %w", topic, p, err)
-			}
-			oldest, err := admin.client.GetOffset(topic, p, sarama.OffsetOldest)
-			if err != nil {
-				return nil, fmt.Errorf("kafka: oldest offset of %s/%d: %w", topic, p, err)
-			}
-			out[topic] += max(newest-oldest, 0)
-		}
 	}
-	return out, nil
+	return o.Messages, nil
 }
