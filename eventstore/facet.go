@@ -47,54 +47,61 @@ func (c *FacetConfig[S]) setDefaults() {
 
 // Validate reports the first missing or malformed field.
 func (c FacetConfig[S]) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("eventstore: FacetConfig: %w", &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	if c.Store == nil {
-		return errors.New("eventstore: FacetConfig.Store is nil")
+		return bad("Store", "is nil")
 	}
 	if err := ValidateName("aggregate_type", c.AggregateType); err != nil {
-		return fmt.Errorf("eventstore: FacetConfig.AggregateType: %w", err)
+		var ve *ValidationError
+		if errors.As(err, &ve) {
+			return bad("AggregateType", "%s", ve.Reason)
+		}
+		return bad("AggregateType", "%v", err)
 	}
 	if c.Processor.Initial == nil {
-		return errors.New("eventstore: FacetConfig.Processor.Initial is nil")
+		return bad("Processor.Initial", "is nil")
 	}
 	if len(c.Processor.Rules) == 0 && len(c.Processor.HistoryRules) == 0 && len(c.Processor.FoldRules) == 0 {
-		return errors.New("eventstore: FacetConfig.Processor.Rules and HistoryRules are empty, and so is FoldRules")
+		return bad("Processor.Rules", "is empty, and so are HistoryRules and FoldRules: give at least one rule")
 	}
 	for t, r := range c.Processor.Rules {
 		if err := ValidateName("event_type", t); err != nil {
-			return fmt.Errorf("eventstore: FacetConfig.Processor.Rules: %w", err)
+			return bad("Processor.Rules", "%v", err)
 		}
 		if r == nil {
-			return fmt.Errorf("eventstore: FacetConfig.Processor.Rules[%q] is nil", t)
+			return bad(fmt.Sprintf("Processor.Rules[%q]", t), "is nil")
 		}
 		if _, ok := c.Processor.HistoryRules[t]; ok {
-			return fmt.Errorf("eventstore: FacetConfig.Processor: %q has a rule in both Rules and HistoryRules", t)
+			return bad(fmt.Sprintf("Processor.Rules[%q]", t), "%q has a rule in both Rules and HistoryRules", t)
 		}
 	}
 	for t, r := range c.Processor.HistoryRules {
 		if err := ValidateName("event_type", t); err != nil {
-			return fmt.Errorf("eventstore: FacetConfig.Processor.HistoryRules: %w", err)
+			return bad("Processor.HistoryRules", "%v", err)
 		}
 		if r == nil {
-			return fmt.Errorf("eventstore: FacetConfig.Processor.HistoryRules[%q] is nil", t)
+			return bad(fmt.Sprintf("Processor.HistoryRules[%q]", t), "is nil")
 		}
 	}
 	keys := make(map[string]string, len(c.Processor.FoldRules))
 	for t, r := range c.Processor.FoldRules {
 		if err := ValidateName("event_type", t); err != nil {
-			return fmt.Errorf("eventstore: FacetConfig.Processor.FoldRules: %w", err)
+			return bad("Processor.FoldRules", "%v", err)
 		}
 		if r == nil {
-			return fmt.Errorf("eventstore: FacetConfig.Processor.FoldRules[%q] is nil", t)
+			return bad(fmt.Sprintf("Processor.FoldRules[%q]", t), "is nil")
 		}
 		if err := r.validate(); err != nil {
-			return fmt.Errorf("eventstore: FacetConfig.Processor.FoldRules[%q]: %w", t, err)
+			return bad(fmt.Sprintf("Processor.FoldRules[%q]", t), "%v", err)
 		}
 		_, inRules := c.Processor.Rules[t]
 		if _, inHistory := c.Processor.HistoryRules[t]; inRules || inHistory {
-			return fmt.Errorf("eventstore: FacetConfig.Processor: %q has a rule in FoldRules and in Rules or HistoryRules", t)
+			return bad(fmt.Sprintf("Processor.FoldRules[%q]", t), "%q has a rule in FoldRules and in Rules or HistoryRules", t)
 		}
 		if other, ok := keys[r.foldKey()]; ok {
-			return fmt.Errorf("eventstore: FacetConfig.Processor.FoldRules: %q and %q both use fold key %q", other, t, r.foldKey())
+			return bad("Processor.FoldRules", "%q and %q both use fold key %q", other, t, r.foldKey())
 		}
 		keys[r.foldKey()] = t
 	}

@@ -411,24 +411,34 @@ func TestFacetConfigChecksFoldRules(t *testing.T) {
 	noStep.Step = nil
 	plain := eventstore.On(func(w wallet, _ paid, _ *eventstore.Outbox) (wallet, error) { return w, nil })
 	for _, tc := range []struct {
-		name    string
-		rules   map[string]eventstore.Rule[wallet]
-		folds   map[string]eventstore.FoldRule[wallet]
-		wantErr string
+		name  string
+		rules map[string]eventstore.Rule[wallet]
+		folds map[string]eventstore.FoldRule[wallet]
+		// wantField is the ValidationError's Field, wantErr a part of its
+		// Reason; both "" when the config is valid.
+		wantField string
+		wantErr   string
 	}{
-		{"fold rules only", nil, map[string]eventstore.FoldRule[wallet]{"Paid": rule("keys")}, ""},
-		{"two folds", nil, map[string]eventstore.FoldRule[wallet]{"Paid": rule("keys"), "Fee": rule("fees")}, ""},
-		{"one key twice", nil, map[string]eventstore.FoldRule[wallet]{"Paid": rule("keys"), "Fee": rule("keys")}, `both use fold key "keys"`},
-		{"in Rules too", map[string]eventstore.Rule[wallet]{"Paid": plain}, map[string]eventstore.FoldRule[wallet]{"Paid": rule("keys")}, `"Paid" has a rule in FoldRules and in Rules`},
-		{"nil fold rule", nil, map[string]eventstore.FoldRule[wallet]{"Paid": nil}, `FoldRules["Paid"] is nil`},
-		{"bad key", nil, map[string]eventstore.FoldRule[wallet]{"Paid": rule("a#b")}, "invalid fold key"},
-		{"no step", nil, map[string]eventstore.FoldRule[wallet]{"Paid": eventstore.Folding(noStep, func(w wallet, _ eventstore.Envelope, _ usedKeys, _ *eventstore.Outbox) (wallet, error) { return w, nil })}, "Initial, Step and the rule are required"},
+		{"fold rules only", nil, map[string]eventstore.FoldRule[wallet]{"Paid": rule("keys")}, "", ""},
+		{"two folds", nil, map[string]eventstore.FoldRule[wallet]{"Paid": rule("keys"), "Fee": rule("fees")}, "", ""},
+		{"one key twice", nil, map[string]eventstore.FoldRule[wallet]{"Paid": rule("keys"), "Fee": rule("keys")}, "Processor.FoldRules", `both use fold key "keys"`},
+		{"in Rules too", map[string]eventstore.Rule[wallet]{"Paid": plain}, map[string]eventstore.FoldRule[wallet]{"Paid": rule("keys")}, `Processor.FoldRules["Paid"]`, `"Paid" has a rule in FoldRules and in Rules`},
+		{"nil fold rule", nil, map[string]eventstore.FoldRule[wallet]{"Paid": nil}, `Processor.FoldRules["Paid"]`, "is nil"},
+		{"bad key", nil, map[string]eventstore.FoldRule[wallet]{"Paid": rule("a#b")}, `Processor.FoldRules["Paid"]`, "invalid fold key"},
+		{"no step", nil, map[string]eventstore.FoldRule[wallet]{"Paid": eventstore.Folding(noStep, func(w wallet, _ eventstore.Envelope, _ usedKeys, _ *eventstore.Outbox) (wallet, error) { return w, nil })}, `Processor.FoldRules["Paid"]`, "Initial, Step and the rule are required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := eventstore.NewFacet(eventstore.FacetConfig[wallet]{Store: newMemstore(t), AggregateType: "wallet",
 				Processor: eventstore.Processor[wallet]{Initial: func() wallet { return wallet{} }, Rules: tc.rules, FoldRules: tc.folds}})
-			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Fatalf("got %v, want %q", err, tc.wantErr)
+			if tc.wantField == "" {
+				if err != nil {
+					t.Fatalf("got %v, want no error", err)
+				}
+				return
+			}
+			var ve *eventstore.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tc.wantField || !strings.Contains(ve.Reason, tc.wantErr) {
+				t.Fatalf("got %v, want an *eventstore.ValidationError on %s with %q", err, tc.wantField, tc.wantErr)
 			}
 		})
 	}

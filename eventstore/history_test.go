@@ -296,21 +296,31 @@ func TestFacetConfigTakesHistoryRulesAndRefusesAnEventTypeInBothMaps(t *testing.
 		name    string
 		rules   map[string]eventstore.Rule[wallet]
 		history map[string]eventstore.HistoryRule[wallet]
-		wantErr string
+		// wantField is the ValidationError's Field, wantErr a part of its
+		// Reason; both "" when the config is valid.
+		wantField string
+		wantErr   string
 	}{
-		{"history rules only", nil, map[string]eventstore.HistoryRule[wallet]{"Paid": hist}, ""},
-		{"both kinds", map[string]eventstore.Rule[wallet]{"Fee": plain}, map[string]eventstore.HistoryRule[wallet]{"Paid": hist}, ""},
-		{"no rule at all", nil, nil, "Rules and HistoryRules are empty"},
-		{"one type in both", map[string]eventstore.Rule[wallet]{"Paid": plain}, map[string]eventstore.HistoryRule[wallet]{"Paid": hist}, `"Paid" has a rule in both`},
-		{"nil history rule", nil, map[string]eventstore.HistoryRule[wallet]{"Paid": nil}, `HistoryRules["Paid"] is nil`},
-		{"bad history event type", nil, map[string]eventstore.HistoryRule[wallet]{"Pa#id": hist}, "HistoryRules: invalid event_type"},
+		{"history rules only", nil, map[string]eventstore.HistoryRule[wallet]{"Paid": hist}, "", ""},
+		{"both kinds", map[string]eventstore.Rule[wallet]{"Fee": plain}, map[string]eventstore.HistoryRule[wallet]{"Paid": hist}, "", ""},
+		{"no rule at all", nil, nil, "Processor.Rules", "is empty, and so are HistoryRules and FoldRules"},
+		{"one type in both", map[string]eventstore.Rule[wallet]{"Paid": plain}, map[string]eventstore.HistoryRule[wallet]{"Paid": hist}, `Processor.Rules["Paid"]`, `"Paid" has a rule in both`},
+		{"nil history rule", nil, map[string]eventstore.HistoryRule[wallet]{"Paid": nil}, `Processor.HistoryRules["Paid"]`, "is nil"},
+		{"bad history event type", nil, map[string]eventstore.HistoryRule[wallet]{"Pa#id": hist}, "Processor.HistoryRules", "invalid event_type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := eventstore.FacetConfig[wallet]{Store: anyStore, AggregateType: "wallet",
 				Processor: eventstore.Processor[wallet]{Initial: func() wallet { return wallet{} }, Rules: tc.rules, HistoryRules: tc.history}}
 			err := cfg.Validate()
-			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Fatalf("Validate: %v, want %q", err, tc.wantErr)
+			if tc.wantField == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v, want no error", err)
+				}
+				return
+			}
+			var ve *eventstore.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tc.wantField || !strings.Contains(ve.Reason, tc.wantErr) {
+				t.Fatalf("Validate: %v, want an *eventstore.ValidationError on %s with %q", err, tc.wantField, tc.wantErr)
 			}
 		})
 	}

@@ -15,7 +15,10 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		err   error
 		field string
 	}{
-		"runner without saga": {sagas.Config{}.Validate(), "Saga"},
+		"runner without saga":  {sagas.Config{}.Validate(), "Saga"},
+		"saga with a bad name": {sagas.Saga[struct{}]{Name: "a.b", Events: []string{"order"}}.Validate(), "Name"},
+		"saga reading nothing": {sagas.Saga[struct{}]{Name: "welcome"}.Validate(), "Events"},
+		"saga without Route":   {sagas.Saga[struct{}]{Name: "welcome", Events: []string{"order"}}.Validate(), "Route"},
 	} {
 		var ve *eventstore.ValidationError
 		if !errors.As(tc.err, &ve) || ve.Field != tc.field {

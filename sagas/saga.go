@@ -156,14 +156,21 @@ type compiled struct {
 }
 
 func (s Saga[S]) compile() (compiled, error) {
-	if err := validPart("saga name", s.Name); err != nil {
-		return compiled{}, err
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("sagas: Saga: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+	if err := validPart("Name", s.Name); err != nil {
+		return compiled{}, fmt.Errorf("sagas: Saga: %w", err)
 	}
 	switch {
 	case len(s.Events) == 0 && len(s.Outbound) == 0:
-		return compiled{}, fmt.Errorf("sagas: %s reads no events and no outbound events", s.Name)
-	case s.Route == nil || s.Initial == nil || s.Handle == nil:
-		return compiled{}, fmt.Errorf("sagas: %s needs Route, Initial and Handle", s.Name)
+		return compiled{}, bad("Events", "is empty and so is Outbound: saga %s reads no events and no outbound events", s.Name)
+	case s.Route == nil:
+		return compiled{}, bad("Route", "is nil: saga %s needs Route, Initial and Handle", s.Name)
+	case s.Initial == nil:
+		return compiled{}, bad("Initial", "is nil: saga %s needs Route, Initial and Handle", s.Name)
+	case s.Handle == nil:
+		return compiled{}, bad("Handle", "is nil: saga %s needs Route, Initial and Handle", s.Name)
 	}
 	c := compiled{name: s.Name, events: s.Events, outbound: s.Outbound, route: s.Route, compensates: s.Abort != nil}
 	c.initial = func(instance string) ([]byte, error) {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Config configures Run.
@@ -90,13 +91,20 @@ func (c *Config) setDefaults() error {
 
 // Validate reports the first unusable field.
 func (c Config) Validate() error {
-	for name, addr := range map[string]string{"RelayMetricsAddr": c.RelayMetricsAddr, "ConsumeMetricsAddr": c.ConsumeMetricsAddr, "Endpoints.HTTPAddr": c.Endpoints.HTTPAddr} {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return fmt.Errorf("demo: %s %q: %w", name, addr, err)
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("demo: Config: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+	for _, a := range []struct{ field, addr string }{
+		{"RelayMetricsAddr", c.RelayMetricsAddr},
+		{"ConsumeMetricsAddr", c.ConsumeMetricsAddr},
+		{"Endpoints.HTTPAddr", c.Endpoints.HTTPAddr},
+	} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return bad(a.field, "%q: %v", a.addr, err)
 		}
 	}
 	if strings.ContainsAny(c.RunID, "#\x00 ") {
-		return fmt.Errorf("demo: RunID %q has a reserved character", c.RunID)
+		return bad("RunID", "%q has a reserved character ('#', NUL or space)", c.RunID)
 	}
 	return nil
 }

@@ -1,11 +1,12 @@
 package esserver
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Config configures a Server.
@@ -61,22 +62,26 @@ func (c *Config) setDefaults() {
 
 // Validate reports the first invalid field of c, naming it.
 func (c Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("esserver: Config: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	if c.DataDir == "" {
-		return errors.New("esserver config: DataDir is required")
+		return bad("DataDir", "is empty: it is required")
 	}
 	if c.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-			return fmt.Errorf("esserver config: Addr %q: %w", c.Addr, err)
+			return bad("Addr", "%q: %v", c.Addr, err)
 		}
 	}
-	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		return errors.New("esserver config: TLSCertFile and TLSKeyFile go together; set both or neither")
-	}
-	if c.TLSCAFile != "" && c.TLSCertFile == "" {
-		return errors.New("esserver config: TLSCAFile needs TLSCertFile and TLSKeyFile")
-	}
-	if c.RefreshInterval < 0 {
-		return fmt.Errorf("esserver config: RefreshInterval %v must not be negative", c.RefreshInterval)
+	switch {
+	case c.TLSCertFile != "" && c.TLSKeyFile == "":
+		return bad("TLSKeyFile", "is empty but TLSCertFile is set: TLSCertFile and TLSKeyFile go together; set both or neither")
+	case c.TLSCertFile == "" && c.TLSKeyFile != "":
+		return bad("TLSCertFile", "is empty but TLSKeyFile is set: TLSCertFile and TLSKeyFile go together; set both or neither")
+	case c.TLSCAFile != "" && c.TLSCertFile == "":
+		return bad("TLSCAFile", "needs TLSCertFile and TLSKeyFile")
+	case c.RefreshInterval < 0:
+		return bad("RefreshInterval", "%v must not be negative", c.RefreshInterval)
 	}
 	return nil
 }

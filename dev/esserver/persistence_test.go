@@ -1,6 +1,7 @@
 package esserver
 
 import (
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -8,24 +9,27 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 func TestConfigValidate(t *testing.T) {
 	cases := []struct {
 		cfg  Config
-		want string
+		want string // the *eventstore.ValidationError's Field
 	}{
 		{Config{}, "DataDir"},
 		{Config{DataDir: "x", Addr: "no-port"}, "Addr"},
 		{Config{DataDir: "x", RefreshInterval: -time.Second}, "RefreshInterval"},
 	}
 	for _, c := range cases {
+		var ve *eventstore.ValidationError
 		err := c.cfg.Validate()
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Fatalf("Validate(%+v) = %v, want an error naming %s", c.cfg, err, c.want)
+		if !errors.As(err, &ve) || ve.Field != c.want {
+			t.Fatalf("Validate(%+v) = %v, want an *eventstore.ValidationError on %s", c.cfg, err, c.want)
 		}
-		if _, err := New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Fatalf("New(%+v) = %v, want an error naming %s", c.cfg, err, c.want)
+		if _, err := New(c.cfg); !errors.As(err, &ve) || ve.Field != c.want {
+			t.Fatalf("New(%+v) = %v, want an *eventstore.ValidationError on %s", c.cfg, err, c.want)
 		}
 	}
 	if err := (Config{DataDir: "x"}).Validate(); err != nil {

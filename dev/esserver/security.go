@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Credentials is the content of Config.CredentialsFile: the users that may
@@ -68,27 +70,30 @@ func (k APIKey) owner() string {
 
 // Validate reports the first unusable entry, naming it but never a secret.
 func (c Credentials) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("esserver: Credentials: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	if len(c.Users) == 0 && len(c.APIKeys) == 0 {
-		return errors.New("no users and no api_keys")
+		return bad("Users", "is empty and so is APIKeys: no users and no api_keys")
 	}
 	for name, pw := range c.Users {
 		if name == "" || strings.Contains(name, ":") {
-			return fmt.Errorf("user name %q is empty or contains ':'", name)
+			return bad("Users", "user name %q is empty or contains ':'", name)
 		}
 		if pw == "" {
-			return fmt.Errorf("user %q has an empty password", name)
+			return bad(fmt.Sprintf("Users[%q]", name), "user %q has an empty password", name)
 		}
 	}
 	seen := map[string]bool{}
 	for i, k := range c.APIKeys {
 		if k.ID == "" || strings.Contains(k.ID, ":") {
-			return fmt.Errorf("api_keys[%d]: id %q is empty or contains ':'", i, k.ID)
+			return bad(fmt.Sprintf("APIKeys[%d].ID", i), "api_keys[%d]: id %q is empty or contains ':'", i, k.ID)
 		}
 		if k.Key == "" {
-			return fmt.Errorf("api_keys[%d] (id %q): api_key is empty", i, k.ID)
+			return bad(fmt.Sprintf("APIKeys[%d].Key", i), "api_keys[%d] (id %q): api_key is empty", i, k.ID)
 		}
 		if seen[k.ID] {
-			return fmt.Errorf("api_keys[%d]: id %q appears twice", i, k.ID)
+			return bad(fmt.Sprintf("APIKeys[%d].ID", i), "api_keys[%d]: id %q appears twice", i, k.ID)
 		}
 		seen[k.ID] = true
 	}
@@ -117,6 +122,10 @@ func LoadCredentials(path string) (Credentials, error) {
 		}
 	}
 	if err := c.Validate(); err != nil {
+		var ve *eventstore.ValidationError
+		if errors.As(err, &ve) {
+			err = ve // the file's name says what was read: no second "esserver: Credentials:"
+		}
 		return c, fmt.Errorf("esserver: credentials file %s: %w", path, err)
 	}
 	return c, nil

@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/eventpipe/eventpipe/dev/certs"
+	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
@@ -472,13 +473,17 @@ func TestSecurityConfig(t *testing.T) {
 	if c.TLSCertFile != "c.pem" || c.TLSKeyFile != "k.pem" || c.TLSCAFile != "ca.pem" || c.CredentialsFile != "cred.json" {
 		t.Fatalf("flags: %+v", c)
 	}
-	for _, bad := range []Config{
-		{DataDir: "d", TLSCertFile: "c.pem"},
-		{DataDir: "d", TLSKeyFile: "k.pem"},
-		{DataDir: "d", TLSCAFile: "ca.pem"},
+	for _, bad := range []struct {
+		cfg   Config
+		field string // of the *eventstore.ValidationError
+	}{
+		{Config{DataDir: "d", TLSCertFile: "c.pem"}, "TLSKeyFile"},
+		{Config{DataDir: "d", TLSKeyFile: "k.pem"}, "TLSCertFile"},
+		{Config{DataDir: "d", TLSCAFile: "ca.pem"}, "TLSCAFile"},
 	} {
-		if err := bad.Validate(); err == nil {
-			t.Fatalf("Validate(%+v) = nil", bad)
+		var ve *eventstore.ValidationError
+		if err := bad.cfg.Validate(); !errors.As(err, &ve) || ve.Field != bad.field {
+			t.Fatalf("Validate(%+v) = %v, want an *eventstore.ValidationError on %s", bad.cfg, err, bad.field)
 		}
 	}
 
@@ -490,22 +495,29 @@ func TestSecurityConfig(t *testing.T) {
 		}
 		return p
 	}
-	for name, content := range map[string]string{
-		"empty":      `{}`,
-		"syntax":     `{"users":{"elastic":"` + testPassword + `"`,
-		"type":       `{"users":["` + testPassword + `"]}`,
-		"empty pw":   `{"users":{"elastic":""}}`,
-		"colon user": `{"users":{"a:b":"` + testPassword + `"}}`,
-		"no key":     `{"api_keys":[{"id":"x","api_key":""}]}`,
-		"dup id":     `{"api_keys":[{"id":"x","api_key":"` + testPassword + `"},{"id":"x","api_key":"y"}]}`,
+	for name, tc := range map[string]struct {
+		content string
+		field   string // of the *eventstore.ValidationError; "" for a file that is no Credentials JSON
+	}{
+		"empty":      {`{}`, "Users"},
+		"syntax":     {`{"users":{"elastic":"` + testPassword + `"`, ""},
+		"type":       {`{"users":["` + testPassword + `"]}`, ""},
+		"empty pw":   {`{"users":{"elastic":""}}`, `Users["elastic"]`},
+		"colon user": {`{"users":{"a:b":"` + testPassword + `"}}`, "Users"},
+		"no key":     {`{"api_keys":[{"id":"x","api_key":""}]}`, "APIKeys[0].Key"},
+		"dup id":     {`{"api_keys":[{"id":"x","api_key":"` + testPassword + `"},{"id":"x","api_key":"y"}]}`, "APIKeys[1].ID"},
 	} {
-		p := write(strings.ReplaceAll(name, " ", "_")+".json", content)
+		p := write(strings.ReplaceAll(name, " ", "_")+".json", tc.content)
 		_, err := New(Config{DataDir: t.TempDir(), CredentialsFile: p, Logger: testLogger})
 		if err == nil {
-			t.Fatalf("%s: New accepted %s", name, content)
+			t.Fatalf("%s: New accepted %s", name, tc.content)
 		}
 		if strings.Contains(err.Error(), testPassword) {
 			t.Fatalf("%s: error quotes the secret: %v", name, err)
+		}
+		var ve *eventstore.ValidationError
+		if tc.field != "" && (!errors.As(err, &ve) || ve.Field != tc.field) {
+			t.Fatalf("%s: New = %v, want an *eventstore.ValidationError on %s", name, err, tc.field)
 		}
 	}
 	if _, err := New(Config{DataDir: t.TempDir(), CredentialsFile: filepath.Join(dir, "missing.json"), Logger: testLogger}); err == nil {

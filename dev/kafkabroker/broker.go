@@ -7,7 +7,6 @@ package kafkabroker
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/eventpipe/eventpipe/endpoints"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Config configures the broker.
@@ -73,21 +73,26 @@ func (c *Config) setDefaults() {
 func (c Config) Validate() error {
 	host, port, err := net.SplitHostPort(c.Addr)
 	if err != nil {
-		return fmt.Errorf("kafkabroker: Addr %q: %w", c.Addr, err)
+		return badConfig("Addr", "%q: %v", c.Addr, err)
 	}
 	if host != "127.0.0.1" {
-		return fmt.Errorf("kafkabroker: Addr %q: host must be 127.0.0.1 (the broker is for local use and listens on loopback only)", c.Addr)
+		return badConfig("Addr", "%q: host must be 127.0.0.1 (the broker is for local use and listens on loopback only)", c.Addr)
 	}
 	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
-		return fmt.Errorf("kafkabroker: Addr %q: invalid port", c.Addr)
+		return badConfig("Addr", "%q: invalid port", c.Addr)
 	}
 	if c.DataDir == "" {
-		return errors.New("kafkabroker: DataDir is required (without it nothing survives a restart)")
+		return badConfig("DataDir", "is empty: it is required (without it nothing survives a restart)")
 	}
 	if c.Partitions < 1 {
-		return fmt.Errorf("kafkabroker: Partitions %d: must be at least 1", c.Partitions)
+		return badConfig("Partitions", "%d: must be at least 1", c.Partitions)
 	}
 	return c.validateSecurity()
+}
+
+// badConfig is Config.Validate's refusal of field.
+func badConfig(field, format string, args ...any) error {
+	return fmt.Errorf("kafkabroker: Config: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
 }
 
 // Run starts the broker and blocks until ctx is cancelled, then closes it,

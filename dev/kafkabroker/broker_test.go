@@ -2,6 +2,7 @@ package kafkabroker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/kafkabroker"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 func TestMain(m *testing.M) {
@@ -23,16 +25,20 @@ func TestMain(m *testing.M) {
 
 func TestValidateRejectsNonLoopbackAndMissingDataDir(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		cfg  kafkabroker.Config
+		name  string
+		cfg   kafkabroker.Config
+		field string // of the *eventstore.ValidationError
 	}{
-		{"public address", kafkabroker.Config{Addr: "0.0.0.0:9092", DataDir: "x", Partitions: 1}},
-		{"no data dir", kafkabroker.Config{Addr: "127.0.0.1:9092", Partitions: 1}},
-		{"bad port", kafkabroker.Config{Addr: "127.0.0.1:http", DataDir: "x", Partitions: 1}},
-		{"zero partitions", kafkabroker.Config{Addr: "127.0.0.1:9092", DataDir: "x", Partitions: -1}},
+		{"public address", kafkabroker.Config{Addr: "0.0.0.0:9092", DataDir: "x", Partitions: 1}, "Addr"},
+		{"no port", kafkabroker.Config{Addr: "127.0.0.1", DataDir: "x", Partitions: 1}, "Addr"},
+		{"no data dir", kafkabroker.Config{Addr: "127.0.0.1:9092", Partitions: 1}, "DataDir"},
+		{"bad port", kafkabroker.Config{Addr: "127.0.0.1:http", DataDir: "x", Partitions: 1}, "Addr"},
+		{"zero partitions", kafkabroker.Config{Addr: "127.0.0.1:9092", DataDir: "x", Partitions: -1}, "Partitions"},
 	} {
-		if err := tc.cfg.Validate(); err == nil {
-			t.Errorf("%s: Validate() = nil, want an error", tc.name)
+		err := tc.cfg.Validate()
+		var ve *eventstore.ValidationError
+		if !errors.As(err, &ve) || ve.Field != tc.field {
+			t.Errorf("%s: Validate() = %v, want an *eventstore.ValidationError on %s", tc.name, err, tc.field)
 		}
 	}
 	if err := kafkabroker.Run(context.Background(), kafkabroker.Config{Addr: "10.0.0.1:9092", DataDir: t.TempDir()}); err == nil {

@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // The group guard works around two defects of the classic consumer-group
@@ -181,8 +183,16 @@ type memberRef struct {
 
 // Validate reports the first invalid field.
 func (c groupGuardConfig) Validate() error {
-	if c.KeepAliveAfter < 0 || c.KeepAliveEvery <= 0 || c.RequestTimeout <= 0 {
-		return errors.New("kafkabroker: group guard: negative or zero durations")
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("kafkabroker: group guard config: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case c.KeepAliveAfter < 0:
+		return bad("KeepAliveAfter", "%v is negative", c.KeepAliveAfter)
+	case c.KeepAliveEvery <= 0:
+		return bad("KeepAliveEvery", "%v must be positive", c.KeepAliveEvery)
+	case c.RequestTimeout <= 0:
+		return bad("RequestTimeout", "%v must be positive", c.RequestTimeout)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/eventpipe/eventpipe/dev/certs"
 	"github.com/eventpipe/eventpipe/dev/kafkabroker"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
@@ -287,20 +288,24 @@ func mustCA(t *testing.T) *certs.CA {
 func TestValidateSecurity(t *testing.T) {
 	base := kafkabroker.Config{Addr: "127.0.0.1:9092", DataDir: "x", Partitions: 1}
 	for _, tc := range []struct {
-		name string
-		mod  func(*kafkabroker.Config)
+		name  string
+		mod   func(*kafkabroker.Config)
+		field string // of the *eventstore.ValidationError
 	}{
-		{"cert without key", func(c *kafkabroker.Config) { c.TLSCertFile = "c.pem" }},
-		{"CA without TLS", func(c *kafkabroker.Config) { c.TLSCAFile = "ca.pem" }},
-		{"unknown mechanism", func(c *kafkabroker.Config) { c.SASLMechanism, c.SASLUsername, c.SASLPassword = "GSSAPI", "u", "p" }},
-		{"no password", func(c *kafkabroker.Config) { c.SASLMechanism, c.SASLUsername = kafkabroker.SASLScramSHA512, "u" }},
-		{"no user", func(c *kafkabroker.Config) { c.SASLMechanism, c.SASLPassword = kafkabroker.SASLScramSHA512, "p" }},
-		{"user without mechanism", func(c *kafkabroker.Config) { c.SASLUsername = "u" }},
+		{"cert without key", func(c *kafkabroker.Config) { c.TLSCertFile = "c.pem" }, "TLSKeyFile"},
+		{"key without cert", func(c *kafkabroker.Config) { c.TLSKeyFile = "k.pem" }, "TLSCertFile"},
+		{"CA without TLS", func(c *kafkabroker.Config) { c.TLSCAFile = "ca.pem" }, "TLSCAFile"},
+		{"unknown mechanism", func(c *kafkabroker.Config) { c.SASLMechanism, c.SASLUsername, c.SASLPassword = "GSSAPI", "u", "p" }, "SASLMechanism"},
+		{"no password", func(c *kafkabroker.Config) { c.SASLMechanism, c.SASLUsername = kafkabroker.SASLScramSHA512, "u" }, "SASLPassword"},
+		{"no user", func(c *kafkabroker.Config) { c.SASLMechanism, c.SASLPassword = kafkabroker.SASLScramSHA512, "p" }, "SASLUsername"},
+		{"user without mechanism", func(c *kafkabroker.Config) { c.SASLUsername = "u" }, "SASLMechanism"},
 	} {
 		cfg := base
 		tc.mod(&cfg)
-		if err := cfg.Validate(); err == nil {
-			t.Errorf("%s: Validate() = nil, want an error", tc.name)
+		err := cfg.Validate()
+		var ve *eventstore.ValidationError
+		if !errors.As(err, &ve) || ve.Field != tc.field {
+			t.Errorf("%s: Validate() = %v, want an *eventstore.ValidationError on %s", tc.name, err, tc.field)
 		}
 	}
 	ok := base

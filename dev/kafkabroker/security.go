@@ -3,7 +3,6 @@ package kafkabroker
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -34,26 +33,28 @@ func (c Config) saslOn() bool { return c.SASLMechanism != "" }
 
 // validateSecurity reports the first invalid TLS or SASL field.
 func (c Config) validateSecurity() error {
-	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		return errors.New("kafkabroker: TLS needs both TLSCertFile and TLSKeyFile")
-	}
-	if c.TLSCAFile != "" && !c.tlsOn() {
-		return errors.New("kafkabroker: TLSCAFile is set but TLS is not (set TLSCertFile and TLSKeyFile)")
+	switch {
+	case c.TLSCertFile != "" && c.TLSKeyFile == "":
+		return badConfig("TLSKeyFile", "is empty but TLSCertFile is set: TLS needs both TLSCertFile and TLSKeyFile")
+	case c.TLSCertFile == "" && c.TLSKeyFile != "":
+		return badConfig("TLSCertFile", "is empty but TLSKeyFile is set: TLS needs both TLSCertFile and TLSKeyFile")
+	case c.TLSCAFile != "" && !c.tlsOn():
+		return badConfig("TLSCAFile", "is set but TLS is not (set TLSCertFile and TLSKeyFile)")
 	}
 	switch c.SASLMechanism {
 	case "":
 		if c.SASLUsername != "" || c.SASLPassword != "" {
-			return errors.New("kafkabroker: SASL credentials are set but no SASLMechanism")
+			return badConfig("SASLMechanism", "is empty but SASL credentials are set")
 		}
 	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
 		if c.SASLUsername == "" {
-			return fmt.Errorf("kafkabroker: SASL %s needs SASLUsername", c.SASLMechanism)
+			return badConfig("SASLUsername", "is empty: SASL %s needs it", c.SASLMechanism)
 		}
 		if c.SASLPassword == "" {
-			return fmt.Errorf("kafkabroker: SASL %s needs a password (the file named by %s)", c.SASLMechanism, EnvSASLPasswordFile)
+			return badConfig("SASLPassword", "is empty: SASL %s needs a password (the file named by %s)", c.SASLMechanism, EnvSASLPasswordFile)
 		}
 	default:
-		return fmt.Errorf("kafkabroker: SASLMechanism %q is not one of %s, %s, %s", c.SASLMechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
+		return badConfig("SASLMechanism", "%q is not one of %s, %s, %s", c.SASLMechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
 	}
 	return nil
 }

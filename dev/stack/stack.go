@@ -33,6 +33,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eventpipe/eventpipe/endpoints"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Config configures a Stack.
@@ -122,14 +123,17 @@ func (c *Config) setDefaults() error {
 
 // Validate reports the first invalid field.
 func (c Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("stack: Config: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	if c.Dir == "" {
-		return errors.New("stack: Dir is empty")
+		return bad("Dir", "is empty")
 	}
 	if len(c.Endpoints.KafkaBrokers) == 0 {
-		return errors.New("stack: Endpoints.KafkaBrokers is empty")
+		return bad("Endpoints.KafkaBrokers", "is empty")
 	}
 	if c.StartTimeout < 0 {
-		return fmt.Errorf("stack: StartTimeout %v is negative", c.StartTimeout)
+		return bad("StartTimeout", "%v is negative", c.StartTimeout)
 	}
 	return nil
 }

@@ -1,13 +1,14 @@
 package streamsim
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Defaults of Config.
@@ -113,34 +114,37 @@ func (c *Config) setDefaults() {
 // are set (zero fields are valid: they take their defaults).
 func (c Config) Validate() error {
 	c.setDefaults()
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("streamsim: Config: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	switch {
 	case c.Shards < 1 || c.Shards > 1<<16:
-		return fmt.Errorf("streamsim: Config.Shards %d is outside 1–65536", c.Shards)
+		return bad("Shards", "%d is outside 1–65536", c.Shards)
 	case c.CallLatency < 0:
-		return fmt.Errorf("streamsim: Config.CallLatency %v is negative", c.CallLatency)
+		return bad("CallLatency", "%v is negative", c.CallLatency)
 	case c.Retention < 0:
-		return fmt.Errorf("streamsim: Config.Retention %v is negative", c.Retention)
+		return bad("Retention", "%v is negative", c.Retention)
 	case c.IteratorTTL < 0:
-		return fmt.Errorf("streamsim: Config.IteratorTTL %v is negative", c.IteratorTTL)
+		return bad("IteratorTTL", "%v is negative", c.IteratorTTL)
 	case c.MaxRecordsPerCall < 1 || c.MaxRecordsPerCall > 1000:
-		return fmt.Errorf("streamsim: Config.MaxRecordsPerCall %d is outside 1–1000", c.MaxRecordsPerCall)
+		return bad("MaxRecordsPerCall", "%d is outside 1–1000", c.MaxRecordsPerCall)
 	}
 	switch c.StreamViewType {
 	case types.StreamViewTypeNewImage, types.StreamViewTypeOldImage, types.StreamViewTypeNewAndOldImages, types.StreamViewTypeKeysOnly:
 	default:
-		return fmt.Errorf("streamsim: Config.StreamViewType %q is unknown", c.StreamViewType)
+		return bad("StreamViewType", "%q is unknown", c.StreamViewType)
 	}
 	hash := 0
-	for _, k := range c.KeySchema {
+	for i, k := range c.KeySchema {
 		if aws.ToString(k.AttributeName) == "" {
-			return errors.New("streamsim: Config.KeySchema has an element without AttributeName")
+			return bad(fmt.Sprintf("KeySchema[%d].AttributeName", i), "is empty")
 		}
 		if k.KeyType == types.KeyTypeHash {
 			hash++
 		}
 	}
 	if hash != 1 {
-		return fmt.Errorf("streamsim: Config.KeySchema has %d HASH keys, want 1", hash)
+		return bad("KeySchema", "has %d HASH keys, want 1", hash)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/esserver"
 	"github.com/eventpipe/eventpipe/dev/kafkabroker"
+	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/probe"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
@@ -116,11 +117,14 @@ func (c *KafkaBrokerConfig) setDefaults() {
 
 // Validate reports the first invalid field.
 func (c KafkaBrokerConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("testenv: KafkaBrokerConfig: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
 	if c.DataDir == "" {
-		return fmt.Errorf("testenv: KafkaBrokerConfig.DataDir is empty")
+		return bad("DataDir", "is empty")
 	}
 	if c.Partitions < 1 {
-		return fmt.Errorf("testenv: KafkaBrokerConfig.Partitions %d: must be at least 1", c.Partitions)
+		return bad("Partitions", "%d: must be at least 1", c.Partitions)
 	}
 	return nil
 }
