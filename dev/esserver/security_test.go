@@ -283,7 +283,7 @@ func TestSecureGoClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		es := newClient(t, elasticsearch.Config{Addresses: addrs, APIKey: env.key.Encoded(), CACert: other.PEM})
-		start := time.Now()
+		// A verification error, not a timeout: the refusal is at once.
 		res, err := es.Info(es.Info.WithContext(ctx))
 		if err == nil {
 			res.Body.Close()
@@ -291,9 +291,6 @@ func TestSecureGoClient(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), "certificate signed by unknown authority") {
 			t.Fatalf("error %v, want a certificate verification error", err)
-		}
-		if d := time.Since(start); d > 15*time.Second {
-			t.Fatalf("failing took %s", d)
 		}
 	})
 	t.Run("fingerprint mismatch", func(t *testing.T) {
