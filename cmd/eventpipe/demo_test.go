@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -32,10 +31,7 @@ import (
 // commands what they add to the order roll-up.
 func TestDemoOnceTellsAStoryItsReadModelsConfirm(t *testing.T) {
 	testenv.Integration(t)
-	bin := filepath.Join(t.TempDir(), "eventpipe")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := eventpipeBinary(t)
 	ddb := testenv.DynamoDB(t)
 	testenv.KafkaBrokers(t)
 	events, leases, analytics := testenv.UniqueName(t, "events"), testenv.UniqueName(t, "leases"), testenv.UniqueName(t, "analytics")

@@ -13,11 +13,6 @@ import (
 	"github.com/eventpipe/eventpipe/dev/testenv"
 )
 
-func TestMain(m *testing.M) {
-	testenv.RunChildIfRequested()
-	os.Exit(m.Run())
-}
-
 // TestThePipelineRunsOnSecuredServicesAndRefusesBadCredentials runs the
 // real binary against services secured as in production: Kafka only over
 // TLS with SCRAM-SHA-512, the Elasticsearch API only over HTTPS with an
@@ -32,10 +27,7 @@ func TestMain(m *testing.M) {
 // to plain text.
 func TestThePipelineRunsOnSecuredServicesAndRefusesBadCredentials(t *testing.T) {
 	testenv.Integration(t)
-	bin := filepath.Join(t.TempDir(), "eventpipe")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := eventpipeBinary(t)
 	sec := testenv.StartSecureServices(t)
 	ddb := testenv.DynamoDB(t)
 	events, leases, analytics := testenv.UniqueName(t, "events"), testenv.UniqueName(t, "leases"), testenv.UniqueName(t, "analytics")

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/eventpipe/eventpipe/dev/testenv"
+)
+
+// binDir holds the binary the tests run, built once for all of them.
+var binDir string
+
+func TestMain(m *testing.M) {
+	testenv.RunChildIfRequested()
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  string
+)
+
+// eventpipeBinary builds this command once per test run (a link of the
+// whole binary costs several CPU seconds) and returns its path.
+func eventpipeBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "eventpipe-bin-")
+		if err != nil {
+			buildErr = err.Error()
+			return
+		}
+		binDir = dir
+		bin := filepath.Join(dir, "eventpipe")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			buildErr = "go build: " + err.Error() + "\n" + string(out)
+			return
+		}
+		builtBin = bin
+	})
+	if buildErr != "" {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
