@@ -174,13 +174,9 @@ func (r *simRelay) kill() {
 	}
 }
 
-func (s *simStream) leases(t testing.TB) []relay.Lease {
-	t.Helper()
-	ls, err := relay.Status(context.Background(), &relay.Leases{Client: s.e.db, Table: s.e.ep.LeasesTable}, s.sim.StreamARN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ls
+// listLeases lists the stream's leases.
+func (s *simStream) listLeases() ([]relay.Lease, error) {
+	return relay.Status(context.Background(), &relay.Leases{Client: s.e.db, Table: s.e.ep.LeasesTable}, s.sim.StreamARN())
 }
 
 // balance summarises the leases: readable shards, how many each live
@@ -256,11 +252,14 @@ func TestRelayProcessesShareASplittingStreamOf256Shards(t *testing.T) {
 	splitDone := sim.SplitEvery(ctx, 300*time.Millisecond, splits)
 
 	// probe lists the stream's shards (as a pass would) and the leases.
-	probe := func() []relay.Lease {
+	// Every call is within an Await, which asks again after an error: a
+	// DynamoDB Local that the rest of the suite keeps busy can fail a
+	// listing after the SDK's retries, and only a hang fails the test.
+	probe := func() ([]relay.Lease, error) {
 		if _, err := relay.Shards(ctx, sim.Client(), sim.StreamARN()); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		return s.leases(t)
+		return s.listLeases()
 	}
 	// The bounds below count the relays' own discovery passes, as their
 	// logs date them, never wall-clock time: a loaded machine makes every
@@ -276,14 +275,18 @@ func TestRelayProcessesShareASplittingStreamOf256Shards(t *testing.T) {
 			live[r.worker] = true
 		}
 		// Each new relay has made its first pass once it holds a lease.
+		var readable, orphans int
+		var held map[string]int
 		integration.Await(t, fmt.Sprintf("%d relays each holding a lease", n), func() error {
-			_, held, _ := balance(probe(), live)
-			if len(held) < len(live) {
+			ls, err := probe()
+			if err != nil {
+				return err
+			}
+			if readable, held, orphans = balance(ls, live); len(held) < len(live) {
 				return fmt.Errorf("held %v", held)
 			}
 			return nil
 		})
-		readable, held, orphans := balance(probe(), live)
 		t.Logf("%d relays: %d readable shards, held %v, %d unheld, %d records written", n, readable, held, orphans, written.Load())
 	}
 	<-splitDone
@@ -295,8 +298,12 @@ func TestRelayProcessesShareASplittingStreamOf256Shards(t *testing.T) {
 	// its children are readable: until then the fair share moves with
 	// every parent that finishes.
 	integration.Await(t, "every split parent read to its end", func() error {
+		ls, err := probe()
+		if err != nil {
+			return err
+		}
 		finished := 0
-		for _, l := range probe() {
+		for _, l := range ls {
 			if l.Finished {
 				finished++
 			}
@@ -318,7 +325,11 @@ func TestRelayProcessesShareASplittingStreamOf256Shards(t *testing.T) {
 	stableFrom := time.Now()
 	var stableAt time.Time
 	integration.Await(t, "the relays balanced", func() error {
-		readable, held, orphans := balance(probe(), live)
+		ls, err := probe()
+		if err != nil {
+			return err
+		}
+		readable, held, orphans := balance(ls, live)
 		fair := (readable + len(live) - 1) / len(live)
 		most := 0
 		for _, n := range held {
@@ -356,8 +367,12 @@ func TestRelayProcessesShareASplittingStreamOf256Shards(t *testing.T) {
 				lastSeq[sh.ShardID] = sh.Records[n-1].SequenceNumber()
 			}
 		}
+		ls, err := s.listLeases()
+		if err != nil {
+			return err
+		}
 		lastWrite, behind = map[string]time.Time{}, 0
-		for _, l := range s.leases(t) {
+		for _, l := range ls {
 			if l.Owner != victim.worker || l.Finished {
 				continue
 			}
@@ -376,7 +391,10 @@ func TestRelayProcessesShareASplittingStreamOf256Shards(t *testing.T) {
 	delete(live, victim.worker)
 	takenAt := map[string]time.Time{}
 	integration.Await(t, "the killed relay's shards taken over", func() error {
-		ls := probe()
+		ls, err := probe()
+		if err != nil {
+			return err
+		}
 		now := time.Now()
 		for _, l := range ls {
 			if _, held := lastWrite[l.ShardID]; !held {
