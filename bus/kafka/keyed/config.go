@@ -159,7 +159,7 @@ func (c Config) validate() error {
 		return &eventstore.ValidationError{Field: "CloseTimeout", Reason: "must be positive"}
 	}
 	if err := c.Security.Validate(); err != nil {
-		return fmt.Errorf("Security: %w", err)
+		return fmt.Errorf("field Security: %w", err)
 	}
 	sc, err := c.groupConfig().SaramaConfig()
 	if ve := new(eventstore.ValidationError); errors.As(err, &ve) {
