@@ -6,3 +6,6 @@ func SubscriptionCount(s *Subscriber) int {
 	defer s.mu.Unlock()
 	return len(s.subs)
 }
+
+// IsClosedConn exposes isClosedConn to the tests.
+var IsClosedConn = isClosedConn

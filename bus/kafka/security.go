@@ -352,11 +352,17 @@ func (s Security) wrapConnErr(what string, brokers []string, err error) error {
 }
 
 // isClosedConn reports whether err is a connection the broker closed or
-// reset.
+// reset. franz-go reports a connection that died under a request in
+// flight with an unexported error ("the broker connection has died and
+// the request will be retried on a new connection"), which is what a
+// request racing the broker's close of an unauthenticated connection
+// gets instead of EOF; it is matched by its text.
 func isClosedConn(err error) bool {
 	if err == nil {
 		return false
 	}
 	msg := err.Error()
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset") || strings.Contains(msg, "broken pipe")
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(msg, "EOF") ||
+		strings.Contains(msg, "connection reset") || strings.Contains(msg, "broken pipe") ||
+		strings.Contains(msg, "broker connection has died") || strings.Contains(msg, "broker closed the connection")
 }
