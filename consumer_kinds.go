@@ -64,7 +64,7 @@ func newProjectionRunner(r Resources, a projections.Sink, info ConsumerInfo) (Ru
 	if start.IsHistory() && !info.DefaultStart.IsHistory() {
 		return nil, fmt.Errorf("eventpipe: %s %s: start history: it does not name its event types, so it cannot catch up from the event store", info.Kind, a.Name())
 	}
-	return projections.NewRunner(projections.RunnerConfig{Applier: a, NewSubscriber: r.NewSubscriber, Brokers: r.Endpoints.KafkaBrokers, KafkaSecurity: r.Endpoints.Kafka,
+	return projections.NewRunner(projections.RunnerConfig{Applier: a, NewSubscriber: r.NewSubscriber, Brokers: r.Endpoints.KafkaBrokers, KafkaSecurity: r.Endpoints.Kafka, KafkaInstanceID: r.Endpoints.KafkaInstanceID,
 		Topics: r.Topics, Publisher: r.Publisher, Parking: r.Parking, History: r.History, Start: start,
 		Registerer: r.registerer("projection", a.Name()), Logger: r.Logger})
 }
@@ -122,7 +122,7 @@ func (s saga) Build(ctx context.Context, r Resources) (Runnable, error) {
 		r.Logger.Warn("no command key: the saga's commands are not signed, and any client can send one under its ids (set EVENTPIPE_COMMAND_KEY_FILE)", "saga", s.d.SagaName())
 	}
 	sc := sagas.Config{Saga: s.d, DB: r.DB, Publisher: r.Publisher, Outcomes: r.Store, CommandKey: r.CommandKey, NewSubscriber: r.NewSubscriber,
-		Brokers: r.Endpoints.KafkaBrokers, KafkaSecurity: r.Endpoints.Kafka, Topics: r.Topics, Registerer: r.registerer("saga", s.d.SagaName()), Logger: r.Logger}
+		Brokers: r.Endpoints.KafkaBrokers, KafkaSecurity: r.Endpoints.Kafka, KafkaInstanceID: r.Endpoints.KafkaInstanceID, Topics: r.Topics, Registerer: r.registerer("saga", s.d.SagaName()), Logger: r.Logger}
 	runner, err := sagas.New(sc)
 	if err != nil {
 		return nil, err
@@ -205,7 +205,7 @@ func (s snapshotter) Build(ctx context.Context, r Resources) (Runnable, error) {
 		return nil, err
 	}
 	snap, err := snapshots.New(snapshots.Config{Aggregates: aggs, Every: r.SnapshotEvery, NewSubscriber: r.NewSubscriber,
-		Brokers: r.Endpoints.KafkaBrokers, KafkaSecurity: r.Endpoints.Kafka, Topics: r.Topics, Publisher: r.Publisher, Registerer: r.registerer("projection", Snapshotter), Logger: r.Logger})
+		Brokers: r.Endpoints.KafkaBrokers, KafkaSecurity: r.Endpoints.Kafka, KafkaInstanceID: r.Endpoints.KafkaInstanceID, Topics: r.Topics, Publisher: r.Publisher, Registerer: r.registerer("projection", Snapshotter), Logger: r.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +235,7 @@ func newAggregator(ctx context.Context, r Resources) (*aggregator.Consumer, erro
 		return nil, err
 	}
 	return aggregator.New(aggregator.Config{
-		Kafka:  kafka.SubscriberConfig{Brokers: ep.KafkaBrokers, Security: ep.Kafka, ClientID: "eventpipe-analytics", Logger: watermill.NewSlogLogger(r.Logger)},
+		Kafka:  kafka.SubscriberConfig{Brokers: ep.KafkaBrokers, Security: ep.Kafka, InstanceID: ep.KafkaInstanceID, ClientID: "eventpipe-analytics", Logger: watermill.NewSlogLogger(r.Logger)},
 		Topics: r.Topics, Client: db, Table: ep.AnalyticsTable, Poison: r.Publisher,
 		Registerer: r.registerer("projection", AnalyticsAggregator), Logger: r.Logger,
 	})

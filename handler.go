@@ -107,7 +107,7 @@ func (h handlerConsumer) Build(ctx context.Context, r Resources) (Runnable, erro
 	}
 	newSub := r.NewSubscriber
 	if newSub == nil {
-		newSub = kafka.Subscribers(kafka.SubscriberConfig{Brokers: r.Endpoints.KafkaBrokers, Security: r.Endpoints.Kafka, ClientID: "eventpipe-handler",
+		newSub = kafka.Subscribers(kafka.SubscriberConfig{Brokers: r.Endpoints.KafkaBrokers, Security: r.Endpoints.Kafka, InstanceID: r.Endpoints.KafkaInstanceID, ClientID: "eventpipe-handler",
 			Logger: watermill.NewSlogLogger(r.Logger)})
 	}
 	if r.Publisher == nil {

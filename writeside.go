@@ -111,7 +111,7 @@ func (c *WriteSideConfig) setDefaults() {
 		c.ConsumerGroup = DefaultCommandGroup
 	}
 	if c.NewSubscriber == nil {
-		c.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: c.Endpoints.KafkaBrokers, Security: c.Endpoints.Kafka, ClientID: "eventpipe-serve",
+		c.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: c.Endpoints.KafkaBrokers, Security: c.Endpoints.Kafka, InstanceID: c.Endpoints.KafkaInstanceID, ClientID: "eventpipe-serve",
 			Logger: watermill.NewSlogLogger(c.Logger)})
 	}
 }

@@ -31,6 +31,10 @@ const (
 	EnvStackDir       = "EVENTPIPE_STACK_DIR"
 	EnvTopicPrefix    = "EVENTPIPE_TOPIC_PREFIX"
 	EnvAWSRoleARN     = "EVENTPIPE_AWS_ROLE_ARN"
+	// EnvKafkaInstanceID is this process's static consumer group
+	// identity; unlike the others it names one process, so `stack env`
+	// never prints it.
+	EnvKafkaInstanceID = "EVENTPIPE_KAFKA_INSTANCE_ID"
 )
 
 // Defaults used when the matching environment variable is unset or empty.
@@ -72,6 +76,12 @@ type Endpoints struct {
 	// AWSRoleARN, when set, is a role the DynamoDB clients assume (through
 	// STS, from the AWS default credential chain); EVENTPIPE_AWS_ROLE_ARN.
 	AWSRoleARN string
+	// KafkaInstanceID, when set, makes this process's consumers static
+	// members of their groups (see kafka.SubscriberConfig.InstanceID): a
+	// restart with the same id resumes without a rebalance. It names one
+	// process (a StatefulSet's pod name), never a fleet;
+	// EVENTPIPE_KAFKA_INSTANCE_ID.
+	KafkaInstanceID string
 
 	// err is what reading the security settings from the environment
 	// failed with (an unreadable secret file, a bad mechanism); Err
@@ -120,6 +130,7 @@ func fromLookup(lookup func(string) (string, bool)) Endpoints {
 	str(EnvStackDir, &e.StackDir)
 	str(EnvTopicPrefix, &e.TopicPrefix)
 	str(EnvAWSRoleARN, &e.AWSRoleARN)
+	str(EnvKafkaInstanceID, &e.KafkaInstanceID)
 	var err error
 	if e.Kafka, err = kafka.SecurityFromEnv(lookup); err != nil {
 		e.err = fmt.Errorf("kafka settings: %w", err)
@@ -164,6 +175,7 @@ func fill(e, def Endpoints) Endpoints {
 	str(&e.StackDir, def.StackDir)
 	str(&e.TopicPrefix, def.TopicPrefix)
 	str(&e.AWSRoleARN, def.AWSRoleARN)
+	str(&e.KafkaInstanceID, def.KafkaInstanceID)
 	if e.Kafka == (kafka.Security{}) {
 		e.Kafka = def.Kafka
 		if e.err == nil {

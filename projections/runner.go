@@ -34,6 +34,9 @@ type RunnerConfig struct {
 	Brokers []string
 	// KafkaSecurity is the TLS and SASL of its Kafka clients.
 	KafkaSecurity kafka.Security
+	// KafkaInstanceID makes its Kafka subscribers static group members
+	// (see bus/kafka.SubscriberConfig.InstanceID); empty: dynamic.
+	KafkaInstanceID string
 	// Topics names the event topics (and the poison topic).
 	Topics bus.Topics
 	// Publisher publishes poisoned messages. Required.
@@ -177,7 +180,7 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	if cfg.NewSubscriber == nil {
 		// Key-ordered: many messages of a partition in flight, one
 		// aggregate's in order, so a batch can fill up to BatchSize.
-		cfg.NewSubscriber = keyed.Subscribers(keyed.Config{Brokers: cfg.Brokers, Security: cfg.KafkaSecurity, ClientID: "eventpipe-consume",
+		cfg.NewSubscriber = keyed.Subscribers(keyed.Config{Brokers: cfg.Brokers, Security: cfg.KafkaSecurity, InstanceID: cfg.KafkaInstanceID, ClientID: "eventpipe-consume",
 			Logger: watermill.NewSlogLogger(cfg.Logger)})
 	}
 	r := &Runner{cfg: cfg, queue: make(chan pending, cfg.BatchSize),

@@ -51,6 +51,9 @@ type Config struct {
 	Brokers []string
 	// KafkaSecurity is the TLS and SASL of its Kafka clients.
 	KafkaSecurity kafka.Security
+	// KafkaInstanceID makes its Kafka subscribers static group members
+	// (see bus/kafka.SubscriberConfig.InstanceID); empty: dynamic.
+	KafkaInstanceID string
 	// Topics is the topic namespace.
 	Topics bus.Topics
 	// PollInterval is how often due timeouts and left-over outbox rows
@@ -85,7 +88,7 @@ func (c *Config) setDefaults() {
 		c.Logger = slog.Default()
 	}
 	if c.NewSubscriber == nil && len(c.Brokers) > 0 {
-		c.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: c.Brokers, Security: c.KafkaSecurity, ClientID: "eventpipe-saga", Logger: watermill.NewSlogLogger(c.Logger)})
+		c.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: c.Brokers, Security: c.KafkaSecurity, InstanceID: c.KafkaInstanceID, ClientID: "eventpipe-saga", Logger: watermill.NewSlogLogger(c.Logger)})
 	}
 }
 

@@ -52,6 +52,9 @@ type Config struct {
 	Brokers []string
 	// KafkaSecurity is the TLS and SASL of its Kafka clients.
 	KafkaSecurity kafka.Security
+	// KafkaInstanceID makes its Kafka subscribers static group members
+	// (see bus/kafka.SubscriberConfig.InstanceID); empty: dynamic.
+	KafkaInstanceID string
 	// Topics names the events topics, the group and the poison topic.
 	Topics bus.Topics
 	// Group is the consumer group (default Topics.Prefix + DefaultGroup).

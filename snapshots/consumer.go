@@ -66,7 +66,7 @@ func New(cfg Config) (*Consumer, error) {
 		return nil, err
 	}
 	if cfg.NewSubscriber == nil {
-		cfg.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: cfg.Brokers, Security: cfg.KafkaSecurity, ClientID: "eventpipe-snapshots",
+		cfg.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: cfg.Brokers, Security: cfg.KafkaSecurity, InstanceID: cfg.KafkaInstanceID, ClientID: "eventpipe-snapshots",
 			Logger: watermill.NewSlogLogger(cfg.Logger)})
 	}
 	m, err := newMetrics(cfg.Registerer)

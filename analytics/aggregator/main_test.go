@@ -67,7 +67,9 @@ func runChildIfRequested() {
 			return err
 		}
 		defer pub.Close()
-		c, err := aggregator.New(childConfig(db, ep.KafkaBrokers, ep.AnalyticsTable, ep.TopicPrefix, pub))
+		cfg := childConfig(db, ep.KafkaBrokers, ep.AnalyticsTable, ep.TopicPrefix, pub)
+		cfg.Kafka.InstanceID = ep.KafkaInstanceID
+		c, err := aggregator.New(cfg)
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +32,13 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		"topic reader without brokers": {kafka.TopicReaderConfig{Topics: []string{"t"}}.Validate(), "Cluster.Brokers"},
 		"topic reader negative wait": {kafka.TopicReaderConfig{Cluster: kafka.Cluster{Brokers: brokers}, Topics: []string{"t"},
 			MaxWait: -time.Second}.Validate(), "MaxWait"},
+		"subscriber with a space in its instance id": {newSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: "g", InstanceID: "pod 0"}), "InstanceID"},
+		"subscriber with a 249-character instance id": {newSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: "g",
+			InstanceID: strings.Repeat("p", 249)}), "InstanceID"},
+		"subscription id too long": {func() error {
+			_, err := kafka.SubscriberConfig{InstanceID: strings.Repeat("p", 200)}.SubscriptionInstanceID(strings.Repeat("t", 60))
+			return err
+		}(), "InstanceID"},
 		"group consumer without group": {kafka.GroupConsumerConfig{Subscriber: kafka.SubscriberConfig{Brokers: brokers}}.Validate(), "ConsumerGroup"},
 		"group consumer heartbeat": {kafka.GroupConsumerConfig{Subscriber: kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: "g",
 			SessionTimeout: 10 * time.Second, HeartbeatInterval: 4 * time.Second}}.Validate(), "HeartbeatInterval"},
@@ -40,4 +48,13 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 			t.Errorf("%s: Validate = %v, want an *eventstore.ValidationError on %s", name, tc.err, tc.field)
 		}
 	}
+}
+
+// newSubscriber returns NewSubscriber's error (its defaults filled).
+func newSubscriber(cfg kafka.SubscriberConfig) error {
+	sub, err := kafka.NewSubscriber(cfg)
+	if err == nil {
+		_ = sub.Close()
+	}
+	return err
 }

@@ -138,8 +138,49 @@ type SubscriberConfig struct {
 	// connections: a member waiting in a JoinGroup during a rebalance
 	// would otherwise hold Close until the rebalance ends (default 3s).
 	CloseTimeout time.Duration
+	// InstanceID, when set, makes each subscription a static member of
+	// its group (KIP-345, Kafka 2.3 or later) named InstanceID + "." +
+	// topic. A member restarted with the same id while the coordinator
+	// still counts its predecessor (within SessionTimeout) takes back its
+	// partitions at once, without a rebalance: give it to processes with a
+	// stable identity (a StatefulSet's pod name, a systemd unit). A static
+	// member does not leave its group when it stops, so its partitions
+	// wait for SessionTimeout unless it comes back; and two running
+	// processes with one InstanceID fence each other in turn, so each
+	// needs its own. Letters, digits, '.', '_' and '-' only. Empty (the
+	// default): dynamic membership.
+	InstanceID string
 	// Logger receives Watermill's logs (default: slog's default logger).
 	Logger watermill.LoggerAdapter
+}
+
+// maxInstanceID is the longest group.instance.id Kafka accepts (that of
+// a topic name).
+const maxInstanceID = 249
+
+// validInstanceID reports whether id has only the characters Kafka
+// accepts in a group instance id.
+func validInstanceID(id string) bool {
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// SubscriptionInstanceID is the static member id of a subscription to
+// topic (InstanceID + "." + topic), or "" when c has no InstanceID. It
+// fails with an *eventstore.ValidationError when the id would be too long.
+func (c SubscriberConfig) SubscriptionInstanceID(topic string) (string, error) {
+	if c.InstanceID == "" {
+		return "", nil
+	}
+	id := c.InstanceID + "." + topic
+	if len(id) > maxInstanceID || !validInstanceID(id) {
+		return "", &eventstore.ValidationError{Field: "InstanceID", Reason: fmt.Sprintf("%q with topic %q makes member id %q: at most %d letters, digits, '.', '_' or '-'", c.InstanceID, topic, id, maxInstanceID)}
+	}
+	return id, nil
 }
 
 func (c *SubscriberConfig) setDefaults() {
@@ -203,6 +244,9 @@ func (c SubscriberConfig) Validate() error {
 	if c.RebalanceTimeout >= c.SessionTimeout {
 		return bad("RebalanceTimeout", "%s must be below SessionTimeout %s", c.RebalanceTimeout, c.SessionTimeout)
 	}
+	if c.InstanceID != "" && (len(c.InstanceID) >= maxInstanceID || !validInstanceID(c.InstanceID)) {
+		return bad("InstanceID", "%q: at most %d letters, digits, '.', '_' or '-'", c.InstanceID, maxInstanceID-1)
+	}
 	if err := c.Security.Validate(); err != nil {
 		return fmt.Errorf("kafka: SubscriberConfig.Security: %w", err)
 	}
@@ -240,6 +284,7 @@ func Subscribers(cfg SubscriberConfig) bus.SubscriberConstructor {
 type subscription struct {
 	inner    *wmkafka.Subscriber
 	conns    *ConnTracker
+	topic    string
 	stopping chan struct{} // closed when stop begins
 	once     sync.Once
 	err      error
@@ -282,7 +327,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	sc, err := cfg.saramaConfig(&ConnTracker{})
+	sc, err := cfg.saramaConfig(&ConnTracker{}, cfg.InstanceID)
 	if err == nil {
 		err = sc.Validate()
 	}
@@ -294,13 +339,16 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 
 // SaramaConfig fills c's defaults, validates it and returns the sarama
 // configuration of a consumer group member with c's timeouts: the
-// GroupConsumer's, and that of a consumer built on sarama directly.
+// GroupConsumer's, and that of a consumer built on sarama directly. With
+// an InstanceID the member is static and named InstanceID itself: a
+// process with several members in one group names each with
+// SubscriptionInstanceID.
 func (c SubscriberConfig) SaramaConfig() (*sarama.Config, error) {
 	c.setDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	sc, err := c.saramaConfig(&ConnTracker{})
+	sc, err := c.saramaConfig(&ConnTracker{}, c.InstanceID)
 	if err == nil {
 		err = sc.Validate()
 	}
@@ -311,13 +359,20 @@ func (c SubscriberConfig) SaramaConfig() (*sarama.Config, error) {
 }
 
 // saramaConfig returns the sarama configuration of one subscription,
-// dialing through conns (sarama runs TLS over the connections it dials).
-func (c SubscriberConfig) saramaConfig(conns *ConnTracker) (*sarama.Config, error) {
+// dialing through conns (sarama runs TLS over the connections it dials),
+// a static member named instanceID when that is set.
+func (c SubscriberConfig) saramaConfig(conns *ConnTracker, instanceID string) (*sarama.Config, error) {
 	sc := wmkafka.DefaultSaramaSubscriberConfig()
 	if err := c.Security.ApplySarama(sc); err != nil {
 		return nil, err
 	}
 	sc.Version = KafkaVersion
+	if instanceID != "" {
+		if !sc.Version.IsAtLeast(sarama.V2_3_0_0) {
+			sc.Version = sarama.V2_3_0_0 // the first to speak static membership
+		}
+		sc.Consumer.Group.InstanceId = instanceID
+	}
 	sc.ClientID = c.ClientID
 	sc.Consumer.Offsets.Initial = c.InitialOffset
 	sc.Consumer.Group.Session.Timeout = c.SessionTimeout
@@ -358,7 +413,11 @@ func (c SubscriberConfig) saramaConfig(conns *ConnTracker) (*sarama.Config, erro
 // with the same context). Subscribe fails after Close.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
 	conns := &ConnTracker{}
-	sc, err := s.cfg.saramaConfig(conns)
+	instanceID, err := s.cfg.SubscriptionInstanceID(topic)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: subscribe to %s in group %s: %w", topic, s.cfg.ConsumerGroup, err)
+	}
+	sc, err := s.cfg.saramaConfig(conns, instanceID)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: kafka subscriber for group %s: %w", s.cfg.ConsumerGroup, err)
 	}
@@ -373,11 +432,16 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if err != nil {
 		return nil, fmt.Errorf("kafka: kafka subscriber for group %s: %w", s.cfg.ConsumerGroup, err)
 	}
-	sub := &subscription{inner: inner, conns: conns, stopping: make(chan struct{})}
+	sub := &subscription{inner: inner, conns: conns, topic: topic, stopping: make(chan struct{})}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("kafka: subscribe to %s in group %s: subscriber closed", topic, s.cfg.ConsumerGroup)
+	}
+	if instanceID != "" && slices.ContainsFunc(s.subs, func(o *subscription) bool { return o.topic == topic }) {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("kafka: subscribe to %s in group %s: %w", topic, s.cfg.ConsumerGroup,
+			&eventstore.ValidationError{Field: "InstanceID", Reason: fmt.Sprintf("static member %q already subscribes to %s: a second subscription would fence it", instanceID, topic)})
 	}
 	s.subs = append(s.subs, sub)
 	s.mu.Unlock()

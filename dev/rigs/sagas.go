@@ -257,7 +257,9 @@ func (r *TransferRig) WaitSagaStarted(name string) {
 func (r *TransferRig) StartSaga() {
 	r.T.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envSagaChild+"="+r.Timeout.String(),
+	// A static group member (one saga child runs at a time): a child
+	// started after a kill takes back the partitions at once.
+	cmd.Env = append(os.Environ(), envSagaChild+"="+r.Timeout.String(), endpoints.EnvKafkaInstanceID+"=saga-child",
 		endpoints.EnvEventsTable+"="+r.EP.EventsTable, endpoints.EnvTopicPrefix+"="+r.EP.TopicPrefix,
 		endpoints.EnvPostgres+"="+r.EP.Postgres, endpoints.EnvLeasesTable+"="+r.EP.LeasesTable, "EVENTPIPE_LOG_LEVEL=warn")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

@@ -153,7 +153,9 @@ func TestKilledSearchConsumerEndsEqualToTheReplay(t *testing.T) {
 	}
 	start := func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envConsumeChild+"=1",
+		// A static group member: each restart takes back the partitions
+		// at once (see readmodels' TestKilledConsumerAppliesEveryEventOnce).
+		cmd.Env = append(os.Environ(), envConsumeChild+"=1", endpoints.EnvKafkaInstanceID+"=search-child",
 			endpoints.EnvEventsTable+"="+w.store.Table(), endpoints.EnvTopicPrefix+"="+topics.Prefix, endpoints.EnvPostgres+"="+pgURL)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {

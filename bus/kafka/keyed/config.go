@@ -84,6 +84,11 @@ type Config struct {
 	// requests in flight by closing its connections (see
 	// kafka.SubscriberConfig.CloseTimeout; default 3s).
 	CloseTimeout time.Duration
+	// InstanceID, when set, makes each subscription a static group member
+	// named InstanceID + "." + topic: a member restarted with the same id
+	// takes back its partitions without a rebalance. See
+	// bus/kafka.SubscriberConfig.InstanceID for when to set it.
+	InstanceID string
 	// Logger receives the subscriber's logs (default: slog's default
 	// logger).
 	Logger watermill.LoggerAdapter
@@ -189,6 +194,7 @@ func (c Config) groupConfig() kafka.SubscriberConfig {
 		HeartbeatInterval:   c.HeartbeatInterval,
 		RebalanceTimeout:    c.RebalanceTimeout,
 		CloseTimeout:        c.CloseTimeout,
+		InstanceID:          c.InstanceID,
 		Logger:              c.Logger,
 	}
 }
@@ -197,9 +203,12 @@ func (c Config) groupConfig() kafka.SubscriberConfig {
 // through conns. Offsets are still auto-committed by sarama (and flushed
 // when a session ends); the subscriber commits explicitly as well, to
 // know what is committed.
-func (c Config) saramaConfig(conns *kafka.ConnTracker) (*sarama.Config, error) {
+func (c Config) saramaConfig(conns *kafka.ConnTracker, topic string) (*sarama.Config, error) {
 	sc, err := c.groupConfig().SaramaConfig()
 	if err != nil {
+		return nil, err
+	}
+	if sc.Consumer.Group.InstanceId, err = c.groupConfig().SubscriptionInstanceID(topic); err != nil {
 		return nil, err
 	}
 	sc.Consumer.Return.Errors = true

@@ -18,7 +18,7 @@ func TestSaramaConfigStartsAtInitialOffset(t *testing.T) {
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		sc, err := cfg.saramaConfig(&kafka.ConnTracker{})
+		sc, err := cfg.saramaConfig(&kafka.ConnTracker{}, "t")
 		if err != nil {
 			t.Fatal(err)
 		}

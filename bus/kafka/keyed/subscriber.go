@@ -14,6 +14,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Subscriber is a Watermill subscriber in a Kafka consumer group that
@@ -71,9 +72,14 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	closedErr := fmt.Errorf("keyed: subscribe to %s in group %s: %w", topic, s.cfg.ConsumerGroup, ErrClosed)
 	s.mu.Lock()
 	closed := s.closed
+	twice := s.cfg.InstanceID != "" && slices.ContainsFunc(s.subs, func(o *subscription) bool { return o.topic == topic })
 	s.mu.Unlock()
 	if closed {
 		return nil, closedErr
+	}
+	if twice {
+		return nil, fmt.Errorf("keyed: subscribe to %s in group %s: %w", topic, s.cfg.ConsumerGroup,
+			&eventstore.ValidationError{Field: "InstanceID", Reason: "a static member already subscribes to " + topic + ": a second subscription would fence it"})
 	}
 	sub := &subscription{
 		cfg: &s.cfg, topic: topic, ctx: ctx,
@@ -178,7 +184,7 @@ type subscription struct {
 
 // connect makes a client and a consumer group on it.
 func (sub *subscription) connect() (sarama.Client, sarama.ConsumerGroup, error) {
-	sc, err := sub.cfg.saramaConfig(sub.conns)
+	sc, err := sub.cfg.saramaConfig(sub.conns, sub.topic)
 	if err != nil {
 		return nil, nil, err
 	}
