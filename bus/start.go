@@ -8,9 +8,11 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 )
 
-// Start says where a consumer group that has never committed an offset
-// begins. Once the group has committed, it resumes where it stopped,
-// whatever its Start. The zero Start is "the consumer kind's default".
+// Start says where a consumer group begins on a topic it has never
+// committed an offset on: every topic at the group's first deployment, a
+// topic added to it at the deployment that adds it. Once the group has
+// committed on a topic, it resumes there where it stopped, whatever its
+// Start. The zero Start is "the consumer kind's default".
 type Start struct {
 	kind startKind
 	at   time.Time
@@ -36,7 +38,8 @@ var (
 	// StartEarliest: the oldest record the topics still hold (records
 	// past the topics' retention are gone: only StartHistory sees them).
 	StartEarliest = Start{kind: startEarliest}
-	// StartLatest: only records published after the group first started.
+	// StartLatest: only records published after the group first started
+	// (on a topic added later: after the deployment that added it).
 	// The default of consumers with side effects (sagas, plain handlers):
 	// they never act on what happened before they were deployed.
 	StartLatest = Start{kind: startLatest}

@@ -270,7 +270,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	group := r.ConsumerGroup()
 	if len(r.cfg.Brokers) > 0 {
 		if _, err := kafka.StartGroup(ctx, kafka.GroupStartConfig{Brokers: r.cfg.Brokers, Security: r.cfg.KafkaSecurity, Group: group, Topics: r.Topics(),
-			Start: groupStart, Logger: r.cfg.Logger}); err != nil {
+			Start: groupStart, NoWait: true, Logger: r.cfg.Logger}); err != nil {
 			return fmt.Errorf("projections: %s: %w", r.cfg.Applier.Name(), err)
 		}
 	}
