@@ -298,14 +298,14 @@ func lockPositions(b *pgx.Batch, name string, refs []eventstore.Ref) map[eventst
 }
 
 // CatchUpState implements Sink: the projection's row of
-// projection_catchup (migration 007), or the zero state.
+// projection_catchup (migrations 007 and 011), or the zero state.
 func (a *Applier) CatchUpState(ctx context.Context) (CatchUpState, error) {
 	var (
 		st   CatchUpState
 		done *time.Time
 	)
-	err := a.cfg.DB.QueryRow(ctx, `SELECT started_at, after_event, events, done_at FROM projection_catchup WHERE projection = $1`,
-		a.cfg.Projection.Name()).Scan(&st.Started, &st.After, &st.Events, &done)
+	err := a.cfg.DB.QueryRow(ctx, `SELECT started_at, after_event, events, done_at, event_types, skip_types FROM projection_catchup WHERE projection = $1`,
+		a.cfg.Projection.Name()).Scan(&st.Started, &st.After, &st.Events, &done, &st.Types, &st.Skip)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return CatchUpState{}, nil
 	}
@@ -331,9 +331,10 @@ func (a *Applier) ApplyCatchUp(ctx context.Context, events []eventstore.Envelope
 		done = &st.Done
 	}
 	commit := func(b *pgx.Batch) {
-		b.Queue(`INSERT INTO projection_catchup (projection, started_at, after_event, events, done_at) VALUES ($1, $2, $3, $4, $5)
+		b.Queue(`INSERT INTO projection_catchup (projection, started_at, after_event, events, done_at, event_types, skip_types) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (projection) DO UPDATE SET started_at = EXCLUDED.started_at, after_event = EXCLUDED.after_event,
-			events = EXCLUDED.events, done_at = EXCLUDED.done_at, updated_at = now()`, name, st.Started, st.After, st.Events, done)
+			events = EXCLUDED.events, done_at = EXCLUDED.done_at, event_types = EXCLUDED.event_types, skip_types = EXCLUDED.skip_types,
+			updated_at = now()`, name, st.Started, st.After, st.Events, done, nonNil(st.Types), nonNil(st.Skip))
 		b.Queue(`COMMIT`)
 	}
 	return a.applyConn(ctx, events, begin, commit)
@@ -347,4 +348,12 @@ func (a *Applier) HasPositions(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("projections: %s: positions: %w", a.cfg.Projection.Name(), err)
 	}
 	return exists, nil
+}
+
+// nonNil is s, or an empty slice for nil (a NOT NULL text[] column).
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -54,7 +55,35 @@ type CatchUpState struct {
 	// Done is when it caught up and handed over to the live topics; zero
 	// while it has not.
 	Done time.Time
+	// Types are the event types the catch-up covers: once it is done, the
+	// read model holds the history of exactly these. Empty in a state
+	// recorded before types were: the read model's types at the time.
+	Types []string
+	// Skip are the types of Types an earlier, finished catch-up already
+	// covered: a catch-up of types the read model gained reads only the
+	// others (Types minus Skip), while the read model stays live. Empty
+	// for a read model's first catch-up.
+	Skip []string
 }
+
+// Reading returns the event types a catch-up in state st reads from the
+// store: Types minus Skip, or types (the read model's) when st names none.
+func (st CatchUpState) Reading(types []string) []string {
+	if len(st.Types) > 0 {
+		types = st.Types
+	}
+	var out []string
+	for _, t := range types {
+		if !slices.Contains(st.Skip, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Extending reports whether st is an unfinished catch-up of types the
+// read model gained after its first catch-up (Skip is set).
+func (st CatchUpState) Extending() bool { return st.Done.IsZero() && len(st.Skip) > 0 }
 
 // EventTyper is implemented by projections that can be caught up from the
 // event store: it names every event type the projection applies.
@@ -87,7 +116,7 @@ const catchUpBatch = 1000
 // uses it; a new read model's Runner uses ResumeCatchUp.
 func CatchUp(ctx context.Context, a Sink, history HistoryPage, progress func(seen int)) (int, error) {
 	seen := 0
-	err := catchUp(ctx, a, history, "", func(ctx context.Context, batch []eventstore.Envelope) error {
+	err := catchUp(ctx, a, history, a.EventTypes(), "", func(ctx context.Context, batch []eventstore.Envelope) error {
 		if _, err := a.Apply(ctx, batch); err != nil {
 			return err
 		}
@@ -117,11 +146,12 @@ func ResumeCatchUp(ctx context.Context, a Sink, history HistoryPage, progress fu
 	}
 	if st.Started.IsZero() {
 		st.Started = time.Now().UTC().Truncate(time.Microsecond)
+		st.Types = a.EventTypes()
 		if _, err := a.ApplyCatchUp(ctx, nil, st); err != nil {
 			return st, err
 		}
 	}
-	err = catchUp(ctx, a, history, st.After, func(ctx context.Context, batch []eventstore.Envelope) error {
+	err = catchUp(ctx, a, history, st.Reading(a.EventTypes()), st.After, func(ctx context.Context, batch []eventstore.Envelope) error {
 		next := st
 		next.After = batch[len(batch)-1].EventID
 		next.Events += int64(len(batch))
@@ -145,12 +175,11 @@ func ResumeCatchUp(ctx context.Context, a Sink, history HistoryPage, progress fu
 	return done, nil
 }
 
-// catchUp merges the history of a's event types after the event id after
-// by event id and hands apply batches of up to catchUpBatch events, each
-// ending with the greatest event id read so far.
-func catchUp(ctx context.Context, a Sink, history HistoryPage, after string, apply func(context.Context, []eventstore.Envelope) error) error {
+// catchUp merges the history of types (some of a's event types) after
+// the event id after by event id and hands apply batches of up to
+// catchUpBatch events, each ending with the greatest event id read so far.
+func catchUp(ctx context.Context, a Sink, history HistoryPage, types []string, after string, apply func(context.Context, []eventstore.Envelope) error) error {
 	name := a.Name()
-	types := a.EventTypes()
 	if len(types) == 0 {
 		return fmt.Errorf("projections: %s does not name its event types; it cannot catch up from the store", name)
 	}

@@ -4,11 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+
+	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/projections"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // memorySink is a Sink in memory: the events it applied and its catch-up
@@ -108,5 +116,67 @@ func TestCatchUpRecordsNoCursorPastAFailedPage(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestARunnerCatchesUpOnlyTheTypesItsReadModelGained runs a Runner whose
+// read model's finished catch-up covered type a and which now reads b
+// too: it records a catch-up of b that skips a, reads only b's history
+// (a's was applied already), finishes it while the live consumer runs,
+// and records a and b as covered.
+func TestARunnerCatchesUpOnlyTheTypesItsReadModelGained(t *testing.T) {
+	ev := func(typ string, id int) eventstore.Envelope {
+		return eventstore.Envelope{EventID: fmt.Sprintf("%026d", id), EventType: typ, AggregateType: "thing",
+			AggregateID: fmt.Sprint(typ, id), Sequence: 1}
+	}
+	stored := map[string][]eventstore.Envelope{"a": {ev("a", 1), ev("a", 3)}, "b": {ev("b", 2), ev("b", 4), ev("b", 5)}}
+	var mu sync.Mutex
+	read := map[string]int{}
+	history := func(ctx context.Context, eventType, after, cursor string) ([]eventstore.Envelope, string, error) {
+		mu.Lock()
+		read[eventType]++
+		mu.Unlock()
+		var page []eventstore.Envelope
+		for _, e := range stored[eventType] {
+			if e.EventID > after {
+				page = append(page, e)
+			}
+		}
+		return page, "", nil
+	}
+	done := time.Now().Add(-time.Hour).UTC()
+	s := &memorySink{types: []string{"a", "b"}, state: projections.CatchUpState{Started: done, Done: done, Events: 2, After: ev("a", 3).EventID, Types: []string{"a"}}}
+	pubsub := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
+	r, err := projections.NewRunner(projections.RunnerConfig{Applier: s, Publisher: pubsub, Start: bus.StartHistory, History: history,
+		NewSubscriber: func(string) (message.Subscriber, error) { return pubsub, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(ctx) }()
+	integration.Await(t, "the catch-up of b to finish", func() error {
+		if st, _ := s.CatchUpState(ctx); st.Done.IsZero() || !st.Started.After(done) {
+			return fmt.Errorf("state %+v", st)
+		}
+		return nil
+	})
+	cancel()
+	if err := <-ran; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	st, _ := s.CatchUpState(context.Background())
+	if !slices.Equal(st.Types, []string{"a", "b"}) || !slices.Equal(st.Skip, []string{"a"}) || st.Events != 3 {
+		t.Errorf("state %+v, want types [a b], skip [a], 3 events", st)
+	}
+	if read["a"] != 0 || read["b"] == 0 {
+		t.Errorf("history pages read per type: %v, want b's only", read)
+	}
+	var applied []string
+	for _, e := range s.applied {
+		applied = append(applied, e.EventID)
+	}
+	if want := []string{ev("b", 2).EventID, ev("b", 4).EventID, ev("b", 5).EventID}; !slices.Equal(applied, want) {
+		t.Errorf("applied %v, want b's events %v", applied, want)
 	}
 }

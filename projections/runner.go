@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/components/metrics"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
@@ -263,7 +265,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			return fmt.Errorf("projections: %s: %w", r.cfg.Applier.Name(), err)
 		}
 	}
-	groupStart, err := r.begin(ctx)
+	groupStart, extending, err := r.begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -274,31 +276,45 @@ func (r *Runner) Run(ctx context.Context) error {
 			return fmt.Errorf("projections: %s: %w", r.cfg.Applier.Name(), err)
 		}
 	}
-	return r.consume(ctx)
+	if !extending {
+		return r.consume(ctx)
+	}
+	// The types the read model gained catch up beside the live consumer:
+	// the positions decide between the two, as they do for a replay.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.consume(gctx) })
+	g.Go(func() error {
+		_, err := r.catchUp(gctx)
+		return err
+	})
+	return g.Wait()
 }
 
 // begin reads (or records) how the projection started and returns where
 // its consumer group starts, catching up from the store first when Start
-// is bus.StartHistory and the catch-up is not done.
-func (r *Runner) begin(ctx context.Context) (bus.Start, error) {
+// is bus.StartHistory and the catch-up is not done. When the read model
+// reads event types its finished catch-up did not cover (it gained an
+// aggregate type), begin records a catch-up of those types and reports
+// extending: Run catches them up while the live consumer runs.
+func (r *Runner) begin(ctx context.Context) (start bus.Start, extending bool, err error) {
 	a, name := r.cfg.Applier, r.cfg.Applier.Name()
 	st, err := a.CatchUpState(ctx)
 	if err != nil {
-		return bus.Start{}, err
+		return bus.Start{}, false, err
 	}
 	if st.Started.IsZero() {
 		has, err := a.HasPositions(ctx)
 		if err != nil {
-			return bus.Start{}, err
+			return bus.Start{}, false, err
 		}
 		if has || !r.cfg.Start.IsHistory() {
 			// Positions without a catch-up state: a projection that
 			// started before catch-ups were recorded, or one that started
 			// from the topics alone. Either way it never catches up now.
 			now := time.Now().UTC().Truncate(time.Microsecond)
-			st = CatchUpState{Started: now, Done: now}
+			st = CatchUpState{Started: now, Done: now, Types: a.EventTypes()}
 			if _, err := a.ApplyCatchUp(ctx, nil, st); err != nil {
-				return bus.Start{}, err
+				return bus.Start{}, false, err
 			}
 			if has {
 				r.cfg.Logger.InfoContext(ctx, "projection has positions but no catch-up record: taken as caught up", "projection", name)
@@ -307,36 +323,92 @@ func (r *Runner) begin(ctx context.Context) (bus.Start, error) {
 				// Built without a recorded catch-up (by a replay, or
 				// before catch-ups were recorded): the topics' oldest
 				// records, which the positions skip where applied.
-				return bus.StartEarliest, nil
+				return bus.StartEarliest, false, nil
 			}
-			return r.cfg.Start, nil
+			return r.cfg.Start, false, nil
 		}
 	}
-	if st.Done.IsZero() {
+	if !st.Done.IsZero() && r.cfg.Start.IsHistory() {
+		if st, err = r.gained(ctx, st); err != nil {
+			return bus.Start{}, false, err
+		}
+	}
+	if st.Extending() {
 		if r.cfg.History == nil {
-			return bus.Start{}, fmt.Errorf("projections: %s: a catch-up from the event store is not finished, and RunnerConfig.History is nil", name)
+			return bus.Start{}, false, fmt.Errorf("projections: %s: a catch-up of the event types %v from the event store is not finished, and RunnerConfig.History is nil", name, st.Reading(nil))
+		}
+		extending = true
+	} else if st.Done.IsZero() {
+		if r.cfg.History == nil {
+			return bus.Start{}, false, fmt.Errorf("projections: %s: a catch-up from the event store is not finished, and RunnerConfig.History is nil", name)
 		}
 		if st.Started.IsZero() {
 			r.cfg.Logger.InfoContext(ctx, "new projection: catching up from the event store", "projection", name)
 		} else {
 			r.cfg.Logger.InfoContext(ctx, "resuming the catch-up from the event store", "projection", name, "after", st.After, "events", st.Events)
 		}
-		last := time.Now()
-		st, err = ResumeCatchUp(ctx, a, r.cfg.History, func(st CatchUpState) {
-			if time.Since(last) >= 5*time.Second {
-				last = time.Now()
-				r.cfg.Logger.InfoContext(ctx, "catching up", "projection", name, "events", st.Events, "after", st.After)
-			}
-		})
-		if err != nil {
-			return bus.Start{}, fmt.Errorf("projections: %s: catch up from the event store: %w", name, err)
+		if st, err = r.catchUp(ctx); err != nil {
+			return bus.Start{}, false, err
 		}
 		r.cfg.Logger.InfoContext(ctx, "caught up; switching to the live topics", "projection", name, "events", st.Events)
 	}
 	if r.cfg.Start.IsHistory() {
-		return bus.StartAt(st.Started.Add(-r.cfg.HandOverMargin)), nil
+		return bus.StartAt(st.Started.Add(-r.cfg.HandOverMargin)), extending, nil
 	}
-	return r.cfg.Start, nil
+	return r.cfg.Start, extending, nil
+}
+
+// gained compares the event types of st, a finished catch-up, with the
+// read model's: a state that names none (recorded before types were)
+// gets the read model's; types the read model gained start a catch-up of
+// their own (recorded, so that a kill resumes it), returned.
+func (r *Runner) gained(ctx context.Context, st CatchUpState) (CatchUpState, error) {
+	a, name := r.cfg.Applier, r.cfg.Applier.Name()
+	types := a.EventTypes()
+	if len(st.Types) == 0 {
+		st.Types = types
+		_, err := a.ApplyCatchUp(ctx, nil, st)
+		return st, err
+	}
+	var added, kept []string
+	for _, t := range types {
+		if slices.Contains(st.Types, t) {
+			kept = append(kept, t)
+		} else {
+			added = append(added, t)
+		}
+	}
+	if len(added) == 0 {
+		return st, nil
+	}
+	r.cfg.Logger.InfoContext(ctx, "projection reads event types its catch-up did not cover: catching up their history beside the live topics", "projection", name, "types", added)
+	// With no type kept, nothing of the read model is worth serving: the
+	// catch-up runs before the live topics, as a first one does.
+	next := CatchUpState{Started: time.Now().UTC().Truncate(time.Microsecond), Types: types, Skip: kept}
+	if _, err := a.ApplyCatchUp(ctx, nil, next); err != nil {
+		return st, err
+	}
+	return next, nil
+}
+
+// catchUp runs (or resumes) the recorded catch-up, logging its progress
+// every 5 s.
+func (r *Runner) catchUp(ctx context.Context) (CatchUpState, error) {
+	name := r.cfg.Applier.Name()
+	last := time.Now()
+	st, err := ResumeCatchUp(ctx, r.cfg.Applier, r.cfg.History, func(st CatchUpState) {
+		if time.Since(last) >= 5*time.Second {
+			last = time.Now()
+			r.cfg.Logger.InfoContext(ctx, "catching up", "projection", name, "events", st.Events, "after", st.After, "types", st.Reading(nil))
+		}
+	})
+	if err != nil {
+		return st, fmt.Errorf("projections: %s: catch up from the event store: %w", name, err)
+	}
+	if len(st.Skip) > 0 {
+		r.cfg.Logger.InfoContext(ctx, "caught up the event types the projection gained", "projection", name, "events", st.Events, "types", st.Reading(nil))
+	}
+	return st, nil
 }
 
 // consume runs the live consumer until ctx ends.

@@ -19,6 +19,8 @@ type catchUpDoc struct {
 	After   string     `json:"after"`
 	Events  int64      `json:"events"`
 	Done    *time.Time `json:"done,omitempty"`
+	Types   []string   `json:"types,omitempty"`
+	Skip    []string   `json:"skip,omitempty"`
 }
 
 // catchUpMappings keeps the catch-up index out of dynamic mapping: its
@@ -39,7 +41,8 @@ func (a *Applier) CatchUpState(ctx context.Context) (projections.CatchUpState, e
 	if err != nil {
 		return projections.CatchUpState{}, fmt.Errorf("elastic: %s: catch-up state: %w", a.Name(), err)
 	}
-	st := projections.CatchUpState{Started: res.Source.Started, After: res.Source.After, Events: res.Source.Events}
+	st := projections.CatchUpState{Started: res.Source.Started, After: res.Source.After, Events: res.Source.Events,
+		Types: res.Source.Types, Skip: res.Source.Skip}
 	if res.Source.Done != nil {
 		st.Done = *res.Source.Done
 	}
@@ -59,7 +62,7 @@ func (a *Applier) ApplyCatchUp(ctx context.Context, events []eventstore.Envelope
 			return out, err
 		}
 	}
-	doc := catchUpDoc{Started: st.Started, After: st.After, Events: st.Events}
+	doc := catchUpDoc{Started: st.Started, After: st.After, Events: st.Events, Types: st.Types, Skip: st.Skip}
 	if !st.Done.IsZero() {
 		doc.Done = &st.Done
 	}

@@ -240,6 +240,14 @@ func TestKilledCatchUpResumesAndEndsEqualToTheStore(t *testing.T) {
 // what its events give, every event applied once.
 func (w *world) assertAccountsEqual(t *testing.T, stored map[string][]eventstore.Envelope) {
 	t.Helper()
+	w.assertAccountsEqualIn(t, readmodels.Accounts{}.Name(), stored)
+}
+
+// assertAccountsEqualIn is assertAccountsEqual for the read model called
+// projection, which writes the accounts tables (and may read other
+// aggregate types too).
+func (w *world) assertAccountsEqualIn(t *testing.T, projection string, stored map[string][]eventstore.Envelope) {
+	t.Helper()
 	ctx := context.Background()
 	type txRow struct {
 		amount, balance int64
@@ -263,8 +271,8 @@ func (w *world) assertAccountsEqual(t *testing.T, stored map[string][]eventstore
 	}
 	rows, err := w.db.Query(ctx, `SELECT a.account_id, a.balance, a.version, a.apply_count,
 		(SELECT count(*) FROM account_transactions x WHERE x.account_id = a.account_id),
-		coalesce((SELECT seq FROM projection_positions p WHERE p.projection = 'accounts' AND p.aggregate_id = a.account_id), -1)
-		FROM accounts a`)
+		coalesce((SELECT seq FROM projection_positions p WHERE p.projection = $1 AND p.aggregate_type = $2 AND p.aggregate_id = a.account_id), -1)
+		FROM accounts a`, projection, bankaccount.AggregateType)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +302,8 @@ func (w *world) assertAccountsEqual(t *testing.T, stored map[string][]eventstore
 	// Each row's position is its account's last stored sequence (above);
 	// and there is no position of anything else.
 	var positions int
-	if err := w.db.QueryRow(ctx, `SELECT count(*) FROM projection_positions WHERE projection = 'accounts'`).Scan(&positions); err != nil {
+	if err := w.db.QueryRow(ctx, `SELECT count(*) FROM projection_positions WHERE projection = $1 AND aggregate_type = $2`,
+		projection, bankaccount.AggregateType).Scan(&positions); err != nil {
 		t.Fatal(err)
 	}
 	if positions != len(stored) {

@@ -33,6 +33,7 @@ const (
 func TestMain(m *testing.M) {
 	runConsumeChildIfRequested()
 	runReplayChildIfRequested()
+	runGainedChildIfRequested()
 	os.Exit(m.Run())
 }
 
