@@ -113,6 +113,11 @@ func AnalyticsRecount(ctx context.Context, cfg AnalyticsRecountConfig) (Analytic
 	if err := operatorReady(ctx, db); err != nil {
 		return out, fmt.Errorf("analytics recount: %w", err)
 	}
+	target := fmt.Sprintf("analytics %s from %s to %s", cfg.Source, cfg.From.UTC().Format(time.RFC3339), cfg.To.UTC().Format(time.RFC3339))
+	action, err := startOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionAnalyticsRecount, Target: target, Reason: cfg.Reason})
+	if err != nil {
+		return out, fmt.Errorf("analytics recount: %w", err)
+	}
 	res, runErr := aggregator.Recount(ctx, rc)
 	out.RecountResult = res
 	result := fmt.Sprintf("%d raw events; %d of %d aggregations and %d of %d sessions rewritten",
@@ -120,8 +125,7 @@ func AnalyticsRecount(ctx context.Context, cfg AnalyticsRecountConfig) (Analytic
 	if runErr != nil {
 		result += "; stopped: " + runErr.Error()
 	}
-	target := fmt.Sprintf("analytics %s from %s to %s", cfg.Source, cfg.From.UTC().Format(time.RFC3339), cfg.To.UTC().Format(time.RFC3339))
-	action, recErr := recordOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionAnalyticsRecount, Target: target, Reason: cfg.Reason, Result: result})
+	action, recErr := finishOperatorAction(ctx, db, cfg.Logger, action, result)
 	out.Action = action
 	if runErr != nil {
 		return out, errors.Join(fmt.Errorf("analytics recount: %w", runErr), recErr)

@@ -52,14 +52,32 @@ type OperatorAction struct {
 	Target string
 	// Reason is the operator's reason, when given.
 	Reason string
-	// Result is what came of it, in a line.
+	// Result is what came of it, in a line: for an action still started,
+	// ResultUnfinished.
 	Result string
+	// State is StateStarted from before the action acts until it is
+	// finished, then StateDone. A started action nobody is running any
+	// more was stopped (killed) before it recorded its result: what it did
+	// before that is not in Result.
+	State string
+	// Finished is when it was finished (zero while started, and for
+	// actions recorded before migration 012).
+	Finished time.Time
 }
+
+// The states of an operator action.
+const (
+	StateStarted = "started"
+	StateDone    = "done"
+)
+
+// ResultUnfinished is the Result read for an action still started.
+const ResultUnfinished = "started, not finished: no result recorded (still running, or stopped before it finished)"
 
 // ErrNoOperatorTable is wrapped when the database's schema has no
 // operator_actions table: `eventpipe migrate` creates it. The operator
 // tools check for it before they act, so that no action goes unrecorded.
-var ErrNoOperatorTable = errors.New("no operator_actions table in the database's schema: run `eventpipe migrate` (migrations/postgres 009)")
+var ErrNoOperatorTable = errors.New("no operator_actions table in the database's schema, or one without its state column: run `eventpipe migrate` (migrations/postgres 009 and 012)")
 
 // DefaultActor is the actor of an operator action when none is given:
 // $USER, else $LOGNAME, else "unknown".
@@ -143,16 +161,23 @@ func actionNames(action string) []string {
 // latestOperatorActions reads up to limit actions of db, newest first
 // (action, when set, selects one kind, under its legacy names too).
 func latestOperatorActions(ctx context.Context, db *pgxpool.Pool, action string, limit int) ([]OperatorAction, error) {
-	rows, err := db.Query(ctx, `SELECT id, at, actor, action, target, reason, result FROM operator_actions
+	rows, err := db.Query(ctx, `SELECT id, at, actor, action, target, reason, result, state, finished_at FROM operator_actions
 		WHERE $1 = '' OR action = ANY($2) ORDER BY id DESC LIMIT $3`, action, actionNames(action), limit)
 	if err != nil {
 		return nil, fmt.Errorf("operator actions: %w", operatorTableErr(err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OperatorAction, error) {
 		var a OperatorAction
-		err := row.Scan(&a.ID, &a.At, &a.Actor, &a.Action, &a.Target, &a.Reason, &a.Result)
+		var finished *time.Time
+		err := row.Scan(&a.ID, &a.At, &a.Actor, &a.Action, &a.Target, &a.Reason, &a.Result, &a.State, &finished)
 		if now, ok := legacyActions[a.Action]; ok {
 			a.Action = now
+		}
+		if finished != nil {
+			a.Finished = *finished
+		}
+		if a.State == StateStarted && a.Result == "" {
+			a.Result = ResultUnfinished
 		}
 		return a, err
 	})
@@ -163,7 +188,7 @@ func latestOperatorActions(ctx context.Context, db *pgxpool.Pool, action string,
 }
 
 // operatorReady fails with ErrNoOperatorTable when db has no
-// operator_actions table.
+// operator_actions table, or one without migration 012's state column.
 func operatorReady(ctx context.Context, db *pgxpool.Pool) error {
 	var ok bool
 	if err := db.QueryRow(ctx, `SELECT to_regclass('operator_actions') IS NOT NULL`).Scan(&ok); err != nil {
@@ -172,29 +197,49 @@ func operatorReady(ctx context.Context, db *pgxpool.Pool) error {
 	if !ok {
 		return ErrNoOperatorTable
 	}
+	if _, err := db.Exec(ctx, `SELECT state, finished_at FROM operator_actions LIMIT 0`); err != nil {
+		return fmt.Errorf("postgres: %w", operatorTableErr(err))
+	}
 	return nil
 }
 
-// recordOperatorAction inserts a and returns it with its ID and time.
-// The context is detached from ctx's cancellation: an action that was
-// done is recorded even when the caller gave up meanwhile.
-func recordOperatorAction(ctx context.Context, db *pgxpool.Pool, logger *slog.Logger, a OperatorAction) (OperatorAction, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	err := db.QueryRow(ctx, `INSERT INTO operator_actions (actor, action, target, reason, result)
-		VALUES ($1, $2, $3, $4, $5) RETURNING id, at`, a.Actor, a.Action, a.Target, a.Reason, a.Result).Scan(&a.ID, &a.At)
+// startOperatorAction records a as started, before the action acts, and
+// returns it with its ID and time: a tool killed before it finishes the
+// record leaves it started, which status shows. Record nothing and act
+// not at all when it fails.
+func startOperatorAction(ctx context.Context, db *pgxpool.Pool, logger *slog.Logger, a OperatorAction) (OperatorAction, error) {
+	a.State, a.Result = StateStarted, ""
+	err := db.QueryRow(ctx, `INSERT INTO operator_actions (actor, action, target, reason, result, state)
+		VALUES ($1, $2, $3, $4, '', 'started') RETURNING id, at`, a.Actor, a.Action, a.Target, a.Reason).Scan(&a.ID, &a.At)
 	if err != nil {
 		return a, fmt.Errorf("record operator action %s on %s: %w", a.Action, a.Target, operatorTableErr(err))
+	}
+	logger.InfoContext(ctx, "operator action started", "id", a.ID, "actor", a.Actor, "action", a.Action, "target", a.Target, "reason", a.Reason)
+	return a, nil
+}
+
+// finishOperatorAction records the result of a, started by
+// startOperatorAction, and marks it done. The context is detached from
+// ctx's cancellation: an action that was done is recorded even when the
+// caller gave up meanwhile.
+func finishOperatorAction(ctx context.Context, db *pgxpool.Pool, logger *slog.Logger, a OperatorAction, result string) (OperatorAction, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	a.Result, a.State = result, StateDone
+	err := db.QueryRow(ctx, `UPDATE operator_actions SET result = $2, state = 'done', finished_at = now() WHERE id = $1 RETURNING finished_at`,
+		a.ID, result).Scan(&a.Finished)
+	if err != nil {
+		return a, fmt.Errorf("record the result of operator action %d (%s on %s): %w", a.ID, a.Action, a.Target, operatorTableErr(err))
 	}
 	logger.InfoContext(ctx, "operator action", "id", a.ID, "actor", a.Actor, "action", a.Action, "target", a.Target, "reason", a.Reason, "result", a.Result)
 	return a, nil
 }
 
-// operatorTableErr turns Postgres' undefined table into
-// ErrNoOperatorTable.
+// operatorTableErr turns Postgres' undefined table (or column: a table
+// before migration 012) into ErrNoOperatorTable.
 func operatorTableErr(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "42703") { // undefined table, undefined column
 		return fmt.Errorf("%w (%v)", ErrNoOperatorTable, err)
 	}
 	return err

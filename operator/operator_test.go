@@ -89,16 +89,22 @@ func TestParkedSkipReleasesTheAggregateWhichResumesWithItsNextEventAndIsRecorded
 		t.Fatalf("skip of an unparked aggregate: %v, want ErrNotParked", err)
 	}
 
+	// The refused skip is recorded too: it was started before it was
+	// refused (an action is recorded before it acts).
 	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Process: eventpipe.Process{Endpoints: p.EP}})
-	if err != nil || len(actions) != 2 {
-		t.Fatalf("operator actions %+v, %v; want the two skips", actions, err)
+	if err != nil || len(actions) != 3 {
+		t.Fatalf("operator actions %+v, %v; want the two skips and the refused one", actions, err)
 	}
+	if x := actions[0]; x.State != operator.StateDone || !strings.HasPrefix(x.Result, "refused: ") || !strings.Contains(x.Result, "no parked event") {
+		t.Errorf("the refused skip recorded as %+v", x)
+	}
+	actions = actions[1:]
 	if x := actions[1]; x.Action != operator.ActionParkedSkip || x.Actor != "bob" || x.Target != "todos todo/a" || x.Reason != "a poison title never applies" ||
 		!strings.Contains(x.Result, "skipped todo/a #3") || !strings.Contains(x.Result, "unparked, 2 later events re-applied, 2 applied") {
 		t.Fatalf("skip of a recorded as %+v", x)
 	}
 	_, r := p.TodosGroup(t)
-	if r.OperatorActionsErr != nil || len(r.OperatorActions) != 2 || r.OperatorActions[0].ID != actions[0].ID {
+	if r.OperatorActionsErr != nil || len(r.OperatorActions) != 3 || r.OperatorActions[1].ID != actions[0].ID {
 		t.Fatalf("status operator actions %+v (%v), want %+v", r.OperatorActions, r.OperatorActionsErr, actions)
 	}
 }

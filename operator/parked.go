@@ -142,14 +142,17 @@ func ParkedReapply(ctx context.Context, cfg ParkedReapplyConfig) (parking.Reappl
 	if err != nil {
 		return parking.ReapplyResult{}, fmt.Errorf("parked reapply: %w", err)
 	}
-	res, err := reapplyParked(ctx, lot, sink, cfg)
 	target := cfg.Projection
 	if cfg.Aggregate.Type != "" {
 		target += " " + cfg.Aggregate.String()
 	}
+	action, err := startOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionParkedReapply, Target: target, Reason: cfg.Reason})
+	if err != nil {
+		return parking.ReapplyResult{}, fmt.Errorf("parked reapply: %w", err)
+	}
+	res, err := reapplyParked(ctx, lot, sink, cfg)
 	result := reapplySummary(res, err)
-	if _, rerr := recordOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionParkedReapply,
-		Target: target, Reason: cfg.Reason, Result: result}); rerr != nil {
+	if _, rerr := finishOperatorAction(ctx, db, cfg.Logger, action, result); rerr != nil {
 		return res, fmt.Errorf("parked reapply: %w", errors.Join(err, rerr))
 	}
 	return res, err
@@ -257,7 +260,8 @@ type ParkedSkipResult struct {
 // unparked when they applied (a live consumer parks its new events until
 // then, and the re-apply applies those too); one that fails again stays
 // parked, as the result says. The skip is recorded in operator_actions
-// (ActionParkedSkip), whose table is checked for first. An aggregate
+// (ActionParkedSkip), whose table is checked for first: started before it
+// acts, finished with its result, or with its refusal. An aggregate
 // with nothing parked is an error wrapping parking.ErrNotParked.
 func ParkedSkip(ctx context.Context, cfg ParkedSkipConfig) (ParkedSkipResult, error) {
 	_ = cfg.FillProcess() // Validate reports Endpoints.Err
@@ -281,10 +285,15 @@ func ParkedSkip(ctx context.Context, cfg ParkedSkipConfig) (ParkedSkipResult, er
 		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", err)
 	}
 	var out ParkedSkipResult
+	if out.Action, err = startOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionParkedSkip,
+		Target: cfg.Projection + " " + cfg.Aggregate.String(), Reason: cfg.Reason}); err != nil {
+		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", err)
+	}
 	out.Skipped, err = lot.Skip(ctx, parking.SkipConfig{Consumer: cfg.Projection, Aggregate: cfg.Aggregate,
 		Actor: cfg.Actor, Reason: cfg.Reason, Advance: advancePosition(cfg.Projection)})
 	if err != nil {
-		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", err)
+		_, rerr := finishOperatorAction(ctx, db, cfg.Logger, out.Action, "refused: "+err.Error())
+		return ParkedSkipResult{}, fmt.Errorf("parked skip: %w", errors.Join(err, rerr))
 	}
 	res, rerr := reapplyParked(ctx, lot, sink, rcfg)
 	out.Reapply = parking.AggregateReapply{Aggregate: cfg.Aggregate, Unparked: true}
@@ -301,8 +310,7 @@ func ParkedSkip(ctx context.Context, cfg ParkedSkipConfig) (ParkedSkipResult, er
 	} else {
 		result += fmt.Sprintf("; still parked after %d re-applied: %v", out.Reapply.Reapplied, out.Reapply.Err)
 	}
-	out.Action, err = recordOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionParkedSkip,
-		Target: cfg.Projection + " " + cfg.Aggregate.String(), Reason: cfg.Reason, Result: result})
+	out.Action, err = finishOperatorAction(ctx, db, cfg.Logger, out.Action, result)
 	if err != nil {
 		return out, fmt.Errorf("parked skip: %w", err)
 	}

@@ -364,7 +364,6 @@ func PoisonRedrive(ctx context.Context, cfg PoisonRedriveConfig) (PoisonRedriveR
 	var res PoisonRedriveResult
 	var offsets []string
 	for _, m := range msgs {
-		res.Results = append(res.Results, rd.Redrive(ctx, m.Message))
 		offsets = append(offsets, fmt.Sprintf("%d/%d", m.Partition, m.Offset))
 	}
 	topic := cfg.Topic
@@ -375,6 +374,13 @@ func PoisonRedrive(ctx context.Context, cfg PoisonRedriveConfig) (PoisonRedriveR
 	if cfg.All {
 		target = topic + " all (" + strings.Join(offsets, ",") + ")"
 	}
+	if res.Action, err = startOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionPoisonRedrive,
+		Target: target, Reason: cfg.Reason}); err != nil {
+		return res, fmt.Errorf("poison redrive: %w", err)
+	}
+	for _, m := range msgs {
+		res.Results = append(res.Results, rd.Redrive(ctx, m.Message))
+	}
 	parts := []string{}
 	for _, o := range []poison.Outcome{poison.Redriven, poison.Recovered, poison.AlreadyRedriven, poison.Busy, poison.Failed} {
 		if n := res.Count(o); n > 0 {
@@ -384,8 +390,7 @@ func PoisonRedrive(ctx context.Context, cfg PoisonRedriveConfig) (PoisonRedriveR
 	if len(parts) == 0 {
 		parts = append(parts, "nothing to redrive")
 	}
-	res.Action, err = recordOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionPoisonRedrive,
-		Target: target, Reason: cfg.Reason, Result: strings.Join(parts, ", ")})
+	res.Action, err = finishOperatorAction(ctx, db, cfg.Logger, res.Action, strings.Join(parts, ", "))
 	if err != nil {
 		return res, fmt.Errorf("poison redrive: %w", err)
 	}

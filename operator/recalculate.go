@@ -105,9 +105,10 @@ type RecalculateResult struct {
 // *commands.ReplayRefusedError naming the event (its id, type and
 // sequence) and nothing is written for that aggregate. Bad input is a
 // *eventstore.ValidationError; a missing operator_actions table is
-// ErrNoOperatorTable, checked before anything is done. Every run, also
-// one that failed part-way, is recorded as one operator action
-// (ActionRecalculate) whose result counts what changed.
+// ErrNoOperatorTable, checked before anything is done. Every run is
+// recorded as one operator action (ActionRecalculate), started before the
+// first aggregate and finished, with a result that counts what changed,
+// after the last, also when it failed part-way.
 func Recalculate(ctx context.Context, cfg RecalculateConfig) (RecalculateResult, error) {
 	var res RecalculateResult
 	_ = cfg.FillProcess() // Validate reports Endpoints.Err
@@ -144,6 +145,10 @@ func Recalculate(ctx context.Context, cfg RecalculateConfig) (RecalculateResult,
 			return res, fmt.Errorf("recalculate: %w", err)
 		}
 	}
+	action, err := startOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionRecalculate, Target: target, Reason: cfg.Reason})
+	if err != nil {
+		return res, fmt.Errorf("recalculate: %w", err)
+	}
 	log := cfg.Logger.With("component", "recalculate", "aggregate_type", cfg.Type)
 	var runErr error
 	for _, id := range ids {
@@ -175,7 +180,7 @@ func Recalculate(ctx context.Context, cfg RecalculateConfig) (RecalculateResult,
 	if runErr != nil {
 		result += "; stopped: " + runErr.Error()
 	}
-	action, recErr := recordOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionRecalculate, Target: target, Reason: cfg.Reason, Result: result})
+	action, recErr := finishOperatorAction(ctx, db, cfg.Logger, action, result)
 	res.Action = action
 	if runErr != nil {
 		if cfg.All {

@@ -239,11 +239,15 @@ func SagaAbort(ctx context.Context, cfg SagaAbortConfig) (SagaAbortResult, error
 	d, _ := cfg.Catalog.Saga(cfg.Saga)
 	var out SagaAbortResult
 	err := withSagaOperator(ctx, &cfg.SagaOpsConfig, d, func(ctx context.Context, op *sagas.Operator, db *pgxpool.Pool) error {
+		action, err := startOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionSagaAbort,
+			Target: cfg.Saga + " " + cfg.Instance, Reason: cfg.Reason})
+		if err != nil {
+			return err
+		}
 		res, err := op.Abort(ctx, cfg.Instance, cfg.Actor, cfg.Reason)
 		out.AbortResult = res
 		var rerr error
-		out.Action, rerr = recordOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionSagaAbort,
-			Target: cfg.Saga + " " + cfg.Instance, Reason: cfg.Reason, Result: abortSummary(res, err)})
+		out.Action, rerr = finishOperatorAction(ctx, db, cfg.Logger, action, abortSummary(res, err))
 		return errors.Join(err, rerr)
 	})
 	if err != nil {
@@ -321,14 +325,18 @@ func SagaRetry(ctx context.Context, cfg SagaRetryConfig) (SagaRetryResult, error
 	d, _ := cfg.Catalog.Saga(cfg.Saga)
 	var out SagaRetryResult
 	err := withSagaOperator(ctx, &cfg.SagaOpsConfig, d, func(ctx context.Context, op *sagas.Operator, db *pgxpool.Pool) error {
+		action, err := startOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionSagaRetry,
+			Target: cfg.Saga + " " + cfg.Instance, Reason: cfg.Reason})
+		if err != nil {
+			return err
+		}
 		res, err := op.Retry(ctx, cfg.Instance)
 		out.RetryResult = res
 		if err == nil {
 			err = res.Err()
 		}
 		var rerr error
-		out.Action, rerr = recordOperatorAction(ctx, db, cfg.Logger, OperatorAction{Actor: cfg.Actor, Action: ActionSagaRetry,
-			Target: cfg.Saga + " " + cfg.Instance, Reason: cfg.Reason, Result: retrySummary(res, err)})
+		out.Action, rerr = finishOperatorAction(ctx, db, cfg.Logger, action, retrySummary(res, err))
 		return errors.Join(err, rerr)
 	})
 	if err != nil {

@@ -106,7 +106,7 @@ func StatusPageReader(cfg StatusConfig) statuspage.ReaderFunc {
 		}
 		for _, a := range r.OperatorActions { // operator actions (issue 27)
 			snap.OperatorActions = append(snap.OperatorActions, statuspage.OperatorAction{ID: a.ID, At: a.At, Actor: a.Actor,
-				Action: a.Action, Target: a.Target, Reason: a.Reason, Result: a.Result})
+				Action: a.Action, Target: a.Target, Reason: a.Reason, Result: a.Result, State: a.State})
 		}
 		for _, err := range r.Errors {
 			snap.Errors = append(snap.Errors, err.Error())

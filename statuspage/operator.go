@@ -12,4 +12,7 @@ type OperatorAction struct {
 	Target string    `json:"target"`
 	Reason string    `json:"reason,omitempty"`
 	Result string    `json:"result"`
+	// State is "started" until the action recorded its result, then
+	// "done".
+	State string `json:"state,omitempty"`
 }
