@@ -364,3 +364,35 @@ func TestConfigsRefuseABadFieldNamingIt(t *testing.T) {
 		t.Errorf("ConsumersConfig of an unknown consumer: %v, want ErrUnknownConsumer and a ValidationError", err)
 	}
 }
+
+// TestAChainOfUpcastersWithAGapStopsEveryProcessAtStart: a catalogue
+// whose upcasters of one event type skip a version is refused by serve's
+// write side, the consumers and the relay before they connect to
+// anything, each error naming the type and the missing step.
+func TestAChainOfUpcastersWithAGapStopsEveryProcessAtStart(t *testing.T) {
+	catalog := eventpipe.Builtin()
+	same := func(p json.RawMessage) (json.RawMessage, error) { return p, nil }
+	catalog.Upcasters().MustRegister("TodoCreated", 1, same).MustRegister("TodoCreated", 3, same)
+	p := eventpipe.Process{Catalog: catalog}
+	ctx := context.Background()
+	for name, start := range map[string]func() error{
+		"serve": func() error {
+			_, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Process: p})
+			return err
+		},
+		"consume": func() error {
+			_, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: p, Names: []string{"todos"}})
+			return err
+		},
+		"relay": func() error {
+			_, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Process: p})
+			return err
+		},
+	} {
+		err := start()
+		var ve *eventstore.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "upcasters" || !strings.Contains(err.Error(), "TodoCreated has no upcaster from v2 to v3") {
+			t.Errorf("%s with a gap in TodoCreated's upcasters: %v, want an *eventstore.ValidationError naming TodoCreated v2 to v3", name, err)
+		}
+	}
+}

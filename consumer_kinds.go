@@ -9,6 +9,7 @@ import (
 	"github.com/eventpipe/eventpipe/analytics/aggregator"
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/elastic"
@@ -65,7 +66,7 @@ func newProjectionRunner(r Resources, a projections.Sink, info ConsumerInfo) (Ru
 		return nil, fmt.Errorf("eventpipe: %s %s: start history: it does not name its event types, so it cannot catch up from the event store", info.Kind, a.Name())
 	}
 	return projections.NewRunner(projections.RunnerConfig{Applier: a, NewSubscriber: r.NewSubscriber, Brokers: r.Endpoints.KafkaBrokers, KafkaSecurity: r.Endpoints.Kafka, KafkaInstanceID: r.Endpoints.KafkaInstanceID,
-		Topics: r.Topics, Publisher: r.Publisher, Parking: r.Parking, History: r.History, Start: start,
+		Topics: r.Topics, Publisher: r.Publisher, Parking: r.Parking, History: r.History, Start: start, Upcasters: r.upcasters(),
 		Registerer: r.registerer("projection", a.Name()), Logger: r.Logger})
 }
 
@@ -122,7 +123,7 @@ func (s saga) Build(ctx context.Context, r Resources) (Runnable, error) {
 		r.Logger.Warn("no command key: the saga's commands are not signed, and any client can send one under its ids (set EVENTPIPE_COMMAND_KEY_FILE)", "saga", s.d.SagaName())
 	}
 	sc := sagas.Config{Saga: s.d, DB: r.DB, Publisher: r.Publisher, Outcomes: r.Store, CommandKey: r.CommandKey, NewSubscriber: r.NewSubscriber,
-		Brokers: r.Endpoints.KafkaBrokers, KafkaSecurity: r.Endpoints.Kafka, KafkaInstanceID: r.Endpoints.KafkaInstanceID, Topics: r.Topics, Registerer: r.registerer("saga", s.d.SagaName()), Logger: r.Logger}
+		Brokers: r.Endpoints.KafkaBrokers, KafkaSecurity: r.Endpoints.Kafka, KafkaInstanceID: r.Endpoints.KafkaInstanceID, Topics: r.Topics, Upcasters: r.upcasters(), Registerer: r.registerer("saga", s.d.SagaName()), Logger: r.Logger}
 	runner, err := sagas.New(sc)
 	if err != nil {
 		return nil, err
@@ -239,4 +240,12 @@ func newAggregator(ctx context.Context, r Resources) (*aggregator.Consumer, erro
 		Topics: r.Topics, Client: db, Table: ep.AnalyticsTable, Poison: r.Publisher,
 		Registerer: r.registerer("projection", AnalyticsAggregator), Logger: r.Logger,
 	})
+}
+
+// upcasters is the catalogue's upcaster registry, nil without a catalogue.
+func (r Resources) upcasters() *eventstore.Upcasters {
+	if r.Catalog == nil {
+		return nil
+	}
+	return r.Catalog.Upcasters()
 }

@@ -70,10 +70,17 @@ func (p *Process) FillProcess() error {
 
 // Validate reports, as an *eventstore.ValidationError of field Endpoints
 // that also wraps the cause, why the environment's security settings of
-// the endpoints could not be read (Endpoints.Err).
+// the endpoints could not be read (Endpoints.Err); and a gap in the
+// catalogue's chain of upcasters (eventstore.Upcasters.Validate), so that
+// no process (serve, consume, relay, the tools) starts with one.
 func (p Process) Validate() error {
 	if err := p.Endpoints.Err(); err != nil {
 		return fmt.Errorf("%w: %w", &eventstore.ValidationError{Field: "Endpoints", Reason: "the security settings from the environment"}, err)
+	}
+	if p.Catalog != nil {
+		if err := p.Catalog.Upcasters().Validate(); err != nil {
+			return fmt.Errorf("catalogue: %w", err)
+		}
 	}
 	return nil
 }

@@ -69,6 +69,24 @@ func EventFromMessage(msg *message.Message) (eventstore.Envelope, error) {
 	return e, nil
 }
 
+// UpcastedEventFromMessage is EventFromMessage, then the event upgraded to
+// its current schema version by u (nil: none), as the store upgrades on
+// every read: a message published before an upcaster was added, or
+// re-driven from a poison topic, reaches its consumer as the current
+// version. An upcaster's failure is a *eventstore.DecodeError (permanent:
+// upcasters are pure, so it fails the same way every time).
+func UpcastedEventFromMessage(msg *message.Message, u *eventstore.Upcasters) (eventstore.Envelope, error) {
+	e, err := EventFromMessage(msg)
+	if err != nil {
+		return e, err
+	}
+	up, err := u.Upcast(e)
+	if err != nil {
+		return e, &eventstore.DecodeError{What: "event message " + msg.UUID, Field: "payload", Reason: err.Error()}
+	}
+	return up, nil
+}
+
 // MetadataOutboundName carries an outbound event's name.
 const MetadataOutboundName = "outbound_name"
 

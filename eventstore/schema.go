@@ -66,6 +66,42 @@ func (u *Upcasters) MustRegister(eventType string, from int, fn UpcastFunc) *Upc
 	return u
 }
 
+// Validate checks every event type's chain of upcasters: each version
+// from 1 to the type's current one must have its upcaster to the next
+// (a stored event of a version without one would stay at that version,
+// and its readers would see an old payload under the current rules). A
+// gap is a *ValidationError of field "upcasters" naming the type and the
+// missing step. Nothing to check on nil. (A chain cannot loop: every
+// upcaster goes from one version to the next.)
+func (u *Upcasters) Validate() error {
+	if u == nil {
+		return nil
+	}
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	types := make([]string, 0, len(u.current))
+	for t := range u.current {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	for _, t := range types {
+		var have []string
+		missing := 0
+		for v := 1; v < u.current[t]; v++ {
+			if _, ok := u.fns[upcastKey{t, v}]; ok {
+				have = append(have, fmt.Sprintf("v%d→v%d", v, v+1))
+			} else if missing == 0 {
+				missing = v
+			}
+		}
+		if missing > 0 {
+			return &ValidationError{Field: "upcasters", Reason: fmt.Sprintf("event type %s has no upcaster from v%d to v%d (it has %s): a stored v%d event would never reach v%d",
+				t, missing, missing+1, strings.Join(have, ", "), missing, u.current[t])}
+		}
+	}
+	return nil
+}
+
 // Current returns the newest schema version of eventType: one above the
 // highest registered upcaster, or 1 when it has none (also on nil).
 func (u *Upcasters) Current(eventType string) int {

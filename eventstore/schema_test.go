@@ -102,3 +102,26 @@ func TestPrepareValidatesAndNumbersEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestUpcasterChainsWithAGapAreRefusedNamingTheTypeAndVersion: a chain
+// v1→v2, v3→v4 lacks v2→v3, which Validate names; a whole chain, an
+// empty registry and a nil one pass.
+func TestUpcasterChainsWithAGapAreRefusedNamingTheTypeAndVersion(t *testing.T) {
+	same := func(p json.RawMessage) (json.RawMessage, error) { return p, nil }
+	var whole eventstore.Upcasters
+	whole.MustRegister("Placed", 1, same).MustRegister("Placed", 2, same)
+	var empty eventstore.Upcasters
+	var none *eventstore.Upcasters
+	for name, u := range map[string]*eventstore.Upcasters{"whole": &whole, "empty": &empty, "nil": none} {
+		if err := u.Validate(); err != nil {
+			t.Errorf("%s chain: %v", name, err)
+		}
+	}
+	var gap eventstore.Upcasters
+	gap.MustRegister("Placed", 1, same).MustRegister("Shipped", 1, same).MustRegister("Shipped", 3, same)
+	err := gap.Validate()
+	var ve *eventstore.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "upcasters" || !strings.Contains(err.Error(), "Shipped has no upcaster from v2 to v3") {
+		t.Fatalf("chain with a gap: %v, want an *eventstore.ValidationError naming Shipped v2 to v3", err)
+	}
+}

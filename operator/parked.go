@@ -163,7 +163,16 @@ func reapplyParked(ctx context.Context, lot *parking.Store, sink projections.Sin
 	return lot.Reapply(ctx, parking.ReapplyConfig{
 		Consumer: cfg.Projection, Aggregate: cfg.Aggregate, Logger: cfg.Logger,
 		Apply: func(ctx context.Context, events []eventstore.Envelope) (int, error) {
-			out, err := sink.Apply(ctx, events)
+			// Parked as read then: upgraded to the current schema, as the
+			// store and the live consumer upgrade what they read.
+			up := make([]eventstore.Envelope, len(events))
+			for i, e := range events {
+				var err error
+				if up[i], err = cfg.Catalog.Upcasters().Upcast(e); err != nil {
+					return 0, err
+				}
+			}
+			out, err := sink.Apply(ctx, up)
 			return out.Applied, err
 		},
 	})

@@ -36,6 +36,12 @@ type RunnerConfig struct {
 	Brokers []string
 	// KafkaSecurity is the TLS and SASL of its Kafka clients.
 	KafkaSecurity kafka.Security
+	// Upcasters upgrade each event read from the topics to its current
+	// schema version, as the store does on every read (nil: none; the
+	// relay upcasts what it publishes): a message published before an
+	// upcaster was added, or re-driven from a poison topic, is applied as
+	// the current version.
+	Upcasters *eventstore.Upcasters
 	// KafkaInstanceID makes its Kafka subscribers static group members
 	// (see bus/kafka.SubscriberConfig.InstanceID); empty: dynamic.
 	KafkaInstanceID string
@@ -477,7 +483,7 @@ func (r *Runner) consume(ctx context.Context) error {
 // handle hands the message's event to the batcher and returns the result
 // of the transaction it was applied in.
 func (r *Runner) handle(msg *message.Message) error {
-	e, err := bus.EventFromMessage(msg)
+	e, err := bus.UpcastedEventFromMessage(msg, r.cfg.Upcasters)
 	if err != nil {
 		return err
 	}

@@ -51,6 +51,10 @@ type Config struct {
 	Brokers []string
 	// KafkaSecurity is the TLS and SASL of its Kafka clients.
 	KafkaSecurity kafka.Security
+	// Upcasters upgrade each event read from the events topics to its
+	// current schema version before the saga sees it (nil: none; see
+	// projections.RunnerConfig.Upcasters).
+	Upcasters *eventstore.Upcasters
 	// KafkaInstanceID makes its Kafka subscribers static group members
 	// (see bus/kafka.SubscriberConfig.InstanceID); empty: dynamic.
 	KafkaInstanceID string
@@ -257,7 +261,7 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 func (r *Runner) handleEvent(msg *message.Message) error {
-	e, err := bus.EventFromMessage(msg)
+	e, err := bus.UpcastedEventFromMessage(msg, r.cfg.Upcasters)
 	if err != nil {
 		return err
 	}
