@@ -507,7 +507,7 @@ func (f *Facet[S]) snapshot(ctx context.Context, ref Ref) (State[S], *folds, err
 	case err != nil:
 		return State[S]{}, nil, err
 	}
-	data, fs, err := f.cfg.Processor.decodeSnapshot(snap.Data, snap.Seq)
+	data, fs, err := f.cfg.Processor.decodeSnapshot(snap.Data, snap.Seq, upcasterChain(f.schema.Types, f.cfg.Upcasters))
 	if err != nil {
 		return State[S]{}, nil, fmt.Errorf("snapshot at %d: %w", snap.Seq, err)
 	}
@@ -549,7 +549,7 @@ func (f *Facet[S]) Snapshot(ctx context.Context, id string) (State[S], error) {
 	if err != nil {
 		return State[S]{}, fmt.Errorf("snapshot: %w", err)
 	}
-	data, err := f.cfg.Processor.encodeSnapshot(cur.Item, fs)
+	data, err := f.cfg.Processor.encodeSnapshot(cur.Item, fs, upcasterChain(f.schema.Types, f.cfg.Upcasters))
 	if err != nil {
 		return State[S]{}, fmt.Errorf("snapshot %s: encode state: %w", cur.Ref, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"container/list"
 	"encoding/json"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 )
 
@@ -282,6 +284,25 @@ type snapshotDoc struct {
 	Format int                        `json:"eventpipe_snapshot"`
 	State  json.RawMessage            `json:"state"`
 	Folds  map[string]json.RawMessage `json:"folds"`
+	// Chain is the upcaster chain the snapshot was taken under
+	// (upcasterChain); a snapshot under another one is not read.
+	Chain string `json:"chain,omitempty"`
+}
+
+// upcasterChain names the schema versions events of types are read at
+// through u: "Type@version" of each type with an upcaster, sorted, ""
+// when none has one. A snapshot's state folds events as they read when it
+// was taken: under another chain (an upcaster added) it would mix old and
+// new readings, so the facet folds the log instead.
+func upcasterChain(types EventTypes, u *Upcasters) string {
+	var parts []string
+	for t := range types {
+		if v := u.Current(t); v > 1 {
+			parts = append(parts, fmt.Sprintf("%s@%d", t, v))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
 }
 
 // foldedSnapshot is snapshotDoc.Format.
@@ -289,12 +310,16 @@ const foldedSnapshot = 1
 
 // encodeSnapshot returns the snapshot document of state and fs: the
 // state's JSON alone when the processor has no fold rules (or fs is nil).
-func (p Processor[S]) encodeSnapshot(state S, fs *folds) (json.RawMessage, error) {
+func (p Processor[S]) encodeSnapshot(state S, fs *folds, chain string) (json.RawMessage, error) {
 	data, err := json.Marshal(state)
-	if err != nil || len(p.FoldRules) == 0 || fs == nil {
+	if err != nil || ((len(p.FoldRules) == 0 || fs == nil) && chain == "") {
 		return data, err
 	}
-	doc := snapshotDoc{Format: foldedSnapshot, State: data, Folds: make(map[string]json.RawMessage, len(fs.accs))}
+	doc := snapshotDoc{Format: foldedSnapshot, State: data, Chain: chain}
+	if len(p.FoldRules) == 0 || fs == nil {
+		return json.Marshal(doc)
+	}
+	doc.Folds = make(map[string]json.RawMessage, len(fs.accs))
 	for k, acc := range fs.accs {
 		if doc.Folds[k], err = json.Marshal(acc); err != nil {
 			return nil, fmt.Errorf("encode fold %s: %w", k, err)
@@ -306,14 +331,22 @@ func (p Processor[S]) encodeSnapshot(state S, fs *folds) (json.RawMessage, error
 // decodeSnapshot splits a snapshot document at seq into the state's JSON
 // and the accumulators of p's fold rules. fs is nil when the document
 // holds only a state or lacks a fold's key (then the past must be folded
-// from the log); a processor without fold rules gets an empty fs.
-func (p Processor[S]) decodeSnapshot(data json.RawMessage, seq int64) (json.RawMessage, *folds, error) {
+// from the log), and when it was taken under another upcaster chain than
+// chain (then the snapshot is not used at all); a processor without fold
+// rules gets an empty fs.
+func (p Processor[S]) decodeSnapshot(data json.RawMessage, seq int64, chain string) (json.RawMessage, *folds, error) {
 	var doc snapshotDoc
 	if !bytes.Contains(data, []byte(`"eventpipe_snapshot"`)) || json.Unmarshal(data, &doc) != nil || doc.Format != foldedSnapshot {
+		if chain != "" { // a plain state, taken with no upcaster
+			return nil, nil, nil
+		}
 		if len(p.FoldRules) > 0 {
 			return data, nil, nil
 		}
 		return data, &folds{seq: seq}, nil
+	}
+	if doc.Chain != chain {
+		return nil, nil, nil
 	}
 	fs := &folds{seq: seq, accs: make(map[string]any, len(p.FoldRules))}
 	for _, r := range p.FoldRules {
