@@ -16,11 +16,9 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/rigs"
-	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/order"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
-	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 	"github.com/eventpipe/eventpipe/sagas"
 )
 
@@ -51,23 +49,7 @@ func seenSaga(name string, types []string, seen *sync.Map) sagas.Saga[struct{}] 
 // it had never read started at its oldest record).
 func TestASagaGivenANewTopicActsOnlyOnWhatIsPublishedThereAfterTheChange(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	ep := rigs.Endpoints(t)
-	schema, url := testenv.PostgresSchema(t, "saga")
-	if _, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: testenv.Endpoints().Postgres, Schema: schema}); err != nil {
-		t.Fatal(err)
-	}
-	ep.Postgres = url
-	db, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pub.Close() })
+	ep, db, pub := sagaTestbed(t)
 	topics := bus.Topics{Prefix: ep.TopicPrefix}
 	publish := func(aggType, id string) {
 		t.Helper()
@@ -90,35 +72,11 @@ func TestASagaGivenANewTopicActsOnlyOnWhatIsPublishedThereAfterTheChange(t *test
 		if err := cat.AddSaga(seenSaga(name, types, &seen)); err != nil {
 			t.Fatal(err)
 		}
-		cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: cat, Endpoints: ep}, DB: db,
-			Names: []string{eventpipe.SagaConsumer(name)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- cons.Run(runCtx) }()
 		var topicNames []string
 		for _, typ := range types {
 			topicNames = append(topicNames, topics.Events(typ))
 		}
-		rigs.WaitFor(t, fmt.Sprintf("the saga's group to start on %v", topicNames), func() bool {
-			for _, tp := range topicNames {
-				if rigs.GroupCommitted(t, group, tp) < 0 {
-					return false
-				}
-			}
-			return true
-		})
-		return func() {
-			cancel()
-			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("saga %v: %v", types, err)
-			}
-			if err := cons.Close(); err != nil {
-				t.Error(err)
-			}
-		}
+		return deploySaga(t, ep, db, cat, name, topicNames...)
 	}
 	waitSeen := func(keys ...string) {
 		t.Helper()
@@ -169,5 +127,58 @@ func TestASagaGivenANewTopicActsOnlyOnWhatIsPublishedThereAfterTheChange(t *test
 	}
 	if acted != 0 {
 		t.Errorf("the saga acted on %d of the 100 order records published before it started reading orders, want none", acted)
+	}
+}
+
+// sagaTestbed returns the endpoints of a test's own events table, topic
+// prefix and migrated Postgres schema, a pool on that schema and a Kafka
+// publisher, closed when t ends: what a saga run in the test needs.
+func sagaTestbed(t *testing.T) (eventpipe.Endpoints, *pgxpool.Pool, *kafka.Publisher) {
+	t.Helper()
+	ep := rigs.Endpoints(t)
+	ep.Postgres = rigs.MigratedPostgres(t)
+	db, err := pgxpool.New(context.Background(), ep.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	return ep, db, pub
+}
+
+// deploySaga runs the saga called name of cat as `eventpipe consume`
+// does, waits until its group has started on each of topics, and returns
+// the stop of this deployment.
+func deploySaga(t *testing.T, ep eventpipe.Endpoints, db *pgxpool.Pool, cat *eventpipe.Catalog, name string, topics ...string) (stop func()) {
+	t.Helper()
+	cons, err := eventpipe.NewConsumers(context.Background(), eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: cat, Endpoints: ep}, DB: db,
+		Names: []string{eventpipe.SagaConsumer(name)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cons.Run(ctx) }()
+	group := sagas.ConsumerGroup(bus.Topics{Prefix: ep.TopicPrefix}, name)
+	rigs.WaitFor(t, fmt.Sprintf("the saga's group to start on %v", topics), func() bool {
+		for _, tp := range topics {
+			if rigs.GroupCommitted(t, group, tp) < 0 {
+				return false
+			}
+		}
+		return true
+	})
+	return func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("saga %s: %v", name, err)
+		}
+		if err := cons.Close(); err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -3,24 +3,18 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
-	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/rigs"
-	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
-	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/sagas"
 )
@@ -33,22 +27,7 @@ import (
 func TestAPoisonedV1EventRedrivenAfterItsUpcasterIsAddedReachesTheSagaAsV2(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ep := rigs.Endpoints(t)
-	schema, url := testenv.PostgresSchema(t, "saga")
-	if _, err := pgmigrate.Migrate(ctx, pgmigrate.Config{URL: testenv.Endpoints().Postgres, Schema: schema}); err != nil {
-		t.Fatal(err)
-	}
-	ep.Postgres = url
-	db, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: ep.KafkaBrokers, Logger: watermill.NopLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pub.Close() })
+	ep, db, pub := sagaTestbed(t)
 	topics := bus.Topics{Prefix: ep.TopicPrefix}
 	const name = "titles"
 	var seen sync.Map
@@ -87,27 +66,9 @@ func TestAPoisonedV1EventRedrivenAfterItsUpcasterIsAddedReachesTheSagaAsV2(t *te
 		}
 		return cat
 	}
-	group := sagas.ConsumerGroup(topics, name)
 	deploy := func(cat *eventpipe.Catalog) (stop func()) {
 		t.Helper()
-		cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: cat, Endpoints: ep}, DB: db,
-			Names: []string{eventpipe.SagaConsumer(name)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- cons.Run(runCtx) }()
-		rigs.WaitFor(t, "the saga's group to start", func() bool { return rigs.GroupCommitted(t, group, topics.Events(todo.AggregateType)) >= 0 })
-		return func() {
-			cancel()
-			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("saga: %v", err)
-			}
-			if err := cons.Close(); err != nil {
-				t.Error(err)
-			}
-		}
+		return deploySaga(t, ep, db, cat, name, topics.Events(todo.AggregateType))
 	}
 
 	stop := deploy(catalog(false))
