@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -98,6 +100,12 @@ func TestLineageUnderConcurrentSplits(t *testing.T) {
 			case ctx.Err() != nil:
 				return
 			case errors.As(err, &limit):
+				time.Sleep(pollThrottle)
+				continue
+			case errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+				// The connection dropped mid-response on a loaded machine:
+				// the iterator is still good, so read it again, as a relay
+				// retries a failed GetRecords.
 				time.Sleep(pollThrottle)
 				continue
 			case err != nil:
