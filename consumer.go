@@ -119,6 +119,9 @@ type Resources struct {
 	Start bus.Start
 	// SnapshotEvery is the snapshotter's N (ConsumersConfig).
 	SnapshotEvery int64
+	// NoAutoRebuild: a read or search model whose version changed is
+	// not rebuilt by its consumer (ConsumersConfig.NoAutoRebuild).
+	NoAutoRebuild bool
 	// CommandKey signs the sagas' commands (ConsumersConfig).
 	CommandKey []byte
 	// Registerer receives metrics (nil: none); each kind labels its own

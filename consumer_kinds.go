@@ -37,7 +37,20 @@ func (m readModel) Build(ctx context.Context, r Resources) (Runnable, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newProjectionRunner(r, a, m.Describe(r.Topics))
+	var rebuild func(context.Context) error
+	if _, ok := m.p.(projections.Rebuildable); ok && r.History != nil && !r.NoAutoRebuild {
+		// Into a shadow schema beside the live one, resumed after a
+		// kill, swapped in when caught up (projections.Replay).
+		rebuild = func(ctx context.Context) error {
+			_, err := projections.Replay(ctx, projections.ReplayConfig{DB: r.DB, Store: r.Store, History: r.History, Projection: m.p, Resume: true,
+				CreateTables: func(ctx context.Context, schema string) error {
+					_, _, err := MigratePostgres(ctx, r.DB.Config().ConnConfig, schema, r.Logger, m.p)
+					return err
+				}, Logger: r.Logger})
+			return err
+		}
+	}
+	return newProjectionRunner(r, a, m.Describe(r.Topics), rebuild)
 }
 
 // canCatchUp reports whether p names its event types.
@@ -60,13 +73,13 @@ func projectionInfo(t bus.Topics, kind ConsumerKind, name string, aggTypes []str
 }
 
 // newProjectionRunner builds the Runner of a read or search model.
-func newProjectionRunner(r Resources, a projections.Sink, info ConsumerInfo) (Runnable, error) {
+func newProjectionRunner(r Resources, a projections.Sink, info ConsumerInfo, rebuild func(context.Context) error) (Runnable, error) {
 	start := r.Start.Or(info.DefaultStart)
 	if start.IsHistory() && !info.DefaultStart.IsHistory() {
 		return nil, fmt.Errorf("eventpipe: %s %s: start history: it does not name its event types, so it cannot catch up from the event store", info.Kind, a.Name())
 	}
 	return projections.NewRunner(projections.RunnerConfig{Applier: a, NewSubscriber: r.NewSubscriber, Brokers: r.Endpoints.KafkaBrokers, KafkaSecurity: r.Endpoints.Kafka, KafkaInstanceID: r.Endpoints.KafkaInstanceID,
-		Topics: r.Topics, Publisher: r.Publisher, Parking: r.Parking, History: r.History, Start: start, Upcasters: r.upcasters(),
+		Topics: r.Topics, Publisher: r.Publisher, Parking: r.Parking, History: r.History, Start: start, Upcasters: r.upcasters(), Rebuild: rebuild,
 		Registerer: r.registerer("projection", a.Name()), Logger: r.Logger})
 }
 
@@ -89,12 +102,23 @@ func (m searchModel) Build(ctx context.Context, r Resources) (Runnable, error) {
 	if err := elastic.EnsureIndex(ctx, r.Search, m.p, alias); err != nil {
 		return nil, err
 	}
+	catchUpIndex := elastic.Alias(r.Topics.Prefix, elastic.DefaultCatchUpIndex)
 	a, err := elastic.NewApplier(elastic.ApplierConfig{Client: r.Search, Store: r.Store, Projection: m.p, Index: alias,
-		CatchUpIndex: elastic.Alias(r.Topics.Prefix, elastic.DefaultCatchUpIndex), Logger: r.Logger})
+		CatchUpIndex: catchUpIndex, Logger: r.Logger})
 	if err != nil {
 		return nil, err
 	}
-	return newProjectionRunner(r, a, m.Describe(r.Topics))
+	var rebuild func(context.Context) error
+	if len(m.p.EventTypes()) > 0 && r.History != nil && !r.NoAutoRebuild {
+		// Into a new index beside the alias's, resumed after a kill,
+		// the alias moved to it when caught up (elastic.Replay).
+		rebuild = func(ctx context.Context) error {
+			_, err := elastic.Replay(ctx, elastic.ReplayConfig{Client: r.Search, Store: r.Store, History: r.History, Projection: m.p,
+				Alias: alias, CatchUpIndex: catchUpIndex, Resume: true, Logger: r.Logger})
+			return err
+		}
+	}
+	return newProjectionRunner(r, a, m.Describe(r.Topics), rebuild)
 }
 
 // Saga is the Consumer of the saga d (package sagas), named

@@ -89,6 +89,16 @@ type ConsumersConfig struct {
 	// so an event that fails permanently there makes Run return the error.
 	// The other kinds do not park.
 	NoParking bool
+	// NoAutoRebuild turns off the automatic rebuild of a read or search
+	// model whose declared version (projections.Versioned) is not the
+	// one that built it: the model then keeps its rows, a warning says
+	// so at each start, `eventpipe status` shows the change, and
+	// `eventpipe replay` (operator.Replay) rebuilds it. By default such a
+	// model is rebuilt from the event store beside the live one, which
+	// keeps serving reads and stays live, and swapped in when it has
+	// caught up (see projections.RunnerConfig.Rebuild); a killed rebuild
+	// resumes at the next start. `consume --no-auto-rebuild` sets it.
+	NoAutoRebuild bool
 	// CommandKey signs the commands the sagas send (see
 	// WriteSideConfig.CommandKey; the same key as the command handlers').
 	// `consume` reads it from EVENTPIPE_COMMAND_KEY_FILE or
@@ -193,7 +203,7 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 		history = StoreHistory(tr)
 	}
 	res := Resources{Catalog: cfg.Catalog, Endpoints: ep, Topics: topics, Store: store, History: history,
-		DB: cfg.DB, Search: cfg.Search, NewSubscriber: cfg.NewSubscriber, Start: cfg.Start, SnapshotEvery: cfg.SnapshotEvery, CommandKey: cfg.CommandKey,
+		DB: cfg.DB, Search: cfg.Search, NewSubscriber: cfg.NewSubscriber, Start: cfg.Start, SnapshotEvery: cfg.SnapshotEvery, CommandKey: cfg.CommandKey, NoAutoRebuild: cfg.NoAutoRebuild,
 		Registerer: cfg.Registerer, Logger: cfg.Logger}
 	if needs.Elasticsearch && res.Search == nil {
 		if res.Search, err = esclient.NewClient(cfg.Endpoints.Elasticsearch, cfg.Endpoints.ElasticsearchSecurity); err != nil {

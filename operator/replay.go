@@ -154,6 +154,7 @@ func replaySearchModel(ctx context.Context, cfg ReplayConfig, p elastic.Projecti
 	}
 	return elastic.Replay(ctx, elastic.ReplayConfig{
 		Client: es, Store: store, History: cfg.History, Count: cfg.Count, Projection: p,
-		Alias: elastic.Alias(cfg.Endpoints.TopicPrefix, p.Name()), Progress: cfg.Progress, Logger: cfg.Logger,
+		Alias: elastic.Alias(cfg.Endpoints.TopicPrefix, p.Name()), CatchUpIndex: elastic.Alias(cfg.Endpoints.TopicPrefix, elastic.DefaultCatchUpIndex),
+		Progress: cfg.Progress, Logger: cfg.Logger,
 	})
 }

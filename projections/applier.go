@@ -300,17 +300,33 @@ func lockPositions(b *pgx.Batch, name string, refs []eventstore.Ref) map[eventst
 // CatchUpState implements Sink: the projection's row of
 // projection_catchup (migrations 007 and 011), or the zero state.
 func (a *Applier) CatchUpState(ctx context.Context) (CatchUpState, error) {
+	st, err := readCatchUpState(ctx, a.cfg.DB, "projection_catchup", a.cfg.Projection.Name())
+	if err != nil {
+		return CatchUpState{}, fmt.Errorf("projections: %s: catch-up state: %w", a.cfg.Projection.Name(), err)
+	}
+	return st, nil
+}
+
+// querier is what reads a catch-up state: a pool, a connection or a
+// transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// readCatchUpState reads the catch-up state of projection name from table
+// (a projection_catchup table, qualified or not), or the zero state.
+func readCatchUpState(ctx context.Context, db querier, table, name string) (CatchUpState, error) {
 	var (
 		st   CatchUpState
 		done *time.Time
 	)
-	err := a.cfg.DB.QueryRow(ctx, `SELECT started_at, after_event, events, done_at, event_types, skip_types FROM projection_catchup WHERE projection = $1`,
-		a.cfg.Projection.Name()).Scan(&st.Started, &st.After, &st.Events, &done, &st.Types, &st.Skip)
+	err := db.QueryRow(ctx, `SELECT started_at, after_event, events, done_at, event_types, skip_types, version FROM `+table+` WHERE projection = $1`,
+		name).Scan(&st.Started, &st.After, &st.Events, &done, &st.Types, &st.Skip, &st.Version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return CatchUpState{}, nil
 	}
 	if err != nil {
-		return CatchUpState{}, fmt.Errorf("projections: %s: catch-up state: %w", a.cfg.Projection.Name(), err)
+		return CatchUpState{}, err
 	}
 	if done != nil {
 		st.Done = *done
@@ -319,7 +335,9 @@ func (a *Applier) CatchUpState(ctx context.Context) (CatchUpState, error) {
 }
 
 // ApplyCatchUp implements Sink: Apply, with st written to
-// projection_catchup in the same transaction.
+// projection_catchup in the same transaction, unless the row holds a
+// state st does not advance (CatchUpState.Advances: another replica's
+// later start, or its cursor further on), which it keeps.
 func (a *Applier) ApplyCatchUp(ctx context.Context, events []eventstore.Envelope, st CatchUpState) (Outcome, error) {
 	name := a.cfg.Projection.Name()
 	begin := func(b *pgx.Batch) {
@@ -331,14 +349,24 @@ func (a *Applier) ApplyCatchUp(ctx context.Context, events []eventstore.Envelope
 		done = &st.Done
 	}
 	commit := func(b *pgx.Batch) {
-		b.Queue(`INSERT INTO projection_catchup (projection, started_at, after_event, events, done_at, event_types, skip_types) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		b.Queue(`INSERT INTO projection_catchup (projection, started_at, after_event, events, done_at, event_types, skip_types, version)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (projection) DO UPDATE SET started_at = EXCLUDED.started_at, after_event = EXCLUDED.after_event,
 			events = EXCLUDED.events, done_at = EXCLUDED.done_at, event_types = EXCLUDED.event_types, skip_types = EXCLUDED.skip_types,
-			updated_at = now()`, name, st.Started, st.After, st.Events, done, nonNil(st.Types), nonNil(st.Skip))
+			version = EXCLUDED.version, updated_at = now()
+		WHERE EXCLUDED.started_at > projection_catchup.started_at
+			OR (EXCLUDED.started_at = projection_catchup.started_at
+				AND EXCLUDED.after_event COLLATE "C" >= projection_catchup.after_event COLLATE "C"
+				AND EXCLUDED.events >= projection_catchup.events
+				AND (projection_catchup.done_at IS NULL OR EXCLUDED.done_at IS NOT NULL))`,
+			name, st.Started, st.After, st.Events, done, nonNil(st.Types), nonNil(st.Skip), st.ModelVersion())
 		b.Queue(`COMMIT`)
 	}
 	return a.applyConn(ctx, events, begin, commit)
 }
+
+// Version is the projection's declared version (VersionOf).
+func (a *Applier) Version() int { return VersionOf(a.cfg.Projection) }
 
 // HasPositions reports whether the projection has applied anything yet.
 func (a *Applier) HasPositions(ctx context.Context) (bool, error) {

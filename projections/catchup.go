@@ -64,6 +64,49 @@ type CatchUpState struct {
 	// others (Types minus Skip), while the read model stays live. Empty
 	// for a read model's first catch-up.
 	Skip []string
+	// Version is the version of the read model's definition (VersionOf)
+	// that built it: the version whose catch-up this is, and, once done,
+	// the version the rows are at until a rebuild swaps in another. 0 in
+	// a state recorded before versions were: version 1.
+	Version int
+}
+
+// ModelVersion is st.Version, or 1 for a state that names none.
+func (st CatchUpState) ModelVersion() int { return max(st.Version, 1) }
+
+// Advances reports whether recording st over prev moves the catch-up
+// forward, never back: a catch-up that began later replaces an earlier
+// one, and within one catch-up (same Started) the cursor and the event
+// count never go back nor does a finished catch-up become unfinished.
+// Two replicas of a read model that both run its catch-up record only
+// what advances (both Sinks check it where they write), so the cursor
+// cannot move back whichever of them writes last.
+func (st CatchUpState) Advances(prev CatchUpState) bool {
+	switch {
+	case prev.Started.IsZero() || st.Started.After(prev.Started):
+		return true
+	case !st.Started.Equal(prev.Started):
+		return false
+	}
+	return st.After >= prev.After && st.Events >= prev.Events && (prev.Done.IsZero() || !st.Done.IsZero())
+}
+
+// Versioned is a read or search model that declares the version of its
+// definition. Bump it when a change of its Apply (a fixed fold, a new
+// column) makes rows built before wrong: a model whose rows were built by
+// another version is rebuilt from the event store beside the live one
+// (see RunnerConfig.Rebuild), or by `eventpipe replay`.
+type Versioned interface {
+	Version() int
+}
+
+// VersionOf is p's declared version (Versioned), 1 when it declares none
+// or one below 1.
+func VersionOf(p any) int {
+	if v, ok := p.(Versioned); ok {
+		return max(v.Version(), 1)
+	}
+	return 1
 }
 
 // Reading returns the event types a catch-up in state st reads from the
@@ -147,8 +190,17 @@ func ResumeCatchUp(ctx context.Context, a Sink, history HistoryPage, progress fu
 	if st.Started.IsZero() {
 		st.Started = time.Now().UTC().Truncate(time.Microsecond)
 		st.Types = a.EventTypes()
+		st.Version = VersionOf(a)
 		if _, err := a.ApplyCatchUp(ctx, nil, st); err != nil {
 			return st, err
+		}
+		// Another replica may have begun the same catch-up first: go on
+		// with whichever start the Sink kept.
+		if st, err = a.CatchUpState(ctx); err != nil {
+			return st, err
+		}
+		if !st.Done.IsZero() {
+			return st, nil
 		}
 	}
 	err = catchUp(ctx, a, history, st.Reading(a.EventTypes()), st.After, func(ctx context.Context, batch []eventstore.Envelope) error {

@@ -63,6 +63,13 @@ type ReplayConfig struct {
 	CreateTables func(ctx context.Context, schema string) error
 	// Progress, when set, is called as the rebuild advances.
 	Progress func(ReplayProgress)
+	// Resume keeps the shadow schema an interrupted rebuild of the same
+	// version left (its catch-up cursor is kept in it, batch by batch)
+	// and goes on from there; a shadow of another version is dropped. A
+	// failed or cancelled rebuild keeps its shadow for the next one. The
+	// Runner's automatic rebuild (RunnerConfig.Rebuild) sets it; without
+	// it a replay always starts afresh and drops its shadow when it ends.
+	Resume bool
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -130,6 +137,12 @@ type ReplayResult struct {
 //  3. it drops the old tables. The live consumer resumes on the new
 //     tables from their positions.
 //
+// The swap also records the projection's catch-up state as the rebuild's:
+// done, at the projection's declared version (VersionOf), so that a
+// version change is handled once. The rebuild's progress is kept in the
+// shadow schema's projection_catchup row (ResumeCatchUp), which a resumed
+// rebuild (ReplayConfig.Resume) goes on from and `eventpipe status` shows.
+//
 // Readers see the old model until the commit and the new one after it;
 // statements that arrive during the swap wait for it. Only one replay of a
 // projection runs at a time (ErrReplayRunning).
@@ -170,28 +183,45 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayResult, error) {
 		return ReplayResult{}, wrap("live schema", errors.Join(err, errors.New("the search_path names no existing schema")))
 	}
 	shadow, retired := ShadowSchema(live, name), retiredSchema(live, name)
-	dropSchemas := func(ctx context.Context) error {
-		for _, s := range []string{shadow, retired} {
+	version := VersionOf(p)
+	drop := func(ctx context.Context, schemas ...string) error {
+		for _, s := range schemas {
 			if _, err := guard.Exec(ctx, `DROP SCHEMA IF EXISTS `+ident(s)+` CASCADE`); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	// A shadow left by an interrupted replay is stale: start afresh.
-	if err := dropSchemas(ctx); err != nil {
+	resumed, err := resumableShadow(ctx, guard, shadow, name, version)
+	if err != nil || !cfg.Resume {
+		resumed = CatchUpState{}
+	}
+	// The tables a swap moved out, and a shadow left by an interrupted
+	// replay unless it is resumed: stale.
+	stale := []string{retired}
+	if resumed.Started.IsZero() {
+		stale = append(stale, shadow)
+	}
+	if err := drop(ctx, stale...); err != nil {
 		return ReplayResult{}, wrap("drop an old shadow schema", err)
 	}
+	swapped := false
 	defer func() {
-		if err := dropSchemas(context.WithoutCancel(ctx)); err != nil {
+		schemas := []string{shadow, retired}
+		if cfg.Resume && !swapped {
+			schemas = schemas[1:] // kept for the next rebuild
+		}
+		if err := drop(context.WithoutCancel(ctx), schemas...); err != nil {
 			cfg.Logger.Warn("replay: could not drop the shadow schemas", "projection", name, "err", err)
 		}
 	}()
-	if _, err := guard.Exec(ctx, `CREATE SCHEMA `+ident(shadow)); err != nil {
-		return ReplayResult{}, wrap("create the shadow schema", err)
-	}
-	if err := cfg.CreateTables(ctx, shadow); err != nil {
-		return ReplayResult{}, wrap("create the shadow tables", err)
+	if resumed.Started.IsZero() {
+		if _, err := guard.Exec(ctx, `CREATE SCHEMA `+ident(shadow)); err != nil {
+			return ReplayResult{}, wrap("create the shadow schema", err)
+		}
+		if err := cfg.CreateTables(ctx, shadow); err != nil {
+			return ReplayResult{}, wrap("create the shadow tables", err)
+		}
 	}
 
 	pcfg := cfg.DB.Config().Copy()
@@ -222,12 +252,18 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayResult, error) {
 			cfg.Progress(ReplayProgress{Phase: phase, Done: done, Total: total, Elapsed: time.Since(began)})
 		}
 	}
-	report("rebuild", 0)
-	cfg.Logger.InfoContext(ctx, "replay: rebuilding into the shadow schema", "projection", name, "shadow", shadow, "events", total)
-	seen, err := CatchUp(ctx, applier, cfg.History, func(n int) { report("rebuild", n) })
+	report("rebuild", int(resumed.Events))
+	if resumed.Started.IsZero() {
+		cfg.Logger.InfoContext(ctx, "replay: rebuilding into the shadow schema", "projection", name, "shadow", shadow, "version", version, "events", total)
+	} else {
+		cfg.Logger.InfoContext(ctx, "replay: resuming the rebuild in the shadow schema", "projection", name, "shadow", shadow, "version", version,
+			"events", total, "done", resumed.Events, "after", resumed.After)
+	}
+	built, err := ResumeCatchUp(ctx, applier, cfg.History, func(st CatchUpState) { report("rebuild", int(st.Events)) })
 	if err != nil {
 		return ReplayResult{}, wrap("rebuild", err)
 	}
+	seen := int(built.Events)
 	res := ReplayResult{Events: seen}
 
 	report("swap", seen)
@@ -260,17 +296,43 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayResult, error) {
 			SELECT * FROM `+ident(shadow)+`.projection_positions WHERE projection = $1`, name); err != nil {
 			return wrap("swap positions", err)
 		}
+		// The model is now the rebuild's: its catch-up, done, at its
+		// version.
+		if _, err := tx.Exec(ctx, `DELETE FROM `+ident(live)+`.projection_catchup WHERE projection = $1`, name); err != nil {
+			return wrap("swap the catch-up state", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO `+ident(live)+`.projection_catchup
+			SELECT * FROM `+ident(shadow)+`.projection_catchup WHERE projection = $1`, name); err != nil {
+			return wrap("swap the catch-up state", err)
+		}
 		return nil
 	})
 	if err != nil {
 		return ReplayResult{}, err
 	}
+	swapped = true
 	res.Swap = time.Since(swapBegan)
 	res.Elapsed = time.Since(began)
 	report("done", seen)
 	cfg.Logger.InfoContext(ctx, "replay: swapped in the rebuilt read model", "projection", name,
 		"events", seen, "caught_up_at_swap", res.CaughtUp, "swap", res.Swap, "elapsed", res.Elapsed)
 	return res, nil
+}
+
+// resumableShadow returns the catch-up state of projection name in the
+// shadow schema when that schema holds one at version: a rebuild of that
+// version to go on with. Otherwise (no shadow, a shadow without its state,
+// or of another version) it returns the zero state.
+func resumableShadow(ctx context.Context, conn *pgxpool.Conn, shadow, name string, version int) (CatchUpState, error) {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, ident(shadow)+".projection_catchup").Scan(&exists); err != nil || !exists {
+		return CatchUpState{}, err
+	}
+	st, err := readCatchUpState(ctx, conn, ident(shadow)+".projection_catchup", name)
+	if err != nil || st.ModelVersion() != version {
+		return CatchUpState{}, err
+	}
+	return st, nil
 }
 
 // catchUpToLive applies to the shadow tables, inside the swap transaction

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/internal/pause"
 	"github.com/eventpipe/eventpipe/parking"
 )
 
@@ -101,6 +103,19 @@ type RunnerConfig struct {
 	// with a subscriber that does deliver them together, the Applier's
 	// per-aggregate locks and positions still apply each once, in order.
 	Transactions int
+	// Rebuild, when set, rebuilds the read model from the event store
+	// beside the live one (a replay with ReplayConfig.Resume, or
+	// elastic.Replay with Resume) and swaps it in when it has caught up.
+	// Run calls it, beside the live consumer, when the version that built
+	// the model (its catch-up state's) is not the Applier's declared one
+	// (VersionOf: a Sink with a Version method); the old model keeps
+	// serving reads and stays live meanwhile, and a killed rebuild
+	// resumes at the next Run. ErrReplayRunning (another replica, or an
+	// operator's replay, holds the lock) is waited out; other errors are
+	// retried with a backoff, permanent ones (eventstore.IsPermanent)
+	// returned. nil: a version change is logged, and the model keeps the
+	// rows the old version built until `eventpipe replay` rebuilds it.
+	Rebuild func(ctx context.Context) error
 	// Registerer receives the router's metrics (default: none).
 	Registerer prometheus.Registerer
 	// Logger defaults to slog.Default().
@@ -271,7 +286,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			return fmt.Errorf("projections: %s: %w", r.cfg.Applier.Name(), err)
 		}
 	}
-	groupStart, extending, err := r.begin(ctx)
+	groupStart, extending, rebuilding, err := r.begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -282,18 +297,56 @@ func (r *Runner) Run(ctx context.Context) error {
 			return fmt.Errorf("projections: %s: %w", r.cfg.Applier.Name(), err)
 		}
 	}
-	if !extending {
+	if !extending && !rebuilding {
 		return r.consume(ctx)
 	}
-	// The types the read model gained catch up beside the live consumer:
-	// the positions decide between the two, as they do for a replay.
+	// The types the read model gained catch up beside the live consumer
+	// (the positions decide between the two, as they do for a replay); a
+	// new version is rebuilt beside it.
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.consume(gctx) })
 	g.Go(func() error {
+		if rebuilding {
+			return r.rebuild(gctx)
+		}
 		_, err := r.catchUp(gctx)
 		return err
 	})
 	return g.Wait()
+}
+
+// rebuild runs RunnerConfig.Rebuild until the read model is at its
+// declared version: waiting while another rebuild holds the lock,
+// retrying transient failures with a backoff.
+func (r *Runner) rebuild(ctx context.Context) error {
+	name, want := r.cfg.Applier.Name(), VersionOf(r.cfg.Applier)
+	for attempt := 1; ; attempt++ {
+		st, err := r.cfg.Applier.CatchUpState(ctx)
+		if err == nil && st.ModelVersion() == want {
+			r.cfg.Logger.InfoContext(ctx, "read model rebuilt at its new version", "projection", name, "version", want, "events", st.Events)
+			return nil
+		}
+		if err == nil {
+			err = r.cfg.Rebuild(ctx)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err == nil:
+			attempt = 0
+			continue
+		case errors.Is(err, ErrReplayRunning):
+			r.cfg.Logger.InfoContext(ctx, "another rebuild of the read model is running; waiting for it", "projection", name, "err", err)
+			attempt = 0
+		case eventstore.IsPermanent(err):
+			return fmt.Errorf("projections: %s: rebuild at version %d: %w", name, want, err)
+		default:
+			r.cfg.Logger.WarnContext(ctx, "rebuild failed; retrying", "projection", name, "version", want, "attempt", attempt, "err", err)
+		}
+		if err := pause.Sleep(ctx, pause.Jittered(pause.Backoff(attempt, 5*time.Second, time.Minute))); err != nil {
+			return nil
+		}
+	}
 }
 
 // begin reads (or records) how the projection started and returns where
@@ -301,8 +354,36 @@ func (r *Runner) Run(ctx context.Context) error {
 // is bus.StartHistory and the catch-up is not done. When the read model
 // reads event types its finished catch-up did not cover (it gained an
 // aggregate type), begin records a catch-up of those types and reports
-// extending: Run catches them up while the live consumer runs.
-func (r *Runner) begin(ctx context.Context) (start bus.Start, extending bool, err error) {
+// extending: Run catches them up while the live consumer runs. When the
+// version that built the model is not its declared one, begin reports
+// rebuilding (with RunnerConfig.Rebuild; without, it logs the change):
+// Run rebuilds it beside the live consumer.
+func (r *Runner) begin(ctx context.Context) (start bus.Start, extending, rebuilding bool, err error) {
+	start, extending, err = r.beginCatchUp(ctx)
+	if err != nil || extending {
+		return start, extending, false, err
+	}
+	st, err := r.cfg.Applier.CatchUpState(ctx)
+	if err != nil {
+		return bus.Start{}, false, false, err
+	}
+	want := VersionOf(r.cfg.Applier)
+	if st.Done.IsZero() || st.ModelVersion() == want {
+		return start, false, false, nil
+	}
+	name := r.cfg.Applier.Name()
+	if r.cfg.Rebuild == nil {
+		r.cfg.Logger.WarnContext(ctx, "read model was built by another version of its definition and automatic rebuilds are off: run `eventpipe replay` to rebuild it",
+			"projection", name, "built_by", st.ModelVersion(), "version", want)
+		return start, false, false, nil
+	}
+	r.cfg.Logger.InfoContext(ctx, "read model was built by another version of its definition: rebuilding it beside the live one",
+		"projection", name, "built_by", st.ModelVersion(), "version", want)
+	return start, false, true, nil
+}
+
+// beginCatchUp is begin's catch-up part.
+func (r *Runner) beginCatchUp(ctx context.Context) (start bus.Start, extending bool, err error) {
 	a, name := r.cfg.Applier, r.cfg.Applier.Name()
 	st, err := a.CatchUpState(ctx)
 	if err != nil {
@@ -318,7 +399,7 @@ func (r *Runner) begin(ctx context.Context) (start bus.Start, extending bool, er
 			// started before catch-ups were recorded, or one that started
 			// from the topics alone. Either way it never catches up now.
 			now := time.Now().UTC().Truncate(time.Microsecond)
-			st = CatchUpState{Started: now, Done: now, Types: a.EventTypes()}
+			st = CatchUpState{Started: now, Done: now, Types: a.EventTypes(), Version: VersionOf(a)}
 			if _, err := a.ApplyCatchUp(ctx, nil, st); err != nil {
 				return bus.Start{}, false, err
 			}
@@ -334,7 +415,8 @@ func (r *Runner) begin(ctx context.Context) (start bus.Start, extending bool, er
 			return r.cfg.Start, false, nil
 		}
 	}
-	if !st.Done.IsZero() && r.cfg.Start.IsHistory() {
+	rebuilds := r.cfg.Rebuild != nil && st.ModelVersion() != VersionOf(a)
+	if !st.Done.IsZero() && r.cfg.Start.IsHistory() && !rebuilds { // a rebuild reads every type
 		if st, err = r.gained(ctx, st); err != nil {
 			return bus.Start{}, false, err
 		}
@@ -390,7 +472,7 @@ func (r *Runner) gained(ctx context.Context, st CatchUpState) (CatchUpState, err
 	r.cfg.Logger.InfoContext(ctx, "projection reads event types its catch-up did not cover: catching up their history beside the live topics", "projection", name, "types", added)
 	// With no type kept, nothing of the read model is worth serving: the
 	// catch-up runs before the live topics, as a first one does.
-	next := CatchUpState{Started: time.Now().UTC().Truncate(time.Microsecond), Types: types, Skip: kept}
+	next := CatchUpState{Started: time.Now().UTC().Truncate(time.Microsecond), Types: types, Skip: kept, Version: st.Version}
 	if _, err := a.ApplyCatchUp(ctx, nil, next); err != nil {
 		return st, err
 	}

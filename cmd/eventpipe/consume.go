@@ -20,6 +20,7 @@ func consumeCommand() *cobra.Command {
 		metricsAddr   string
 		snapshotEvery int64
 		noParking     bool
+		noAutoRebuild bool
 		startFlag     string
 	)
 	names := func() []string { return eventpipe.ConsumerNames(catalog) }
@@ -47,6 +48,14 @@ A read model consumes its event topics in the group projection.<name> and
 applies every event to its Postgres read model in the same transaction as its
 position per aggregate, so redeliveries are skipped and missing events are
 read from the event store first.
+
+A read or search model records the version of its definition that built it
+(projections.Versioned, 1 when it declares none). When the declared version
+changes, consume rebuilds the model from the event store beside the live one
+(a shadow schema, or a new index behind the alias), which keeps serving reads
+and stays live, and swaps it in once it has caught up; a killed rebuild resumes
+at the next start, and 'eventpipe status' shows its progress.
+--no-auto-rebuild leaves the rebuild to 'eventpipe replay'.
 
 The search models (todos-search, orders-search) write one document per aggregate
 to Elasticsearch through their alias with _bulk, the aggregate's sequence as the
@@ -93,7 +102,7 @@ never be taken (the rules reject a stored event) goes to poison.snapshots.`,
 			ctx := cmd.Context()
 			reg := eventpipe.NewMetricsRegistry()
 			consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{
-				Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()}, Names: args, Start: start, CommandKey: key, SnapshotEvery: snapshotEvery, NoParking: noParking,
+				Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()}, Names: args, Start: start, CommandKey: key, SnapshotEvery: snapshotEvery, NoParking: noParking, NoAutoRebuild: noAutoRebuild,
 				Registerer: reg,
 			})
 			if err != nil {
@@ -115,6 +124,7 @@ never be taken (the rules reject a stored event) goes to poison.snapshots.`,
 	cmd.Flags().BoolVar(&all, "all", false, "run every consumer")
 	cmd.Flags().StringVar(&startFlag, "start", "", "where a consumer group that never committed starts: history, earliest, latest or an RFC 3339 time (default: each kind's own)")
 	cmd.Flags().Int64Var(&snapshotEvery, "snapshot-every", snapshots.DefaultEvery, "the snapshots consumer snapshots an aggregate every this many events")
+	cmd.Flags().BoolVar(&noAutoRebuild, "no-auto-rebuild", false, "do not rebuild a read or search model whose declared version changed: keep its rows, warn, and leave the rebuild to `eventpipe replay`")
 	cmd.Flags().BoolVar(&noParking, "no-parking", false, "poison permanent failures of read and search models instead of parking them (the pre-parking behaviour)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9465", "serve /metrics and /healthz here (empty: off)")
 	return cmd

@@ -34,6 +34,17 @@ type ReplayConfig struct {
 	Projection Projection
 	// Alias is the read model's alias (default: the projection's name).
 	Alias string
+	// CatchUpIndex keeps the catch-up states (ApplierConfig.CatchUpIndex;
+	// default DefaultCatchUpIndex): the new index's, as its rebuild goes,
+	// and the alias's, which the swap records as the rebuild's, at the
+	// projection's version.
+	CatchUpIndex string
+	// Resume keeps the new index an interrupted rebuild of the same
+	// version left (its catch-up state is kept batch by batch) and goes
+	// on from there; leftovers of other versions are deleted. A failed or
+	// cancelled rebuild keeps its index for the next one. The Runner's
+	// automatic rebuild sets it; without it a replay always starts afresh.
+	Resume bool
 	// Progress, when set, is called as the rebuild advances.
 	Progress func(projections.ReplayProgress)
 	// LockTTL is how long the replay lock outlives a replay that stopped
@@ -98,6 +109,9 @@ func Replay(ctx context.Context, cfg ReplayConfig) (_ projections.ReplayResult, 
 	if cfg.LockTTL == 0 {
 		cfg.LockTTL = 30 * time.Second
 	}
+	if cfg.CatchUpIndex == "" {
+		cfg.CatchUpIndex = DefaultCatchUpIndex
+	}
 	p := cfg.Projection
 	if cfg.Alias == "" {
 		cfg.Alias = Alias("", p.Name())
@@ -135,26 +149,39 @@ func Replay(ctx context.Context, cfg ReplayConfig) (_ projections.ReplayResult, 
 	if err != nil {
 		return projections.ReplayResult{}, err
 	}
-	if err := dropLeftovers(ctx, es, alias, old, cfg.Logger); err != nil {
-		return projections.ReplayResult{}, wrap("drop indices left by an interrupted replay", err)
-	}
-	replicas, err := liveReplicas(ctx, es, old)
+	version := projections.VersionOf(p)
+	states, err := NewApplier(ApplierConfig{Client: es, Store: cfg.Store, Projection: p, Index: alias, CatchUpIndex: cfg.CatchUpIndex, Logger: cfg.Logger})
 	if err != nil {
 		return projections.ReplayResult{}, err
 	}
-	fresh := newIndexName(alias, time.Now())
-	if err := createIndex(ctx, es, fresh, p, "", replicas); err != nil {
-		return projections.ReplayResult{}, err
+	var fresh string
+	if cfg.Resume {
+		if fresh, err = resumableIndex(ctx, es, states, alias, old, version); err != nil {
+			return projections.ReplayResult{}, wrap("look for an interrupted rebuild", err)
+		}
+	}
+	if err := dropLeftovers(ctx, es, alias, old, fresh, cfg.Logger); err != nil {
+		return projections.ReplayResult{}, wrap("drop indices left by an interrupted replay", err)
+	}
+	if fresh == "" {
+		replicas, err := liveReplicas(ctx, es, old)
+		if err != nil {
+			return projections.ReplayResult{}, err
+		}
+		fresh = newIndexName(alias, time.Now())
+		if err := createIndex(ctx, es, fresh, p, "", replicas); err != nil {
+			return projections.ReplayResult{}, err
+		}
 	}
 	swapped := false
 	defer func() {
-		if !swapped {
+		if !swapped && !cfg.Resume {
 			if err := deleteIndex(context.WithoutCancel(ctx), es, fresh); err != nil {
 				cfg.Logger.Warn("replay: could not delete the unfinished index", "projection", p.Name(), "index", fresh, "err", err)
 			}
 		}
 	}()
-	applier, err := NewApplier(ApplierConfig{Client: es, Store: cfg.Store, Projection: p, Index: fresh, Logger: cfg.Logger})
+	applier, err := NewApplier(ApplierConfig{Client: es, Store: cfg.Store, Projection: p, Index: fresh, CatchUpIndex: cfg.CatchUpIndex, Logger: cfg.Logger})
 	if err != nil {
 		return projections.ReplayResult{}, err
 	}
@@ -176,11 +203,12 @@ func Replay(ctx context.Context, cfg ReplayConfig) (_ projections.ReplayResult, 
 		}
 	}
 	report("rebuild", 0)
-	cfg.Logger.InfoContext(ctx, "replay: rebuilding into a new index", "projection", p.Name(), "index", fresh, "alias", alias, "events", total)
-	seen, err := projections.CatchUp(ctx, applier, cfg.History, func(n int) { report("rebuild", n) })
+	cfg.Logger.InfoContext(ctx, "replay: rebuilding into a new index", "projection", p.Name(), "index", fresh, "alias", alias, "version", version, "events", total)
+	built, err := projections.ResumeCatchUp(ctx, applier, cfg.History, func(st projections.CatchUpState) { report("rebuild", int(st.Events)) })
 	if err != nil {
 		return projections.ReplayResult{}, wrap("rebuild", err)
 	}
+	seen := int(built.Events)
 	res := projections.ReplayResult{Events: seen}
 
 	report("swap", seen)
@@ -214,6 +242,15 @@ func Replay(ctx context.Context, cfg ReplayConfig) (_ projections.ReplayResult, 
 	if err := deleteIndex(ctx, es, old); err != nil {
 		return res, err
 	}
+	// The model is now the rebuild's: its catch-up, done, at its version
+	// (written as it is: the alias's state is replaced, not advanced).
+	built.Version = version
+	if err := states.putCatchUp(ctx, alias, built); err != nil {
+		return res, wrap("record the rebuilt model's catch-up state", err)
+	}
+	if err := esclient.Do(ctx, es, esapi.DeleteRequest{Index: cfg.CatchUpIndex, DocumentID: fresh, Refresh: "true"}, nil); err != nil && !esclient.IsNotFound(err) {
+		cfg.Logger.Warn("replay: could not delete the rebuilt index's catch-up state", "projection", p.Name(), "index", fresh, "err", err)
+	}
 	res.Elapsed = time.Since(began)
 	report("done", seen)
 	cfg.Logger.InfoContext(ctx, "replay: swapped in the rebuilt index", "projection", p.Name(), "index", fresh, "alias", alias,
@@ -226,7 +263,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (_ projections.ReplayResult, 
 // interrupted, or an old index a replay could not delete after its swap
 // (the replay lock rules out a running one). An index named as alias's
 // own that some alias points to is another model's and is kept.
-func dropLeftovers(ctx context.Context, es esapi.Transport, alias, live string, logger *slog.Logger) error {
+func dropLeftovers(ctx context.Context, es esapi.Transport, alias, live, keep string, logger *slog.Logger) error {
 	var res map[string]struct {
 		Aliases map[string]json.RawMessage `json:"aliases"`
 	}
@@ -234,7 +271,7 @@ func dropLeftovers(ctx context.Context, es esapi.Transport, alias, live string, 
 		return err
 	}
 	for _, name := range slices.Sorted(maps.Keys(res)) {
-		if name == live || !isOwnIndex(alias, name) {
+		if name == live || name == keep || !isOwnIndex(alias, name) {
 			continue
 		}
 		if aliases := res[name].Aliases; len(aliases) > 0 {
@@ -248,6 +285,33 @@ func dropLeftovers(ctx context.Context, es esapi.Transport, alias, live string, 
 		logger.Info("replay: deleted an index left by an interrupted replay", "alias", alias, "index", name)
 	}
 	return nil
+}
+
+// resumableIndex returns the leftover index of alias's own (isOwnIndex,
+// no alias on it, not live) whose catch-up state, kept by states under
+// the index's name, is a rebuild at version: the newest such, or "".
+func resumableIndex(ctx context.Context, es esapi.Transport, states *Applier, alias, live string, version int) (string, error) {
+	var res map[string]struct {
+		Aliases map[string]json.RawMessage `json:"aliases"`
+	}
+	if err := esclient.Do(ctx, es, esapi.IndicesGetRequest{Index: []string{alias + "-*"}}, &res); err != nil && !esclient.IsNotFound(err) {
+		return "", err
+	}
+	names := slices.Sorted(maps.Keys(res))
+	slices.Reverse(names)
+	for _, name := range names {
+		if name == live || !isOwnIndex(alias, name) || len(res[name].Aliases) > 0 {
+			continue
+		}
+		st, err := states.readCatchUp(ctx, name)
+		if err != nil {
+			return "", err
+		}
+		if st.Found && !st.Source.Started.IsZero() && st.Source.state().ModelVersion() == version {
+			return name, nil
+		}
+	}
+	return "", nil
 }
 
 // reconcilePage is how many documents reconcile compares at a time.

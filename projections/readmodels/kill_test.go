@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 	runConsumeChildIfRequested()
 	runReplayChildIfRequested()
 	runGainedChildIfRequested()
+	runVersionChildIfRequested()
 	os.Exit(m.Run())
 }
 
