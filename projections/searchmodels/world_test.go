@@ -26,6 +26,7 @@ import (
 func TestMain(m *testing.M) {
 	testenv.RunChildIfRequested()
 	runConsumeChildIfRequested()
+	runVersionChildIfRequested()
 	os.Exit(m.Run())
 }
 
