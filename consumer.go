@@ -63,6 +63,15 @@ type ConsumerInfo struct {
 	// TopicPrefix instead.
 	Topics      []string
 	TopicPrefix string
+	// EventTypes are the event types it applies, for a consumer that
+	// names them (a read or search model); Version is its declared
+	// version (projections.Versioned; 0 for a kind without one) and
+	// Fingerprint a hash of its schema (a read model's tables and
+	// migrations, a search model's index settings and mappings). They
+	// are recorded with Topics each time it starts (RecordDefinitions).
+	EventTypes  []string
+	Version     int
+	Fingerprint string
 	// DefaultStart is where its group starts when it never committed and
 	// ConsumersConfig.Start does not say (see bus.Start).
 	DefaultStart bus.Start

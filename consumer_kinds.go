@@ -29,7 +29,12 @@ type readModel struct{ p projections.Projection }
 func (m readModel) Name() string { return m.p.Name() }
 
 func (m readModel) Describe(t bus.Topics) ConsumerInfo {
-	return projectionInfo(t, KindReadModel, m.p.Name(), m.p.AggregateTypes(), canCatchUp(m.p), Needs{Postgres: true, Parking: true})
+	info := projectionInfo(t, KindReadModel, m.p.Name(), m.p.AggregateTypes(), canCatchUp(m.p), Needs{Postgres: true, Parking: true})
+	if et, ok := m.p.(projections.EventTyper); ok {
+		info.EventTypes = et.EventTypes()
+	}
+	info.Version, info.Fingerprint = projections.VersionOf(m.p), readModelFingerprint(m.p)
+	return info
 }
 
 func (m readModel) Build(ctx context.Context, r Resources) (Runnable, error) {
@@ -94,7 +99,9 @@ type searchModel struct{ p elastic.Projection }
 func (m searchModel) Name() string { return m.p.Name() }
 
 func (m searchModel) Describe(t bus.Topics) ConsumerInfo {
-	return projectionInfo(t, KindSearchModel, m.p.Name(), m.p.AggregateTypes(), len(m.p.EventTypes()) > 0, Needs{Elasticsearch: true, Parking: true})
+	info := projectionInfo(t, KindSearchModel, m.p.Name(), m.p.AggregateTypes(), len(m.p.EventTypes()) > 0, Needs{Elasticsearch: true, Parking: true})
+	info.EventTypes, info.Version, info.Fingerprint = m.p.EventTypes(), projections.VersionOf(m.p), jsonFingerprint(m.p.IndexBody())
+	return info
 }
 
 func (m searchModel) Build(ctx context.Context, r Resources) (Runnable, error) {

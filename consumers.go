@@ -168,7 +168,11 @@ type Consumers struct {
 
 // NewConsumers opens the shared resources the named consumers need (the
 // store, the database, Elasticsearch, the publisher) unless cfg gives
-// them, and builds each consumer (Consumer.Build). Run them with Run;
+// them, and builds each consumer (Consumer.Build). With the read-model
+// database (any consumer but the analytics aggregator, the snapshotter
+// and plain handlers run alone needs it), it records each consumer's
+// definition (RecordDefinitions), logging what changed since its last
+// start. Run them with Run;
 // Close releases what NewConsumers opened (when NewConsumers fails, it
 // has released it already).
 func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) {
@@ -237,6 +241,16 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 			return fail(fmt.Errorf("consumer %s: %w", name, err))
 		}
 		c.runs = append(c.runs, run)
+	}
+	if res.DB != nil {
+		// What each consumer is now, against what it was at its last
+		// start (`eventpipe status` shows the changes).
+		if err := RecordDefinitions(ctx, res.DB, cfg.Catalog, topics, cfg.Names, cfg.Logger); err != nil {
+			if !isUndefinedTable(err) {
+				return fail(err)
+			}
+			cfg.Logger.WarnContext(ctx, "consumer definitions not recorded: the database lacks consumer_definitions; run `eventpipe migrate`", "err", err)
+		}
 	}
 	return c, nil
 }

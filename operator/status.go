@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,6 +15,9 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/parking"
+	"github.com/eventpipe/eventpipe/projections"
+	"github.com/eventpipe/eventpipe/projections/elastic"
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 	"github.com/eventpipe/eventpipe/relay"
 	"github.com/eventpipe/eventpipe/sagas"
 )
@@ -79,6 +83,19 @@ type GroupStatus struct {
 	Projection string
 	// Saga names the saga whose group this is (see StatusReport.Sagas).
 	Saga string
+	// Definition is the consumer's definition as recorded at its last
+	// start, with what that start changed (nil when none is recorded:
+	// never started with the read-model database, or before `eventpipe
+	// migrate` brought migration 013); Declared is what the catalogue
+	// says it is now (eventpipe.DefinitionOf). Declared unlike
+	// Definition.Definition is a change not deployed yet.
+	Definition *eventpipe.RecordedDefinition
+	Declared   eventpipe.Definition
+	// Model is, for a read or search model, where its build stands: the
+	// version that built the rows serving reads and a rebuild under way
+	// with its progress (nil for the other kinds, or when it could not
+	// be read: see StatusReport.Errors).
+	Model *projections.ModelState
 	// Parked is, for a projection's group, how many events the
 	// projection parked and for how many aggregates (package parking;
 	// `eventpipe parked list` shows them). It is zero when
@@ -221,7 +238,8 @@ func readStatus(ctx context.Context, cfg StatusConfig, newestOf []string) (Statu
 	for _, name := range cfg.Catalog.ConsumerNames() {
 		cons, _ := cfg.Catalog.Consumer(name)
 		info := cons.Describe(topics)
-		g := GroupStatus{Group: info.Group, Topics: info.Topics, PoisonTopic: info.PoisonTopic, Consumer: name, Kind: info.Kind}
+		g := GroupStatus{Group: info.Group, Topics: info.Topics, PoisonTopic: info.PoisonTopic, Consumer: name, Kind: info.Kind,
+			Declared: eventpipe.DefinitionOf(cons, topics)}
 		switch info.Kind {
 		case eventpipe.KindReadModel, eventpipe.KindSearchModel:
 			g.Projection = name
@@ -268,6 +286,9 @@ func readStatus(ctx context.Context, cfg StatusConfig, newestOf []string) (Statu
 		if r.OperatorActions, r.OperatorActionsErr = statusOperatorActions(ctx, db); r.OperatorActionsErr != nil {
 			r.Errors = append(r.Errors, r.OperatorActionsErr)
 		}
+	}
+	if db != nil { // consumer definitions and the models' builds (issue 38)
+		r.Errors = append(r.Errors, readDefinitions(ctx, db, ep, groups)...)
 	}
 	if len(cfg.Catalog.ModelNames()) > 0 && db != nil {
 		parked, err := parkedCounts(ctx, db, ep, logger)
@@ -346,6 +367,91 @@ func readStatus(ctx context.Context, cfg StatusConfig, newestOf []string) (Statu
 		}
 	}
 	return r, read.Newest, errors.Join(newestErrs...)
+}
+
+// BuildState says, in words, where a read or search model's build stands
+// (g.Model): "current", its first catch-up's progress, a rebuild's
+// progress, or a version change waiting for a rebuild; "" for the other
+// kinds.
+func (g GroupStatus) BuildState() string {
+	m := g.Model
+	switch {
+	case m == nil:
+		return ""
+	case m.Built.Started.IsZero():
+		return "not started"
+	case !m.Rebuild.Started.IsZero():
+		phase := "rebuilding"
+		if !m.Rebuild.Done.IsZero() {
+			phase = "rebuilt, swapping"
+		}
+		return fmt.Sprintf("%s at version %d: %d events since %s", phase, m.Rebuild.ModelVersion(), m.Rebuild.Events, m.Rebuild.Started.Format(time.RFC3339))
+	case m.Built.Done.IsZero():
+		return fmt.Sprintf("catching up: %d events since %s", m.Built.Events, m.Built.Started.Format(time.RFC3339))
+	case g.Declared.Version != 0 && m.Built.ModelVersion() != g.Declared.Version:
+		return fmt.Sprintf("built by version %d, declared %d: rebuilt at the consumer's next start (or by eventpipe replay)", m.Built.ModelVersion(), g.Declared.Version)
+	}
+	return "current"
+}
+
+// DefinitionChanges says, in words, what the consumer's last start
+// changed in its definition and what the catalogue declares that its
+// last start did not have yet (a change not deployed); none when neither.
+func (g GroupStatus) DefinitionChanges() []string {
+	d := g.Definition
+	if d == nil {
+		return nil
+	}
+	var out []string
+	if c := d.Changes(); len(c) > 0 {
+		out = append(out, fmt.Sprintf("changed at its start of %s: %s", d.ChangedAt.Format(time.RFC3339), strings.Join(c, "; ")))
+	}
+	if c := g.Declared.Changes(d.Definition); len(c) > 0 {
+		out = append(out, fmt.Sprintf("not deployed yet (it last started %s): %s", d.RecordedAt.Format(time.RFC3339), strings.Join(c, "; ")))
+	}
+	return out
+}
+
+// readDefinitions fills each group's recorded definition and, for a read
+// or search model, its ModelState; it returns what could not be read.
+func readDefinitions(ctx context.Context, db *pgxpool.Pool, ep eventpipe.Endpoints, groups []GroupStatus) []error {
+	ctx, cancel := context.WithTimeout(ctx, parkedTimeout)
+	defer cancel()
+	var errs []error
+	defs, err := eventpipe.ReadDefinitions(ctx, db)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	var es *esclient.Client
+	for i := range groups {
+		g := &groups[i]
+		if d, ok := defs[g.Consumer]; ok {
+			g.Definition = &d
+		}
+		var st projections.ModelState
+		var err error
+		switch g.Kind {
+		case eventpipe.KindReadModel:
+			st, err = projections.ReadModelState(ctx, db, g.Consumer)
+		case eventpipe.KindSearchModel:
+			if es == nil {
+				if es, err = esclient.NewClient(ep.Elasticsearch, ep.ElasticsearchSecurity); err != nil {
+					errs = append(errs, fmt.Errorf("elasticsearch: %w", err))
+					continue
+				}
+			}
+			prefix := bus.Topics{Prefix: ep.TopicPrefix}.Prefix
+			st, err = elastic.ReadModelState(ctx, es, elastic.Alias(prefix, g.Consumer), elastic.Alias(prefix, elastic.DefaultCatchUpIndex))
+		default:
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		g.Model = &st
+	}
+	return errs
 }
 
 // parkedTimeout bounds the parked events' count (and the sagas'), so that

@@ -80,7 +80,7 @@ func StatusPageReader(cfg StatusConfig) statuspage.ReaderFunc {
 		}
 		for _, g := range r.Groups {
 			sg := statuspage.Group{Name: g.Group, Kind: statuspage.KindCommands, Topics: g.Topics, Committed: g.Committed, Newest: g.Newest,
-				Lag: g.Lag, PoisonTopic: g.PoisonTopic, Poisoned: g.Poisoned}
+				Lag: g.Lag, PoisonTopic: g.PoisonTopic, Poisoned: g.Poisoned, Build: g.BuildState(), DefinitionChanges: g.DefinitionChanges()}
 			switch {
 			case g.Projection != "":
 				sg.Kind = statuspage.KindProjection

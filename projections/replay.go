@@ -320,16 +320,21 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayResult, error) {
 }
 
 // resumableShadow returns the catch-up state of projection name in the
-// shadow schema when that schema holds one at version: a rebuild of that
-// version to go on with. Otherwise (no shadow, a shadow without its state,
-// or of another version) it returns the zero state.
+// shadow schema when that schema holds one at version (any version for
+// 0): a rebuild of that version to go on with. Otherwise (no shadow, a
+// shadow without its state, or of another version) it returns the zero
+// state.
 func resumableShadow(ctx context.Context, conn *pgxpool.Conn, shadow, name string, version int) (CatchUpState, error) {
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, ident(shadow)+".projection_catchup").Scan(&exists); err != nil || !exists {
 		return CatchUpState{}, err
 	}
 	st, err := readCatchUpState(ctx, conn, ident(shadow)+".projection_catchup", name)
-	if err != nil || st.ModelVersion() != version {
+	var pgErr interface{ SQLState() string }
+	if errors.As(err, &pgErr) && (pgErr.SQLState() == "42703" || pgErr.SQLState() == "42P01") {
+		return CatchUpState{}, nil // a shadow whose migrations are still running
+	}
+	if err != nil || (version != 0 && st.ModelVersion() != version) {
 		return CatchUpState{}, err
 	}
 	return st, nil
@@ -419,3 +424,34 @@ func besideSchema(live, kind, name string) string {
 
 // ident quotes a Postgres identifier.
 func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+// ModelState is where a read model's build stands: the catch-up state of
+// the rows serving reads (Built: Built.ModelVersion() is the version that
+// built them) and, while a rebuild (a replay, or the Runner's automatic
+// rebuild after a version change) fills its shadow, that rebuild's
+// catch-up state (Rebuild; zero when none is under way or left).
+type ModelState struct {
+	Built, Rebuild CatchUpState
+}
+
+// ReadModelState reads the ModelState of projection name in db's current
+// schema and its shadow schema (ShadowSchema).
+func ReadModelState(ctx context.Context, db *pgxpool.Pool, name string) (ModelState, error) {
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		return ModelState{}, fmt.Errorf("projections: %s: model state: %w", name, err)
+	}
+	defer conn.Release()
+	var live string
+	if err := conn.QueryRow(ctx, `SELECT coalesce(current_schema(), '')`).Scan(&live); err != nil {
+		return ModelState{}, fmt.Errorf("projections: %s: model state: %w", name, err)
+	}
+	var st ModelState
+	if st.Built, err = readCatchUpState(ctx, conn, "projection_catchup", name); err != nil {
+		return ModelState{}, fmt.Errorf("projections: %s: model state: %w", name, err)
+	}
+	if st.Rebuild, err = resumableShadow(ctx, conn, ShadowSchema(live, name), name, 0); err != nil {
+		return ModelState{}, fmt.Errorf("projections: %s: rebuild state: %w", name, err)
+	}
+	return st, nil
+}

@@ -53,6 +53,13 @@ type Group struct {
 	// Parked is what a projection's group parked; nil for the other kinds,
 	// and for a projection when the parked events could not be counted.
 	Parked *Parked `json:"parked,omitempty"`
+	// Build says where a read or search model's build stands ("current",
+	// a catch-up's or a rebuild's progress, a version change waiting);
+	// empty for the other kinds.
+	Build string `json:"build,omitempty"`
+	// DefinitionChanges say what the consumer's last start changed in its
+	// definition, and what is declared but not deployed yet.
+	DefinitionChanges []string `json:"definition_changes,omitempty"`
 }
 
 // Parked counts a projection's parked events and the aggregates they

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -60,6 +61,7 @@ func statusCommand() *cobra.Command {
 				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", g.Group, kind, len(g.Topics), g.Committed, g.Newest, g.Lag, g.Poisoned, parkedCell(g, r.ParkedErr))
 			}
 			_ = w.Flush()
+			printDefinitions(out, r)
 			if len(r.Sagas) > 0 {
 				fmt.Fprintln(out, "\nSAGAS")
 				w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -91,6 +93,39 @@ func statusCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&group, "group", eventpipe.DefaultCommandGroup, "consumer group of the command handlers")
 	return cmd
+}
+
+// printDefinitions prints each read and search model's build (the
+// version that built it, the declared one, a rebuild's progress) and
+// every consumer whose definition changed at its last start or differs
+// from the catalogue's (a change not deployed yet).
+func printDefinitions(out io.Writer, r operator.StatusReport) {
+	var models, changed []operator.GroupStatus
+	for _, g := range r.Groups {
+		if g.Model != nil {
+			models = append(models, g)
+		}
+		if len(g.DefinitionChanges()) > 0 {
+			changed = append(changed, g)
+		}
+	}
+	if len(models) > 0 {
+		fmt.Fprintln(out, "\nMODELS")
+		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "MODEL\tKIND\tBUILT BY\tVERSION\tSTATE")
+		for _, g := range models {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", g.Consumer, g.Kind, g.Model.Built.ModelVersion(), g.Declared.Version, g.BuildState())
+		}
+		_ = w.Flush()
+	}
+	if len(changed) > 0 {
+		fmt.Fprintln(out, "\nDEFINITION CHANGES")
+		for _, g := range changed {
+			for _, c := range g.DefinitionChanges() {
+				fmt.Fprintf(out, "%s: %s\n", g.Consumer, c)
+			}
+		}
+	}
 }
 
 // parkedCell is the PARKED column of g: what its projection parked

@@ -289,7 +289,8 @@ func dropLeftovers(ctx context.Context, es esapi.Transport, alias, live, keep st
 
 // resumableIndex returns the leftover index of alias's own (isOwnIndex,
 // no alias on it, not live) whose catch-up state, kept by states under
-// the index's name, is a rebuild at version: the newest such, or "".
+// the index's name, is a rebuild at version (any version for 0): the
+// newest such, or "".
 func resumableIndex(ctx context.Context, es esapi.Transport, states *Applier, alias, live string, version int) (string, error) {
 	var res map[string]struct {
 		Aliases map[string]json.RawMessage `json:"aliases"`
@@ -307,7 +308,7 @@ func resumableIndex(ctx context.Context, es esapi.Transport, states *Applier, al
 		if err != nil {
 			return "", err
 		}
-		if st.Found && !st.Source.Started.IsZero() && st.Source.state().ModelVersion() == version {
+		if st.Found && !st.Source.Started.IsZero() && (version == 0 || st.Source.state().ModelVersion() == version) {
 			return name, nil
 		}
 	}
@@ -392,4 +393,38 @@ func loadAny(ctx context.Context, a *Applier, id string, after int64) ([]eventst
 		}
 	}
 	return nil, nil
+}
+
+// ReadModelState reads where the search model behind alias stands: the
+// catch-up state of its alias (Built) and, while a rebuild fills a new
+// index of the alias's own, that index's (Rebuild; zero when none is
+// under way or left), as kept in catchUpIndex (ApplierConfig.CatchUpIndex).
+func ReadModelState(ctx context.Context, es esapi.Transport, alias, catchUpIndex string) (projections.ModelState, error) {
+	if catchUpIndex == "" {
+		catchUpIndex = DefaultCatchUpIndex
+	}
+	states := &Applier{cfg: ApplierConfig{Client: es, Index: alias, CatchUpIndex: catchUpIndex}}
+	var st projections.ModelState
+	built, err := states.readCatchUp(ctx, alias)
+	if err != nil {
+		return st, fmt.Errorf("elastic: %s: model state: %w", alias, err)
+	}
+	st.Built = built.Source.state()
+	live, err := AliasTarget(ctx, es, alias)
+	if esclient.IsNotFound(err) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	idx, err := resumableIndex(ctx, es, states, alias, live, 0)
+	if err != nil || idx == "" {
+		return st, err
+	}
+	rebuild, err := states.readCatchUp(ctx, idx)
+	if err != nil {
+		return st, fmt.Errorf("elastic: %s: rebuild state: %w", alias, err)
+	}
+	st.Rebuild = rebuild.Source.state()
+	return st, nil
 }
