@@ -202,4 +202,3 @@ func TestStatusShowsADefinitionChangeAndARebuildInProgress(t *testing.T) {
 		t.Errorf("%d rows built by version 2 after the swap, want 30", builtBy2)
 	}
 }
-
