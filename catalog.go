@@ -2,6 +2,7 @@ package eventpipe
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -189,6 +190,20 @@ func (c *Catalog) Schema() eventstore.Schema {
 func (c *Catalog) AggregateTypeOf(commandType string) (string, bool) {
 	t, ok := c.commands[commandType]
 	return t, ok
+}
+
+// aggregateTypeOfEvent names the aggregate type of the domain that
+// records eventType, "" when no domain of c does.
+func (c *Catalog) aggregateTypeOfEvent(eventType string) string {
+	if c == nil {
+		return ""
+	}
+	for _, at := range c.AggregateTypes() {
+		if slices.Contains(c.domains[at].EventTypes.Names(), eventType) {
+			return at
+		}
+	}
+	return ""
 }
 
 // CommandTypes returns every registered command type, sorted.

@@ -116,6 +116,14 @@ type RunnerConfig struct {
 	// returned. nil: a version change is logged, and the model keeps the
 	// rows the old version built until `eventpipe replay` rebuilds it.
 	Rebuild func(ctx context.Context) error
+	// AggregateTypeOf names the aggregate type of an event type (the
+	// catalogue's domains). With it, an event type the model gained whose
+	// aggregate type it already read is told apart from one of a new
+	// aggregate type: the positions are past that type's history, so
+	// only a rebuild applies it (with Rebuild, Run rebuilds the model as
+	// for a version change; without, each start warns). nil: every gained
+	// event type is caught up beside the live consumer.
+	AggregateTypeOf func(eventType string) string
 	// Registerer receives the router's metrics (default: none).
 	Registerer prometheus.Registerer
 	// Logger defaults to slog.Default().
@@ -322,8 +330,8 @@ func (r *Runner) rebuild(ctx context.Context) error {
 	name, want := r.cfg.Applier.Name(), VersionOf(r.cfg.Applier)
 	for attempt := 1; ; attempt++ {
 		st, err := r.cfg.Applier.CatchUpState(ctx)
-		if err == nil && st.ModelVersion() == want {
-			r.cfg.Logger.InfoContext(ctx, "read model rebuilt at its new version", "projection", name, "version", want, "events", st.Events)
+		if err == nil && r.rebuildReason(st) == "" {
+			r.cfg.Logger.InfoContext(ctx, "read model rebuilt", "projection", name, "version", want, "events", st.Events)
 			return nil
 		}
 		if err == nil {
@@ -367,19 +375,54 @@ func (r *Runner) begin(ctx context.Context) (start bus.Start, extending, rebuild
 	if err != nil {
 		return bus.Start{}, false, false, err
 	}
-	want := VersionOf(r.cfg.Applier)
-	if st.Done.IsZero() || st.ModelVersion() == want {
+	why := r.rebuildReason(st)
+	if why == "" {
 		return start, false, false, nil
 	}
 	name := r.cfg.Applier.Name()
 	if r.cfg.Rebuild == nil {
-		r.cfg.Logger.WarnContext(ctx, "read model was built by another version of its definition and automatic rebuilds are off: run `eventpipe replay` to rebuild it",
-			"projection", name, "built_by", st.ModelVersion(), "version", want)
+		r.cfg.Logger.WarnContext(ctx, "read model needs a rebuild and automatic rebuilds are off: run `eventpipe replay` to rebuild it",
+			"projection", name, "why", why)
 		return start, false, false, nil
 	}
-	r.cfg.Logger.InfoContext(ctx, "read model was built by another version of its definition: rebuilding it beside the live one",
-		"projection", name, "built_by", st.ModelVersion(), "version", want)
+	r.cfg.Logger.InfoContext(ctx, "read model needs a rebuild: rebuilding it beside the live one", "projection", name, "why", why)
 	return start, false, true, nil
+}
+
+// rebuildReason says why the model a finished catch-up st built needs a
+// rebuild: it was built by another version than the declared one, or
+// the model gained event types of aggregate types it already read (see
+// RunnerConfig.AggregateTypeOf). "" when it needs none.
+func (r *Runner) rebuildReason(st CatchUpState) string {
+	if st.Done.IsZero() {
+		return ""
+	}
+	if want := VersionOf(r.cfg.Applier); st.ModelVersion() != want {
+		return fmt.Sprintf("built by version %d, declared %d", st.ModelVersion(), want)
+	}
+	if late := r.lateTypes(st); len(late) > 0 {
+		return fmt.Sprintf("event types %v of aggregate types it already read: their history is behind its positions", late)
+	}
+	return ""
+}
+
+// lateTypes are the event types the model reads that st's catch-up did
+// not cover although it covered their aggregate type.
+func (r *Runner) lateTypes(st CatchUpState) []string {
+	if r.cfg.AggregateTypeOf == nil || len(st.Types) == 0 {
+		return nil
+	}
+	read := map[string]bool{}
+	for _, t := range st.Types {
+		read[r.cfg.AggregateTypeOf(t)] = true
+	}
+	var late []string
+	for _, t := range r.cfg.Applier.EventTypes() {
+		if !slices.Contains(st.Types, t) && read[r.cfg.AggregateTypeOf(t)] {
+			late = append(late, t)
+		}
+	}
+	return late
 }
 
 // beginCatchUp is begin's catch-up part.
@@ -415,7 +458,7 @@ func (r *Runner) beginCatchUp(ctx context.Context) (start bus.Start, extending b
 			return r.cfg.Start, false, nil
 		}
 	}
-	rebuilds := r.cfg.Rebuild != nil && st.ModelVersion() != VersionOf(a)
+	rebuilds := r.cfg.Rebuild != nil && r.rebuildReason(st) != ""
 	if !st.Done.IsZero() && r.cfg.Start.IsHistory() && !rebuilds { // a rebuild reads every type
 		if st, err = r.gained(ctx, st); err != nil {
 			return bus.Start{}, false, err
@@ -458,17 +501,20 @@ func (r *Runner) gained(ctx context.Context, st CatchUpState) (CatchUpState, err
 		_, err := a.ApplyCatchUp(ctx, nil, st)
 		return st, err
 	}
+	late := r.lateTypes(st) // left to a rebuild (rebuildReason)
 	var added, kept []string
 	for _, t := range types {
-		if slices.Contains(st.Types, t) {
+		switch {
+		case slices.Contains(st.Types, t):
 			kept = append(kept, t)
-		} else {
+		case !slices.Contains(late, t):
 			added = append(added, t)
 		}
 	}
 	if len(added) == 0 {
 		return st, nil
 	}
+	types = append(slices.Clone(kept), added...)
 	r.cfg.Logger.InfoContext(ctx, "projection reads event types its catch-up did not cover: catching up their history beside the live topics", "projection", name, "types", added)
 	// With no type kept, nothing of the read model is worth serving: the
 	// catch-up runs before the live topics, as a first one does.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"testing"
 	"testing/fstest"
@@ -39,10 +40,18 @@ const (
 )
 
 // balances is a read model of the bank accounts' balances in a table of
-// its own (a projections.Migrator). Each row records the version of the
-// model that last wrote it (built_by); a rebuild at version 2 writes
-// every row again.
-type balances struct{ version int }
+// its own (a projections.Migrator). Each row records the generation of
+// the model that last wrote it (built_by): a rebuild by generation 2
+// writes every row again. Without transactions it reads AccountOpened
+// alone (every balance 0).
+type balances struct {
+	version      int
+	transactions bool
+	gen          int
+}
+
+// spec is b as the child's environment names it.
+func (m balances) spec() string { return fmt.Sprintf("%d:%t:%d", m.version, m.transactions, m.gen) }
 
 func (balances) Name() string { return "balances" }
 
@@ -50,7 +59,10 @@ func (m balances) Version() int { return m.version }
 
 func (balances) AggregateTypes() []string { return []string{bankaccount.AggregateType} }
 
-func (balances) EventTypes() []string {
+func (m balances) EventTypes() []string {
+	if !m.transactions {
+		return []string{bankaccount.AccountOpened}
+	}
 	return []string{bankaccount.AccountOpened, bankaccount.TransactionAccepted}
 }
 
@@ -70,16 +82,16 @@ DROP TABLE balances;
 }
 
 func (m balances) Apply(_ context.Context, b *pgx.Batch, e eventstore.Envelope) error {
-	switch e.EventType {
-	case bankaccount.AccountOpened:
-		b.Queue(`INSERT INTO balances (account_id, balance, events, apply_count, built_by) VALUES ($1, 0, 1, 1, $2)`, e.AggregateID, m.version)
-	case bankaccount.TransactionAccepted:
+	switch {
+	case e.EventType == bankaccount.AccountOpened:
+		b.Queue(`INSERT INTO balances (account_id, balance, events, apply_count, built_by) VALUES ($1, 0, 1, 1, $2)`, e.AggregateID, m.gen)
+	case e.EventType == bankaccount.TransactionAccepted && m.transactions:
 		var d bankaccount.TransactionAcceptedData
 		if err := json.Unmarshal(e.Payload, &d); err != nil {
 			return &eventstore.DecodeError{What: e.String(), Field: "payload", Reason: err.Error()}
 		}
 		b.Queue(`UPDATE balances SET balance = balance + $2, events = events + 1, apply_count = apply_count + 1, built_by = $3 WHERE account_id = $1`,
-			e.AggregateID, d.Amount, m.version)
+			e.AggregateID, d.Amount, m.gen)
 	}
 	return nil
 }
@@ -102,7 +114,10 @@ func runVersionChildIfRequested() {
 		}
 		defer db.Close()
 		cat := eventpipe.Builtin()
-		model := balances{version: map[string]int{"1": 1, "2": 2}[v]}
+		var model balances
+		if _, err := fmt.Sscanf(strings.ReplaceAll(v, ":", " "), "%d %t %d", &model.version, &model.transactions, &model.gen); err != nil {
+			return fmt.Errorf("child spec %q: %w", v, err)
+		}
 		if err := cat.AddReadModel(model); err != nil {
 			return err
 		}
@@ -122,16 +137,35 @@ func runVersionChildIfRequested() {
 
 // TestAReadModelWhoseVersionChangesIsRebuiltBesideTheLiveOne builds
 // balances at version 1 from 200 stored accounts (8,000 events), then
-// deploys version 2. The child rebuilds the model into a shadow schema
-// while the live table keeps answering reads (every account there, built
-// by version 1) and stays live: transactions on other accounts keep being
-// written and published all along, and the live table applies them
-// during the rebuild. The child is killed with SIGKILL twice mid-rebuild,
-// each time after the shadow committed a batch; each restart resumes the
-// same rebuild (same start, further on). After the swap every row was
-// built by version 2, equals its stored events, each applied once, and
-// the model's recorded version is 2.
+// deploys version 2 (a fixed fold). The child rebuilds the model into a
+// shadow schema while the live table keeps answering reads (every
+// account there, built by version 1) and stays live: transactions on
+// other accounts keep being written and published all along, and the
+// live table applies them during the rebuild. The child is killed with
+// SIGKILL twice mid-rebuild, each time after the shadow committed a
+// batch; each restart resumes the same rebuild (same start, further on).
+// After the swap every row was built by version 2, equals its stored
+// events, each applied once, and the model's recorded version is 2.
 func TestAReadModelWhoseVersionChangesIsRebuiltBesideTheLiveOne(t *testing.T) {
+	testRebuildBesideTheLiveOne(t, balances{version: 1, transactions: true, gen: 1}, balances{version: 2, transactions: true, gen: 2})
+}
+
+// TestAReadModelThatGainsAnEventTypeOfATypeItReadIsRebuilt: balances
+// first reads AccountOpened alone (200 accounts, every balance 0), then
+// gains TransactionAccepted (7,800 stored events) at the same version.
+// Its positions are past those events, so a catch-up beside the live
+// consumer could not apply them: the consumer rebuilds the model as for a
+// version change, and the same kills, resumes and checks as
+// TestAReadModelWhoseVersionChangesIsRebuiltBesideTheLiveOne hold; live
+// accounts keep being opened (events of the other type) all along.
+func TestAReadModelThatGainsAnEventTypeOfATypeItReadIsRebuilt(t *testing.T) {
+	testRebuildBesideTheLiveOne(t, balances{version: 1, transactions: false, gen: 1}, balances{version: 1, transactions: true, gen: 2})
+}
+
+// testRebuildBesideTheLiveOne runs from over stored accounts, then
+// deploys to, killing it twice mid-rebuild while live events flow, and
+// checks the swapped-in model against the store.
+func testRebuildBesideTheLiveOne(t *testing.T, from, to balances) {
 	const accounts, perAccount, kills = 200, 39, 2
 	const total = accounts * (1 + perAccount)
 	ctx := context.Background()
@@ -229,8 +263,15 @@ func TestAReadModelWhoseVersionChangesIsRebuiltBesideTheLiveOne(t *testing.T) {
 		}
 		return st
 	}
-	liveVersion := func() int64 {
-		return count(`SELECT coalesce(max(version), 0) FROM projection_catchup WHERE projection = $1 AND done_at IS NOT NULL`, name)
+	// built is when the live model's finished catch-up began (zero while
+	// it is not finished): a swap replaces it with the rebuild's.
+	built := func() time.Time {
+		var started time.Time
+		err := w.db.QueryRow(ctx, `SELECT started_at FROM projection_catchup WHERE projection = $1 AND done_at IS NOT NULL`, name).Scan(&started)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		return started
 	}
 	liveApplied := func() int64 {
 		return count(`SELECT coalesce(sum(events), 0) FROM balances WHERE account_id LIKE 'live-%'`)
@@ -238,16 +279,18 @@ func TestAReadModelWhoseVersionChangesIsRebuiltBesideTheLiveOne(t *testing.T) {
 
 	// Version 1, caught up from the store.
 	stored := w.storeAccounts(t, accounts, perAccount)
-	start("1")
-	integration.AwaitProgress(t, "version 1's catch-up", func() int64 {
-		if liveVersion() == 1 {
+	start(from.spec())
+	integration.AwaitProgress(t, "the first model's catch-up", func() int64 {
+		if !built().IsZero() {
 			return total + 1
 		}
 		return count(`SELECT coalesce(sum(events), 0) FROM balances`)
 	}, total+1)
 	kill()
-	if n := count(`SELECT count(*) FROM balances WHERE built_by = 1`); n != accounts {
-		t.Fatalf("version 1 built %d rows, want %d", n, accounts)
+	first := built()
+	swapped := func() bool { b := built(); return !b.IsZero() && !b.Equal(first) }
+	if n := count(`SELECT count(*) FROM balances WHERE built_by = $1`, from.gen); n != accounts {
+		t.Fatalf("the first model built %d rows, want %d", n, accounts)
 	}
 
 	// Version 2; live transactions keep coming.
@@ -276,13 +319,13 @@ func TestAReadModelWhoseVersionChangesIsRebuiltBesideTheLiveOne(t *testing.T) {
 		<-writing
 	}
 	defer stopWriting()
-	start("2")
+	start(to.spec())
 	var prev projections.CatchUpState
 	var liveDuringRebuild int64
 	for k := range kills {
 		for deadline := time.Now().Add(integration.HangAfter()); ; time.Sleep(5 * time.Millisecond) {
 			st := shadowState()
-			if liveVersion() == 2 {
+			if swapped() {
 				t.Fatalf("kill %d: the rebuild finished and swapped (shadow %+v) before the kill", k+1, st)
 			}
 			// Before the first kill the live table must also have
@@ -299,16 +342,16 @@ func TestAReadModelWhoseVersionChangesIsRebuiltBesideTheLiveOne(t *testing.T) {
 		kill()
 		st := shadowState()
 		// Reads still answer from version 1's table, whole.
-		old := count(`SELECT count(*) FROM balances WHERE account_id LIKE 'acc-%' AND built_by = 1`)
-		t.Logf("kill %d: shadow events=%d after=%s done=%v; live table: %d accounts built by version 1, %d live events applied", k+1, st.Events, st.After, !st.Done.IsZero(), old, liveNow)
+		old := count(`SELECT count(*) FROM balances WHERE account_id LIKE 'acc-%' AND built_by = $1`, from.gen)
+		t.Logf("kill %d: shadow events=%d after=%s done=%v; live table: %d accounts built by the first model, %d live events applied", k+1, st.Events, st.After, !st.Done.IsZero(), old, liveNow)
 		if !st.Done.IsZero() || st.Events <= 0 || st.Events >= total {
 			t.Fatalf("kill %d did not land mid-rebuild: shadow state %+v of %d events", k+1, st, total)
 		}
-		if st.Version != 2 {
-			t.Fatalf("kill %d: the shadow is a rebuild at version %d, want 2", k+1, st.Version)
+		if st.Version != to.version {
+			t.Fatalf("kill %d: the shadow is a rebuild at version %d, want %d", k+1, st.Version, to.version)
 		}
-		if old != accounts || liveVersion() != 1 {
-			t.Fatalf("kill %d: the live table has %d accounts built by version 1 (want %d) and version %d recorded (want 1)", k+1, old, accounts, liveVersion())
+		if old != accounts || swapped() {
+			t.Fatalf("kill %d: the live table has %d accounts built by the first model (want %d), swapped %v", k+1, old, accounts, swapped())
 		}
 		if k > 0 && (!st.Started.Equal(prev.Started) || st.Events <= prev.Events) {
 			t.Fatalf("kill %d: shadow state %+v did not resume the previous kill's %+v", k+1, st, prev)
@@ -317,10 +360,10 @@ func TestAReadModelWhoseVersionChangesIsRebuiltBesideTheLiveOne(t *testing.T) {
 			liveDuringRebuild = liveNow
 		}
 		prev = st
-		start("2")
+		start(to.spec())
 	}
-	integration.AwaitProgress(t, "the rebuild to swap in version 2", func() int64 {
-		if liveVersion() == 2 {
+	integration.AwaitProgress(t, "the rebuild to swap in", func() int64 {
+		if swapped() {
 			return total + 1
 		}
 		return min(shadowState().Events, total)
@@ -378,7 +421,7 @@ func TestAReadModelWhoseVersionChangesIsRebuiltBesideTheLiveOne(t *testing.T) {
 			}
 			balance += d.Amount
 		}
-		want := rowOf{balance: balance, events: int64(len(evs)), applyCount: int64(len(evs)), builtBy: 2, position: int64(len(evs))}
+		want := rowOf{balance: balance, events: int64(len(evs)), applyCount: int64(len(evs)), builtBy: int64(to.gen), position: int64(len(evs))}
 		if got := rows[id]; got != want {
 			wrong = append(wrong, fmt.Sprintf("%s: %+v, want %+v", id, got, want))
 		}
@@ -386,5 +429,8 @@ func TestAReadModelWhoseVersionChangesIsRebuiltBesideTheLiveOne(t *testing.T) {
 	if len(wrong) > 0 {
 		t.Errorf("%d of %d accounts differ from the store after the swap, e.g. %v", len(wrong), len(stored), wrong[:min(3, len(wrong))])
 	}
-	t.Logf("rebuilt %d stored events at version 2 through %d kills; %d live events written, %d applied before the first kill", total, kills, liveWritten, liveDuringRebuild)
+	if v := count(`SELECT version FROM projection_catchup WHERE projection = $1`, name); v != int64(to.version) {
+		t.Errorf("the model's recorded version is %d, want %d", v, to.version)
+	}
+	t.Logf("rebuilt %d stored events at version %d through %d kills; %d live events written, %d applied before the first kill", total, to.version, kills, liveWritten, liveDuringRebuild)
 }
