@@ -66,7 +66,7 @@ func TestMigrateCreatesTheReadModelsOnceAndRefusesANewerSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"account_transactions", "accounts", postgres.VersionTable, "operator_actions", "orders", "parked_events", "poison_redrives", "projection_catchup", "projection_positions",
+	want := []string{"account_transactions", "accounts", "consumer_definitions", postgres.VersionTable, "operator_actions", "orders", "parked_events", "poison_redrives", "projection_catchup", "projection_positions",
 		"saga_commands", "saga_inputs", "saga_instances", "saga_outbox", "saga_timeouts", "skipped_events", "todos"}
 	if len(tables) != len(want) {
 		t.Fatalf("tables in %s: %v, want %v", schema, tables, want)
