@@ -397,6 +397,12 @@ func checkPageAgainstJSON(t *testing.T, dom statusDOM, rep statuspage.Report) {
 		case g.Kind == statuspage.KindProjection:
 			want["parked"] = "?"
 		}
+		if g.Build != "" {
+			want["build"] = g.Build
+		}
+		if len(g.DefinitionChanges) > 0 {
+			want["definition-changes"] = strings.Join(g.DefinitionChanges, "; ")
+		}
 		if got := dom.Groups[g.Name]; !maps.Equal(got, want) {
 			t.Errorf("group %s: the page shows %v, /status.json %v", g.Name, got, want)
 		}
