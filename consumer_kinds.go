@@ -86,7 +86,7 @@ func newProjectionRunner(r Resources, a projections.Sink, info ConsumerInfo, reb
 	return projections.NewRunner(projections.RunnerConfig{Applier: a, NewSubscriber: r.NewSubscriber, Brokers: r.Endpoints.KafkaBrokers, KafkaSecurity: r.Endpoints.Kafka, KafkaInstanceID: r.Endpoints.KafkaInstanceID,
 		Topics: r.Topics, Publisher: r.Publisher, Parking: r.Parking, History: r.History, Start: start, Upcasters: r.upcasters(), Rebuild: rebuild,
 		AggregateTypeOf: r.Catalog.aggregateTypeOfEvent,
-		Registerer: r.registerer("projection", a.Name()), Logger: r.Logger})
+		Registerer:      r.registerer("projection", a.Name()), Logger: r.Logger})
 }
 
 // SearchModel is the Consumer of an Elasticsearch read model: a
