@@ -417,6 +417,7 @@ func (r *Runner) lateTypes(st CatchUpState) []string {
 		read[r.cfg.AggregateTypeOf(t)] = true
 	}
 	var late []string
+	delete(read, "") // an event type no domain names: nothing to tell
 	for _, t := range r.cfg.Applier.EventTypes() {
 		if !slices.Contains(st.Types, t) && read[r.cfg.AggregateTypeOf(t)] {
 			late = append(late, t)
