@@ -109,6 +109,36 @@ func TestDomainFixtureReportsAnAnswerOtherThanTheOneExpected(t *testing.T) {
 	wantFailure(t, s, false, "answered rejected: insufficient funds", `want rejected with a reason containing "account closed"`)
 }
 
+// TestDomainFixtureMatchesRefusalsByCodeAndField: ThenRefusedWith
+// passes on the refusal's code and fails, naming both, on another;
+// ThenInvalid passes on the ValidationError's field and fails on another.
+func TestDomainFixtureMatchesRefusalsByCodeAndField(t *testing.T) {
+	f := testkit.NewDomainFixture(t, bankaccount.Domain()).Given("acc-1", bankaccount.Opened("acc-1"))
+	f.When("acc-1", bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "x", Amount: -5000}).
+		ThenRefusedWith(commands.StatusRejected, bankaccount.ErrInsufficientFunds)
+	var refusal *commands.RefusalError
+	if !errors.As(f.Refusal(), &refusal) || refusal.Code != bankaccount.ErrInsufficientFunds {
+		t.Fatalf("Refusal = %v, want a RefusalError with the code", f.Refusal())
+	}
+	f.When("acc-1", bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "x", Amount: 0}).ThenInvalid("amount")
+
+	s := check(t, func(tb testing.TB) {
+		testkit.NewDomainFixture(tb, bankaccount.Domain()).
+			Given("acc-1", bankaccount.Opened("acc-1")).
+			When("acc-1", bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "x", Amount: -5000}).
+			ThenRefusedWith(commands.StatusRejected, bankaccount.ErrClosed)
+	})
+	wantFailure(t, s, false, "answered rejected: insufficient funds", `want rejected matching "bankaccount.closed" (errors.Is)`, "bankaccount.insufficient_funds")
+
+	s = check(t, func(tb testing.TB) {
+		testkit.NewDomainFixture(tb, bankaccount.Domain()).
+			Given("acc-1", bankaccount.Opened("acc-1")).
+			When("acc-1", bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "x", Amount: 0}).
+			ThenInvalid("desc")
+	})
+	wantFailure(t, s, false, "answered invalid: invalid amount: is 0", `want invalid with an *eventstore.ValidationError on "desc"`)
+}
+
 func TestDomainFixtureShowsTheOutboundEventsThatDiffer(t *testing.T) {
 	s := check(t, func(tb testing.TB) {
 		testkit.NewDomainFixture(tb, bankaccount.Domain()).
