@@ -29,22 +29,23 @@ type node struct {
 }
 
 type everything struct {
-	Base                        // promoted: id, note
-	Note     int                `json:"note"` // wins over Base's note
-	Name     string             `json:"name,omitempty"`
-	Count    int64              `json:"count,string"`
-	Ratio    float64            `json:"ratio"`
-	On       bool               `json:"on"`
-	At       time.Time          `json:"at"`
-	Raw      json.RawMessage    `json:"raw"`
-	Bytes    []byte             `json:"bytes"`
-	Any      any                `json:"any"`
-	Home     *address           `json:"home"`
-	Tags     []string           `json:"tags"`
-	Scores   map[string]float64 `json:"scores"`
-	Tree     node               `json:"tree"`
-	Skipped  string             `json:"-"`
-	NoTag    string
+	Base                       // promoted: id, note
+	Note    int                `json:"note"` // wins over Base's note
+	Name    string             `json:"name,omitempty"`
+	Count   int64              `json:"count,string"`
+	Ratio   float64            `json:"ratio"`
+	On      bool               `json:"on"`
+	At      time.Time          `json:"at"`
+	Raw     json.RawMessage    `json:"raw"`
+	Bytes   []byte             `json:"bytes"`
+	Any     any                `json:"any"`
+	Home    *address           `json:"home"`
+	Tags    []string           `json:"tags"`
+	Scores  map[string]float64 `json:"scores"`
+	Tree    node               `json:"tree"`
+	Skipped string             `json:"-"`
+	NoTag   string
+	//lint:ignore U1000 an unexported field, which JSON (and the shape) leaves out
 	internal string
 }
 
