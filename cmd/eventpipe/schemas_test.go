@@ -68,11 +68,24 @@ func shippedHadACarrier(e *schemas.Event) {
 // TestSchemasCheckPassesOnTheCommittedSnapshot: the committed snapshot
 // is the built-in catalogue's schemas, exactly (a change to a payload
 // type, even one that breaks nothing, must come with the snapshot
-// written again).
+// written again), and every built-in event type has a typed definition,
+// so that its payload is checked.
 func TestSchemasCheckPassesOnTheCommittedSnapshot(t *testing.T) {
 	out, err := runSchemas(t, eventpipe.Builtin(), "check", "--file", committedSchemas)
 	if err != nil || !strings.Contains(out, "event types: as in "+committedSchemas) {
 		t.Fatalf("schemas check: %v\n%s\nwant the snapshot as the code has it (run 'eventpipe schemas write' after a change that passes)", err, out)
+	}
+	current, err := eventpipe.Builtin().EventSchemas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range current.Events {
+		if e.Payload == nil {
+			t.Errorf("%s (%s) has no typed definition (eventstore.DefineEvent): its payload is not checked", e.Type, e.Aggregate)
+		}
+	}
+	if len(current.Events) < 16 {
+		t.Errorf("%d event types in the built-in catalogue, want the 16 of its four domains at least", len(current.Events))
 	}
 }
 
