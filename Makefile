@@ -46,11 +46,16 @@ chromium:
 # EVENTPIPE_TEST_HANG_AFTER without progress): the slowest package took
 # 14 minutes here with two CPU-bound processes beside the run, so 45
 # leaves a machine slower still room.
+# First the event schemas against their committed snapshot
+# (schemas/events.json; docs/domains.md, "Changing an event"): a change
+# stored events would not survive fails here, before any test runs.
 test: stack-up chromium
+	$(BIN) schemas check
 	$(GO) test -race -count=1 -p 4 -timeout 45m $(TESTFLAGS) ./...
 
 # The unit tier: every test that needs no service (domains, rules,
-# fixtures, codecs, the store contract on the memory store, pure logic).
+# fixtures, codecs, the store contract on the memory store, pure logic;
+# the event schemas' check too, as cmd/eventpipe's TestSchemasCheck…).
 # -short makes each integration test skip, saying so (dev/testenv);
 # the service addresses point at a closed port, so a test that reaches
 # for a service any other way fails here instead of passing by chance.

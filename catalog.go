@@ -20,6 +20,7 @@ import (
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
 	"github.com/eventpipe/eventpipe/sagas"
 	"github.com/eventpipe/eventpipe/sagas/transfersaga"
+	"github.com/eventpipe/eventpipe/schemas"
 )
 
 // Catalog is what a deployment knows, built without I/O: its domains
@@ -183,6 +184,20 @@ func (c *Catalog) Schema() eventstore.Schema {
 		}
 	}
 	return eventstore.Schema{Types: types, Upcasters: &c.upcasters}
+}
+
+// EventSchemas returns the schema of every event type of the
+// catalogue's domains: its aggregate type, its current version (from the
+// catalogue's upcasters) and its payload's JSON shape, from the typed
+// definitions (package schemas; `eventpipe schemas check` compares it
+// with the committed snapshot). An upcaster chain with a gap, or an
+// event type of two domains, is a *eventstore.ValidationError.
+func (c *Catalog) EventSchemas() (schemas.Registry, error) {
+	ds := make([]commands.Domain, 0, len(c.domains))
+	for _, t := range c.AggregateTypes() {
+		ds = append(ds, c.domains[t])
+	}
+	return schemas.FromDomains(ds, &c.upcasters)
 }
 
 // AggregateTypeOf returns the aggregate type whose handler takes

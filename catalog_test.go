@@ -35,24 +35,18 @@ type counter struct {
 }
 
 func counterDomain(payloadField string) commands.Domain {
-	processor := eventstore.Processor[counter]{
-		Initial: func() counter { return counter{} },
-		Rules: map[string]eventstore.Rule[counter]{
-			"Counted": eventstore.On(func(s counter, p map[string]int, _ *eventstore.Outbox) (counter, error) {
-				s.Total += p[payloadField]
-				return s, nil
-			}),
-		},
-	}
-	return commands.FacetDomain("counter", processor, map[string]commands.Decide[counter]{
-		"Count": func(_ eventstore.State[counter], cmd commands.Command) ([]eventstore.NewEvent, error) {
-			var p map[string]int
-			if err := json.Unmarshal(cmd.Payload, &p); err != nil {
-				return nil, &eventstore.ValidationError{Field: "payload", Reason: err.Error()}
-			}
-			return []eventstore.NewEvent{eventstore.Event("Counted", map[string]int{payloadField: p["by"]})}, nil
-		},
-	})
+	counted := eventstore.DefineEvent[map[string]int]("Counted")
+	processor := eventstore.NewProcessor(func() counter { return counter{} },
+		eventstore.OnEvent(counted, func(s counter, p map[string]int, _ *eventstore.Outbox) (counter, error) {
+			s.Total += p[payloadField]
+			return s, nil
+		}),
+	)
+	return commands.FacetDomain("counter", processor,
+		commands.OnCommand(commands.DefineCommand[map[string]int]("Count"), func(_ eventstore.State[counter], _ commands.Command, p map[string]int) ([]eventstore.NewEvent, error) {
+			return []eventstore.NewEvent{counted.New(map[string]int{payloadField: p["by"]})}, nil
+		}),
+	)
 }
 
 func catalogWith(t *testing.T, d commands.Domain) *eventpipe.Catalog {

@@ -1,7 +1,11 @@
 // Package commands carries users' intentions to the aggregates: the command
 // envelope and its codec, the registry of handlers by command type, the
 // dispatcher that runs them against the event store, and the results sent
-// back on the replies topic.
+// back on the replies topic. A domain declares each command type with the
+// Go type of its payload (DefineCommand) and registers one decision per
+// definition (OnCommand, FacetDomain), which receives the payload decoded
+// as that type; a refusal's eventstore.Code reaches the caller in the
+// Result (Result.Err, errors.Is).
 package commands
 
 import (

@@ -16,13 +16,19 @@ import (
 // command presumes (Conflict, NotFound). A business refusal ("insufficient
 // funds") is eventstore.Reject, from a decide function or a rule, and bad
 // input an *eventstore.ValidationError. The dispatcher answers each as the
-// command's Result (an answer, not a failure, never retried).
+// command's Result (an answer, not a failure, never retried). A decision
+// made with a Code (ConflictWith, NotFoundWith) matches it with
+// errors.Is, and so does the command's answer (Result.Err).
 type Decision struct {
 	Status Status // StatusConflict or StatusNotFound
 	Reason string
+	Code   eventstore.Code // the kind of refusal; "" for Conflict's and NotFound's
 }
 
 func (d *Decision) Error() string { return fmt.Sprintf("%s: %s", d.Status, d.Reason) }
+
+// Unwrap returns the decision's Code (nil without one).
+func (d *Decision) Unwrap() error { return codeErr(d.Code) }
 
 // Conflict refuses a command because the aggregate is not in the state it
 // presumes (e.g. creating what already exists).
@@ -34,6 +40,36 @@ func Conflict(format string, args ...any) error {
 // deleted).
 func NotFound(format string, args ...any) error {
 	return &Decision{Status: StatusNotFound, Reason: fmt.Sprintf(format, args...)}
+}
+
+// ConflictWith is Conflict of kind code (see eventstore.Code).
+func ConflictWith(code eventstore.Code, format string, args ...any) error {
+	return &Decision{Status: StatusConflict, Code: code, Reason: fmt.Sprintf(format, args...)}
+}
+
+// NotFoundWith is NotFound of kind code (see eventstore.Code).
+func NotFoundWith(code eventstore.Code, format string, args ...any) error {
+	return &Decision{Status: StatusNotFound, Code: code, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Refusal codes of the command layer itself, for the refusals it makes
+// before or after a domain decides.
+const (
+	// ErrVersionConflict: the command's expected version is not the
+	// aggregate's, or concurrent appends kept moving it past the
+	// handler's retries (StatusConflict).
+	ErrVersionConflict eventstore.Code = "commands.version_conflict"
+	// ErrNoAggregate: the command expects a version above 0 of an
+	// aggregate that has no events (StatusNotFound).
+	ErrNoAggregate eventstore.Code = "commands.no_aggregate"
+)
+
+// codeErr is c as an error, nil when c is empty.
+func codeErr(c eventstore.Code) error {
+	if c == "" {
+		return nil
+	}
+	return c
 }
 
 // Decide turns a command and the current state of its aggregate (Seq 0
@@ -127,11 +163,11 @@ func (h *facetHandler[S]) Handle(ctx context.Context, cmd Command) (Result, erro
 		}
 		res.Version = cur.Seq
 		if cmd.ExpectedVersion != nil && *cmd.ExpectedVersion > 0 && cur.Seq == 0 {
-			return h.refused(res, &Decision{Status: StatusNotFound,
+			return h.refused(res, &Decision{Status: StatusNotFound, Code: ErrNoAggregate,
 				Reason: fmt.Sprintf("%s does not exist (expected version %d)", ref, *cmd.ExpectedVersion)})
 		}
 		if cmd.ExpectedVersion != nil && *cmd.ExpectedVersion != cur.Seq {
-			return h.refused(res, &Decision{Status: StatusConflict,
+			return h.refused(res, &Decision{Status: StatusConflict, Code: ErrVersionConflict,
 				Reason: fmt.Sprintf("expected version %d, actual %d", *cmd.ExpectedVersion, cur.Seq)})
 		}
 		events, err := h.cfg.Decide(cur, cmd)
@@ -160,7 +196,7 @@ func (h *facetHandler[S]) Handle(ctx context.Context, cmd Command) (Result, erro
 			sleep(ctx, attempt)
 			continue
 		case errors.As(err, &conflict):
-			return h.refused(res, &Decision{Status: StatusConflict, Reason: err.Error()})
+			return h.refused(res, &Decision{Status: StatusConflict, Code: ErrVersionConflict, Reason: err.Error()})
 		default:
 			return h.refused(res, err)
 		}
@@ -178,14 +214,14 @@ func (h *facetHandler[S]) refused(res Result, err error) (Result, error) {
 	var recorded *eventstore.RefusedCommandError
 	switch {
 	case errors.As(err, &recorded):
-		res.Status, res.Reason, res.Version, res.Duplicate = Status(recorded.Refusal.Status), recorded.Refusal.Reason, recorded.Refusal.Version, true
+		res.Status, res.Reason, res.Code, res.Version, res.Duplicate = Status(recorded.Refusal.Status), recorded.Refusal.Reason, recorded.Refusal.Code, recorded.Refusal.Version, true
 		if res.Status == StatusInvalid {
 			return res, &InvalidError{Err: err}
 		}
 	case errors.As(err, &dec):
-		res.Status, res.Reason = dec.Status, dec.Reason
+		res.Status, res.Reason, res.Code = dec.Status, dec.Reason, dec.Code
 	case errors.As(err, &rej):
-		res.Status, res.Reason = StatusRejected, rej.Reason
+		res.Status, res.Reason, res.Code = StatusRejected, rej.Reason, rej.Code
 	case eventstore.IsPermanent(err):
 		res.Status, res.Reason = StatusInvalid, err.Error()
 		return res, &InvalidError{Err: err}

@@ -242,16 +242,16 @@ func (d *Dispatcher) dispatch(ctx context.Context, cmd Command, record bool) (Re
 // returned with an *InvalidError so that the message is poisoned.
 func (d *Dispatcher) record(ctx context.Context, cmd Command, res Result, cause error) (Result, error) {
 	ref := eventstore.Ref{Type: cmd.AggregateType, ID: cmd.AggregateID}
-	prior, err := d.cfg.Outcomes.RecordRefusal(ctx, ref, cmd.ID, eventstore.Refusal{Status: string(res.Status), Reason: res.Reason, Version: res.Version})
+	prior, err := d.cfg.Outcomes.RecordRefusal(ctx, ref, cmd.ID, eventstore.Refusal{Status: string(res.Status), Reason: res.Reason, Code: res.Code, Version: res.Version})
 	var refused *eventstore.RefusedCommandError
 	switch {
 	case errors.As(err, &refused):
-		res.Status, res.Reason, res.Version = Status(refused.Refusal.Status), refused.Refusal.Reason, refused.Refusal.Version
+		res.Status, res.Reason, res.Code, res.Version = Status(refused.Refusal.Status), refused.Refusal.Reason, refused.Refusal.Code, refused.Refusal.Version
 		res.EventIDs, res.Duplicate = nil, true
 	case err != nil:
 		return res, fmt.Errorf("command %s: %w", cmd.ID, err)
 	case prior.Duplicate:
-		res.Status, res.Reason, res.Version = StatusAccepted, "", prior.LastSeq
+		res.Status, res.Reason, res.Code, res.Version = StatusAccepted, "", "", prior.LastSeq
 		res.EventIDs, res.Duplicate = prior.EventIDs, true
 		return res, nil
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -20,6 +22,15 @@ type Domain struct {
 	EventTypes eventstore.EventTypes
 	// CommandTypes are the commands its handlers take. Required.
 	CommandTypes []string
+	// Events are the typed definitions of its event types (FacetDomain
+	// takes them from the processor's rules, eventstore.NewProcessor),
+	// sorted by name: what the schema registry reads. An event type of
+	// EventTypes without one has no declared payload shape.
+	Events []eventstore.EventDefinition
+	// Commands are the typed definitions of its command types
+	// (FacetDomain takes them from its deciders, OnCommand), sorted by
+	// name.
+	Commands []CommandDefinition
 	// NewHandlers builds one handler per command type on store; new
 	// events get their current schema version from upcasters (nil: 1).
 	// Required.
@@ -63,21 +74,54 @@ func (d Domain) Validate() error {
 	case d.NewHandlers == nil:
 		return bad("NewHandlers", "is nil")
 	}
+	for _, t := range d.CommandTypes {
+		if err := eventstore.ValidateName("command_type", t); err != nil {
+			return fmt.Errorf("commands: domain %s: CommandTypes: %w", d.AggregateType, err)
+		}
+	}
+	for _, e := range d.Events {
+		if _, ok := d.EventTypes[e.Name()]; !ok {
+			return bad("Events", fmt.Sprintf("%s is not one of EventTypes", e.Name()))
+		}
+	}
+	for _, c := range d.Commands {
+		if !slices.Contains(d.CommandTypes, c.Name()) {
+			return bad("Commands", fmt.Sprintf("%s is not one of CommandTypes", c.Name()))
+		}
+	}
 	return nil
 }
 
 // FacetDomain describes a domain whose commands decide against the STATE
-// of a facet with processor p: one Decide per command type.
-func FacetDomain[S any](aggregateType string, p eventstore.Processor[S], decide map[string]Decide[S]) Domain {
-	types := make([]string, 0, len(decide))
-	for t := range decide {
-		types = append(types, t)
+// of a facet with processor p: one Decider per command type (OnCommand;
+// a later one of the same type replaces an earlier one). Its Events are
+// the definitions of p's rules, its Commands those of the deciders.
+//
+//	commands.FacetDomain(AggregateType, Processor(),
+//		commands.OnCommand(CreateTodoCommand, decideCreate),
+//		commands.OnCommand(DeleteTodoCommand, decideDelete))
+func FacetDomain[S any](aggregateType string, p eventstore.Processor[S], deciders ...Decider[S]) Domain {
+	decide := make(map[string]Decide[S], len(deciders))
+	defs := make(map[string]CommandDefinition, len(deciders))
+	for _, dc := range deciders {
+		decide[dc.def.Name()], defs[dc.def.Name()] = dc.decide, dc.def
 	}
-	sort.Strings(types)
+	types := slices.Sorted(maps.Keys(decide))
+	cmds := make([]CommandDefinition, 0, len(types))
+	for _, t := range types {
+		cmds = append(cmds, defs[t])
+	}
+	events := p.Events()
+	evs := make([]eventstore.EventDefinition, 0, len(events))
+	for _, t := range slices.Sorted(maps.Keys(events)) {
+		evs = append(evs, events[t])
+	}
 	d := Domain{
 		AggregateType: aggregateType,
 		EventTypes:    p.Types(),
 		CommandTypes:  types,
+		Events:        evs,
+		Commands:      cmds,
 		NewHandlers: func(store eventstore.Store, upcasters *eventstore.Upcasters) ([]Handler, error) {
 			facet, err := eventstore.NewFacet(eventstore.FacetConfig[S]{Store: store, AggregateType: aggregateType, Processor: p, Upcasters: upcasters})
 			if err != nil {

@@ -96,9 +96,11 @@ func (s *logStore) PutSnapshot(_ context.Context, ref eventstore.Ref, st eventst
 }
 
 func counterDomain() commands.Domain {
-	return commands.FacetDomain("counter", counterProcessor(), map[string]commands.Decide[counter]{
-		"Add": func(eventstore.State[counter], commands.Command) ([]eventstore.NewEvent, error) { return nil, nil },
-	})
+	return commands.FacetDomain("counter", counterProcessor(),
+		commands.OnCommand(commands.DefineCommand[struct{}]("Add"), func(eventstore.State[counter], commands.Command, struct{}) ([]eventstore.NewEvent, error) {
+			return nil, nil
+		}),
+	)
 }
 
 func TestFacetDomainSnapshotStoresTheStateAndStartsFromTheLastSnapshot(t *testing.T) {

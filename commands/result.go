@@ -36,15 +36,47 @@ const (
 // Result is what the dispatcher publishes on the replies topic, keyed by
 // command id, after handling a command.
 type Result struct {
-	CommandID     string   `json:"command_id"`
-	Status        Status   `json:"status"`
-	Reason        string   `json:"reason,omitempty"`
-	AggregateType string   `json:"aggregate_type,omitempty"`
-	AggregateID   string   `json:"aggregate_id,omitempty"`
-	Version       int64    `json:"version"`             // the aggregate's version after the command
-	EventIDs      []string `json:"event_ids,omitempty"` // events the command appended
-	Duplicate     bool     `json:"duplicate,omitempty"` // the command id had been answered before: this repeats the recorded answer
+	CommandID string `json:"command_id"`
+	Status    Status `json:"status"`
+	Reason    string `json:"reason,omitempty"`
+	// Code is the kind of a refusal, when the domain gave one
+	// (eventstore.Code): what callers match, with Err and errors.Is.
+	Code          eventstore.Code `json:"code,omitempty"`
+	AggregateType string          `json:"aggregate_type,omitempty"`
+	AggregateID   string          `json:"aggregate_id,omitempty"`
+	Version       int64           `json:"version"`             // the aggregate's version after the command
+	EventIDs      []string        `json:"event_ids,omitempty"` // events the command appended
+	Duplicate     bool            `json:"duplicate,omitempty"` // the command id had been answered before: this repeats the recorded answer
 }
+
+// Err returns nil for an accepted command, and otherwise the refusal as
+// a *RefusalError, which matches the refusal's Code with errors.Is:
+//
+//	if errors.Is(res.Err(), bankaccount.ErrInsufficientFunds) { … }
+func (r Result) Err() error {
+	if r.Status == StatusAccepted {
+		return nil
+	}
+	return &RefusalError{Status: r.Status, Code: r.Code, Reason: r.Reason}
+}
+
+// RefusalError is a command's refusal as an error (Result.Err): its
+// status, its Code when it had one, and its reason.
+type RefusalError struct {
+	Status Status
+	Code   eventstore.Code
+	Reason string
+}
+
+func (e *RefusalError) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("%s: %s", e.Status, e.Reason)
+	}
+	return fmt.Sprintf("%s (%s): %s", e.Status, e.Code, e.Reason)
+}
+
+// Unwrap returns the refusal's Code (nil without one).
+func (e *RefusalError) Unwrap() error { return codeErr(e.Code) }
 
 // ToMessage encodes the result, keyed (partition key) by command id.
 func (r Result) ToMessage(correlationID string) (*message.Message, error) {

@@ -104,8 +104,10 @@ func waitKilled(t *testing.T, child *exec.Cmd) {
 // later command changes the aggregate so that deciding the first command
 // again would accept it (a deposit that covers a refused withdrawal, the
 // opening of a missing account). Every delivery, first and redelivered,
-// answers what the first answered (rejected, not found, invalid), and the
-// refused commands append nothing.
+// answers what the first answered (rejected, not found, invalid), with
+// the refusal's code, which the redelivered answer (the refusal recorded
+// in DynamoDB) matches with errors.Is as the first did; and the refused
+// commands append nothing.
 func TestRedeliveredRefusalsAreAnsweredAsFirstAfterAKill(t *testing.T) {
 	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	ctx := context.Background()
@@ -130,20 +132,21 @@ func TestRedeliveredRefusalsAreAnsweredAsFirstAfterAKill(t *testing.T) {
 	cases := []struct {
 		name   string
 		want   commands.Status
+		code   eventstore.Code // the refusal's kind, on every answer ("": none)
 		cmd    commands.Command
 		enable commands.Command // would make cmd succeed if decided again (except the invalid one)
 		ref    eventstore.Ref
 		events int // the aggregate's events in the end
 	}{
-		{"rejected", commands.StatusRejected,
+		{"rejected", commands.StatusRejected, bankaccount.ErrInsufficientFunds,
 			accountCmd(t, bankaccount.RecordTransaction, poor, bankaccount.TransactionAcceptedData{Desc: "withdrawal", Amount: -overdraw}),
 			accountCmd(t, bankaccount.RecordTransaction, poor, bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: 500}),
 			eventstore.Ref{Type: bankaccount.AggregateType, ID: poor}, 2},
-		{"not found", commands.StatusNotFound,
+		{"not found", commands.StatusNotFound, bankaccount.ErrNotFound,
 			accountCmd(t, bankaccount.RecordTransaction, missing, bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: 10}),
 			accountCmd(t, bankaccount.OpenAccount, missing, struct{}{}),
 			eventstore.Ref{Type: bankaccount.AggregateType, ID: missing}, 1},
-		{"invalid", commands.StatusInvalid,
+		{"invalid", commands.StatusInvalid, "",
 			accountCmd(t, bankaccount.RecordTransaction, odd, bankaccount.TransactionAcceptedData{Desc: "nothing", Amount: 0}),
 			accountCmd(t, bankaccount.RecordTransaction, odd, bankaccount.TransactionAcceptedData{Desc: "deposit", Amount: 5}),
 			eventstore.Ref{Type: bankaccount.AggregateType, ID: odd}, 2},
@@ -172,8 +175,11 @@ func TestRedeliveredRefusalsAreAnsweredAsFirstAfterAKill(t *testing.T) {
 	for _, c := range cases {
 		got := replies.wait(t, c.cmd.ID, 2)
 		for i, res := range got {
-			if res.Status != c.want || res.Reason != got[0].Reason || res.Version != got[0].Version || res.Duplicate != (i > 0) {
+			if res.Status != c.want || res.Reason != got[0].Reason || res.Code != c.code || res.Version != got[0].Version || res.Duplicate != (i > 0) {
 				t.Errorf("%s: answer %d of %d is %+v; want the first %+v repeated (duplicate)", c.name, i+1, len(got), res, got[0])
+			}
+			if c.code != "" && !errors.Is(res.Err(), c.code) {
+				t.Errorf("%s: answer %d of %d: %v does not match %s (errors.Is)", c.name, i+1, len(got), res.Err(), c.code)
 			}
 		}
 		evs := rigs.Events(t, svc, c.ref.Type, c.ref.ID)

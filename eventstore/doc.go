@@ -6,6 +6,12 @@
 // reducers) that keep an aggregate's current STATE beside its events and
 // publish OUTBOUND events through the same transaction.
 //
+// A domain declares each event type with the Go type of its payload
+// (DefineEvent) and registers its rules from those definitions (OnEvent
+// and its siblings, NewProcessor), so that a payload of the wrong type
+// does not compile; a rule refuses an event with a RuleRejection whose
+// Code (RejectWith) callers match with errors.Is.
+//
 // Rules see the state and one event. A HistoryRule (Processor.HistoryRules)
 // also sees the aggregate's events (History): the stored ones before the
 // event (Past), the others of its append (New, Index). A FoldRule

@@ -54,13 +54,36 @@ type ValidationError struct {
 
 func (e *ValidationError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason) }
 
+// Code names one kind of refusal, declared by the domain that refuses
+// ("bankaccount.insufficient_funds"), so that callers and tests match a
+// refusal by what it is rather than by the words of its reason:
+//
+//	const ErrInsufficientFunds eventstore.Code = "bankaccount.insufficient_funds"
+//	…
+//	return a, eventstore.RejectWith(ErrInsufficientFunds, "insufficient funds")
+//	…
+//	errors.Is(err, bankaccount.ErrInsufficientFunds)
+//
+// A Code is an error, and every refusal that carries one matches it with
+// errors.Is: a *RuleRejection, a *RefusedCommandError (the refusal a store
+// recorded), and the command layer's decisions and answers
+// (commands.ConflictWith, commands.Result.Err). It is a string, so it
+// survives being recorded and sent: the same value matches after the
+// round trip. By convention "<aggregate type>.<kind>", lower case.
+type Code string
+
+// Error returns the code.
+func (c Code) Error() string { return string(c) }
+
 // Refusal is the final answer to a command that appended nothing, as
 // recorded under its command id: the status in the command layer's
 // vocabulary (for example "rejected", "not_found", "conflict", "invalid"),
-// the reason given, and the aggregate's version when it was decided.
+// the reason given, its Code when the refusal had one, and the
+// aggregate's version when it was decided.
 type Refusal struct {
 	Status  string
 	Reason  string
+	Code    Code
 	Version int64
 }
 
@@ -79,6 +102,11 @@ func (e *RefusedCommandError) Error() string {
 		e.CommandID, e.Aggregate, e.Refusal.Status, e.Refusal.Version, e.Refusal.Reason)
 }
 
+// Unwrap returns the recorded refusal's Code (nil without one), so that
+// errors.Is(err, code) matches a recorded refusal as it matched the
+// fresh one.
+func (e *RefusedCommandError) Unwrap() error { return codeErr(e.Refusal.Code) }
+
 // RuleRejection is returned by a rule that refuses an event (e.g.
 // "insufficient funds"). The processor fills in which event it was; the
 // facet writes nothing when any rule rejects.
@@ -86,6 +114,7 @@ type RuleRejection struct {
 	EventType string // filled in by the processor
 	Sequence  int64  // the sequence the event would have had (or had, on replay)
 	Reason    string
+	Code      Code // the kind of refusal (RejectWith); "" for Reject's
 }
 
 func (e *RuleRejection) Error() string {
@@ -95,13 +124,34 @@ func (e *RuleRejection) Error() string {
 	return fmt.Sprintf("rejected %s (sequence %d): %s", e.EventType, e.Sequence, e.Reason)
 }
 
+// Unwrap returns the rejection's Code (nil without one): errors.Is(err,
+// code) matches it.
+func (e *RuleRejection) Unwrap() error { return codeErr(e.Code) }
+
 // Reject returns a *RuleRejection with the reason; rules return it to
-// refuse an event.
+// refuse an event. A refusal that callers tell apart from others has a
+// Code: RejectWith.
 func Reject(reason string) error { return &RuleRejection{Reason: reason} }
 
 // Rejectf is Reject with a format.
 func Rejectf(format string, args ...any) error {
 	return &RuleRejection{Reason: fmt.Sprintf(format, args...)}
+}
+
+// RejectWith returns a *RuleRejection of kind code, with the reason
+// format and args give; errors.Is(err, code) matches it, and so does the
+// answer to the command it refused, fresh or recorded.
+func RejectWith(code Code, format string, args ...any) error {
+	return &RuleRejection{Code: code, Reason: fmt.Sprintf(format, args...)}
+}
+
+// codeErr is c as an error, nil when c is empty (so that an uncoded
+// refusal unwraps to nothing).
+func codeErr(c Code) error {
+	if c == "" {
+		return nil
+	}
+	return c
 }
 
 // DecodeError says why bytes are not what they should be: an event

@@ -82,14 +82,17 @@ const MaxSequence = 999_999_999_999
 // longer one is cut (see Refusal.Recorded).
 const MaxReasonBytes = 1024
 
-// Validate reports an empty status or a negative version as a
-// *ValidationError.
+// Validate reports an empty status, a negative version or a code that is
+// not a usable name (see ValidateName) as a *ValidationError.
 func (r Refusal) Validate() error {
 	if r.Status == "" {
 		return &ValidationError{Field: "status", Reason: "is empty"}
 	}
 	if r.Version < 0 {
 		return &ValidationError{Field: "version", Reason: "is negative"}
+	}
+	if r.Code != "" {
+		return ValidateName("code", string(r.Code))
 	}
 	return nil
 }

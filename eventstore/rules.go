@@ -49,7 +49,10 @@ func (o *Outbox) Publish(name string, v any) {
 // aggregate before its first event. Each event type has one rule, in
 // Rules, in HistoryRules (a rule that sees the aggregate's other events)
 // or in FoldRules (one that sees the past through a Fold), in only one of
-// them. A Processor is immutable once built and safe for concurrent use.
+// them. NewProcessor builds one from typed event definitions (OnEvent and
+// its siblings), so that each rule's payload type is its event's; the
+// maps can also be filled by event type name. A Processor is immutable
+// once built and safe for concurrent use.
 type Processor[S any] struct {
 	Initial      func() S
 	Rules        map[string]Rule[S]
@@ -58,6 +61,8 @@ type Processor[S any] struct {
 	// HistoryRules gives them the past from its latest snapshot plus the
 	// later events, not the whole log. Their folds' keys are unique.
 	FoldRules map[string]FoldRule[S]
+
+	defs map[string]EventDefinition // by event type; see Events
 }
 
 // Apply folds events into state in order and returns the new state and

@@ -1,11 +1,15 @@
 package poison_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -239,5 +243,66 @@ func TestPoisonRedriverConfigValidateNamesTheField(t *testing.T) {
 		if !errors.As(err, &ve) || ve.Field != tc.field {
 			t.Errorf("NewRedriver without %s: %v, want a ValidationError on %s", tc.field, err, tc.field)
 		}
+	}
+}
+
+// TestARedrivenV1EventIsReadAsV2OnceItsUpcasterIsAdded: a consumer
+// poisoned an event of schema v1; its v1→v2 upcaster is added and the
+// message re-driven. The redrive publishes the message as it was
+// poisoned (the v1 payload, byte for byte), and a consumer's decoding of
+// what it takes from the topic (bus.UpcastedEventFromMessage, as the
+// projections' and the sagas' runners do) upcasts it to v2; without the
+// upcaster the same copy stays v1. (e2e's
+// TestAPoisonedV1EventRedrivenAfterItsUpcasterIsAddedReachesTheSagaAsV2
+// runs the whole path with a saga.)
+func TestARedrivenV1EventIsReadAsV2OnceItsUpcasterIsAdded(t *testing.T) {
+	ctx := context.Background()
+	e := newRedriveEnv(t, 0)
+	ns := strings.TrimSuffix(e.poison, bus.Topics{}.Poison("g"))
+	e.poison, e.origin = bus.Topics{Prefix: ns}.Poison("v1-reader"), bus.Topics{Prefix: ns}.Events("todo")
+	v1 := eventstore.Envelope{EventID: eventstore.NewEventID(time.Now()), AggregateType: "todo", AggregateID: "t1", Sequence: 1,
+		EventType: "TodoCreated", SchemaVersion: 1, OccurredAt: time.Now().UTC(), Payload: []byte(`{"name":"buy milk"}`)}
+	msg, err := bus.EventMessage(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	original := append([]byte(nil), msg.Payload...)
+	msg.Metadata.Set(poison.KeyReasonPoisoned, "invalid title: is empty in TodoCreated v1")
+	msg.Metadata.Set(poison.KeyTopicPoisoned, e.origin)
+	msg.Metadata.Set(poison.KeyHandlerPoisoned, "v1-reader")
+	msg.Metadata.Set(poison.KeySubscriberPoisoned, "sub")
+	if err := e.pub.Publish(e.poison, msg); err != nil {
+		t.Fatal(err)
+	}
+	poisoned := e.read(t, e.poison)
+	if len(poisoned) != 1 {
+		t.Fatalf("poison topic holds %d messages, want 1", len(poisoned))
+	}
+
+	upcasters := &eventstore.Upcasters{}
+	upcasters.MustRegister("TodoCreated", 1, func(p json.RawMessage) (json.RawMessage, error) {
+		var old struct {
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal(p, &old); err != nil {
+			return nil, err
+		}
+		return json.Marshal(map[string]string{"title": old.Name})
+	})
+	if res := e.redriver(t, "test").Redrive(ctx, poisoned[0]); res.Outcome != poison.Redriven {
+		t.Fatalf("redrive: %+v", res)
+	}
+	copies := e.copies(t, poisoned[0])
+	if len(copies) != 1 || !bytes.Equal(copies[0].Payload, original) {
+		t.Fatalf("%d copies on %s; want one, the poisoned message's payload unchanged", len(copies), e.origin)
+	}
+	taken := message.NewMessage(copies[0].UUID, copies[0].Payload)
+	taken.Metadata = copies[0].Metadata
+	got, err := bus.UpcastedEventFromMessage(taken, upcasters)
+	if err != nil || got.SchemaVersion != 2 || string(got.Payload) != `{"title":"buy milk"}` || got.EventID != v1.EventID {
+		t.Fatalf("the re-driven copy as a consumer reads it: v%d %s, %v; want v2 with its title", got.SchemaVersion, got.Payload, err)
+	}
+	if before, err := bus.UpcastedEventFromMessage(taken, nil); err != nil || before.SchemaVersion != 1 {
+		t.Fatalf("without the upcaster: v%d, %v; want v1", before.SchemaVersion, err)
 	}
 }

@@ -43,6 +43,7 @@ type DomainFixture struct {
 	cmd      commands.Command
 	res      commands.Result
 	err      error
+	invalid  *commands.InvalidError // the cause of an invalid answer
 	events   []eventstore.Envelope
 	outbound []eventstore.Outbound
 }
@@ -168,8 +169,8 @@ func (f *DomainFixture) WhenCommand(cmd commands.Command) *DomainFixture {
 	f.store.take()
 	f.ran, f.cmd = true, cmd
 	f.res, f.err = f.dispatcher.Dispatch(f.ctx(), cmd)
-	var invalid *commands.InvalidError
-	if errors.As(f.err, &invalid) {
+	f.invalid = nil
+	if errors.As(f.err, &f.invalid) {
 		f.err = nil // an answer (StatusInvalid), not a failure
 	}
 	f.events, f.outbound = f.store.take()
@@ -292,6 +293,57 @@ func (f *DomainFixture) ThenRefused(status commands.Status, reason string) *Doma
 func (f *DomainFixture) ThenRejected(reason string) *DomainFixture {
 	f.t.Helper()
 	return f.ThenRefused(commands.StatusRejected, reason)
+}
+
+// Refusal is the latest When's refusal as an error, nil when it was
+// accepted: for an invalid command the dispatcher's *commands.InvalidError
+// (wrapping the cause: an *eventstore.ValidationError,
+// commands.ErrUnknownCommand, …), for any other refusal Result.Err (a
+// *commands.RefusalError matching its eventstore.Code). Match it with
+// errors.Is and errors.As.
+func (f *DomainFixture) Refusal() error {
+	if f.res.Status == commands.StatusInvalid && f.invalid != nil {
+		return f.invalid
+	}
+	return f.res.Err()
+}
+
+// ThenRefusedWith checks that the command was answered status, that its
+// refusal matches target with errors.Is (an eventstore.Code the domain
+// declares, commands.ErrUnknownCommand, …) and that it appended nothing.
+func (f *DomainFixture) ThenRefusedWith(status commands.Status, target error) *DomainFixture {
+	f.t.Helper()
+	if !f.answered() {
+		return f
+	}
+	switch {
+	case status == commands.StatusAccepted:
+		f.t.Fatal("testkit: ThenRefusedWith(accepted): use ThenAccepted or ThenEvents")
+	case f.res.Status != status || !errors.Is(f.Refusal(), target):
+		f.t.Errorf("%s\nwant %s matching %q (errors.Is), got %v", f.describe(), status, target, f.Refusal())
+	case len(f.events) > 0:
+		f.t.Errorf("%s\nwant nothing appended by a refused command, got:\n%s", f.describe(), renderStored(f.events))
+	}
+	return f
+}
+
+// ThenInvalid checks that the command was answered invalid because of
+// its input field (the Field of the *eventstore.ValidationError it was
+// refused with, found with errors.As; "payload" for a payload that does
+// not decode strictly), and that it appended nothing.
+func (f *DomainFixture) ThenInvalid(field string) *DomainFixture {
+	f.t.Helper()
+	if !f.answered() {
+		return f
+	}
+	var ve *eventstore.ValidationError
+	switch {
+	case f.res.Status != commands.StatusInvalid || !errors.As(f.Refusal(), &ve) || ve.Field != field:
+		f.t.Errorf("%s\nwant invalid with an *eventstore.ValidationError on %q, got %v", f.describe(), field, f.Refusal())
+	case len(f.events) > 0:
+		f.t.Errorf("%s\nwant nothing appended by a refused command, got:\n%s", f.describe(), renderStored(f.events))
+	}
+	return f
 }
 
 // OutboundEvent is an outbound event a rule publishes (see

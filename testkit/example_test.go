@@ -10,7 +10,6 @@ import (
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/domains/order"
 	"github.com/eventpipe/eventpipe/domains/todo"
-	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
 	"github.com/eventpipe/eventpipe/sagas/ordersaga"
 	"github.com/eventpipe/eventpipe/testkit"
@@ -37,17 +36,17 @@ func ExampleDomainFixture() {
 		ThenEvents(bankaccount.Transacted("rent", -150)).
 		ThenOutbound(testkit.Outbound(bankaccount.OutboundAccountOverdrawn, bankaccount.AccountOverdrawnData{AccountID: "acc-1"}))
 	f.When("acc-1", bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "tv", Amount: -951}).
-		ThenRejected("insufficient funds")
+		ThenRefusedWith(commands.StatusRejected, bankaccount.ErrInsufficientFunds)
 	fmt.Println("as expected so far")
 
 	// A check that does not hold says what was expected and what
 	// happened.
-	f.ThenRejected("account closed")
+	f.ThenRefusedWith(commands.StatusRejected, bankaccount.ErrClosed)
 	// Output:
 	// as expected so far
 	// FAIL: when RecordTransaction on bankaccount/acc-1 with {"desc":"tv","amount":-951}
 	// answered rejected: insufficient funds
-	// want rejected with a reason containing "account closed"
+	// want rejected matching "bankaccount.closed" (errors.Is), got rejected (bankaccount.insufficient_funds): insufficient funds
 }
 
 // Given a paid order, when its shipment is refused, then the saga
@@ -74,8 +73,8 @@ func ExampleSagaFixture() {
 func ExampleFoldFixture() {
 	t := printT{}
 	f := testkit.NewFoldFixture(t, searchmodels.TodoSearch{})
-	f.Given("t1", eventstore.Event(todo.TodoCreated, todo.TodoData{Title: "buy milk"}),
-		eventstore.Event(todo.TodoUpdated, todo.TodoData{Title: "buy milk", Completed: true})).
+	f.Given("t1", todo.TodoCreatedEvent.New(todo.TodoData{Title: "buy milk"}),
+		todo.TodoUpdatedEvent.New(todo.TodoData{Title: "buy milk", Completed: true})).
 		ThenDocument("t1", searchmodels.TodoDoc{ID: "t1", Title: "buy milk", Completed: true, Sequence: 2,
 			CreatedAt: testkit.Epoch(), UpdatedAt: testkit.Epoch().Add(time.Second)})
 	fmt.Printf("%s\n", f.Document("t1"))

@@ -109,6 +109,36 @@ func TestDomainFixtureReportsAnAnswerOtherThanTheOneExpected(t *testing.T) {
 	wantFailure(t, s, false, "answered rejected: insufficient funds", `want rejected with a reason containing "account closed"`)
 }
 
+// TestDomainFixtureMatchesRefusalsByCodeAndField: ThenRefusedWith
+// passes on the refusal's code and fails, naming both, on another;
+// ThenInvalid passes on the ValidationError's field and fails on another.
+func TestDomainFixtureMatchesRefusalsByCodeAndField(t *testing.T) {
+	f := testkit.NewDomainFixture(t, bankaccount.Domain()).Given("acc-1", bankaccount.Opened("acc-1"))
+	f.When("acc-1", bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "x", Amount: -5000}).
+		ThenRefusedWith(commands.StatusRejected, bankaccount.ErrInsufficientFunds)
+	var refusal *commands.RefusalError
+	if !errors.As(f.Refusal(), &refusal) || refusal.Code != bankaccount.ErrInsufficientFunds {
+		t.Fatalf("Refusal = %v, want a RefusalError with the code", f.Refusal())
+	}
+	f.When("acc-1", bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "x", Amount: 0}).ThenInvalid("amount")
+
+	s := check(t, func(tb testing.TB) {
+		testkit.NewDomainFixture(tb, bankaccount.Domain()).
+			Given("acc-1", bankaccount.Opened("acc-1")).
+			When("acc-1", bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "x", Amount: -5000}).
+			ThenRefusedWith(commands.StatusRejected, bankaccount.ErrClosed)
+	})
+	wantFailure(t, s, false, "answered rejected: insufficient funds", `want rejected matching "bankaccount.closed" (errors.Is)`, "bankaccount.insufficient_funds")
+
+	s = check(t, func(tb testing.TB) {
+		testkit.NewDomainFixture(tb, bankaccount.Domain()).
+			Given("acc-1", bankaccount.Opened("acc-1")).
+			When("acc-1", bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "x", Amount: 0}).
+			ThenInvalid("desc")
+	})
+	wantFailure(t, s, false, "answered invalid: invalid amount: is 0", `want invalid with an *eventstore.ValidationError on "desc"`)
+}
+
 func TestDomainFixtureShowsTheOutboundEventsThatDiffer(t *testing.T) {
 	s := check(t, func(tb testing.TB) {
 		testkit.NewDomainFixture(tb, bankaccount.Domain()).
@@ -230,7 +260,7 @@ func TestSagaFixtureShowsADiffOfTheCommands(t *testing.T) {
 func TestFoldFixtureShowsADiffOfTheDocument(t *testing.T) {
 	s := check(t, func(tb testing.TB) {
 		testkit.NewFoldFixture(tb, searchmodels.TodoSearch{}).
-			Given("t1", eventstore.Event(todo.TodoCreated, todo.TodoData{Title: "buy milk"})).
+			Given("t1", todo.TodoCreatedEvent.New(todo.TodoData{Title: "buy milk"})).
 			ThenDocument("t1", searchmodels.TodoDoc{ID: "t1", Title: "buy oat milk", Sequence: 1, CreatedAt: testkit.Epoch(), UpdatedAt: testkit.Epoch()})
 	})
 	wantFailure(t, s, false, "search model todos-search: document t1 differ", `-   "title": "buy oat milk",`, `+   "title": "buy milk",`, `  "sequence": 1,`)
@@ -255,7 +285,7 @@ func TestDomainFixtureReadsOldGivenEventsThroughTheUpcasters(t *testing.T) {
 	f := testkit.NewDomainFixture(t, todo.Domain(), testkit.WithUpcasters(&up))
 	f.Given("t1", eventstore.NewEvent{Type: todo.TodoCreated, SchemaVersion: 1, Payload: json.RawMessage(`{"name":"buy milk"}`)}).
 		ThenState("t1", todo.Todo{Title: "buy milk", Exists: true})
-	f.When("t2", todo.CreateTodo, todo.TodoData{Title: "new"}).ThenEvents(eventstore.Event(todo.TodoCreated, todo.TodoData{Title: "new"}))
+	f.When("t2", todo.CreateTodo, todo.TodoData{Title: "new"}).ThenEvents(todo.TodoCreatedEvent.New(todo.TodoData{Title: "new"}))
 	if v := f.Events()[0].SchemaVersion; v != 2 {
 		t.Errorf("a new TodoCreated has schema version %d, want 2", v)
 	}

@@ -74,8 +74,8 @@ func (largeTransactions) Apply(_ context.Context, b *pgx.Batch, e eventstore.Env
 	if e.EventType != bankaccount.TransactionAccepted {
 		return nil
 	}
-	var d bankaccount.TransactionAcceptedData
-	if err := e.DecodePayload(&d); err != nil {
+	d, err := bankaccount.TransactionAcceptedEvent.Decode(e)
+	if err != nil {
 		return err
 	}
 	if d.Amount > -largeAmount && d.Amount < largeAmount {

@@ -127,8 +127,8 @@ func (s *scenario) sagaMoves(ctx context.Context, id string, accounts ...string)
 		}
 		for _, e := range evs {
 			if tid, step, ok := sagas.ParseCommandID(transfersaga.Name, e.Metadata.CausationID); ok && tid == id && e.EventType == bankaccount.TransactionAccepted {
-				var d bankaccount.TransactionAcceptedData
-				if err := e.DecodePayload(&d); err != nil {
+				d, err := bankaccount.TransactionAcceptedEvent.Decode(e)
+				if err != nil {
 					return "", err
 				}
 				if out != "" {

@@ -37,8 +37,8 @@ func (r refusedTitle) Permanent() bool { return true }
 
 func (p refusingTodos) Apply(ctx context.Context, b *pgx.Batch, e eventstore.Envelope) error {
 	if e.EventType == todo.TodoUpdated {
-		var d todo.TodoData
-		if err := e.DecodePayload(&d); err != nil {
+		d, err := todo.TodoUpdatedEvent.Decode(e)
+		if err != nil {
 			return err
 		}
 		if d.Title == "poison" {
@@ -104,9 +104,9 @@ func NewParkingPipeline(t *testing.T) *ParkingPipeline {
 // relay would.
 func (p *ParkingPipeline) Todo(t *testing.T, id string, titles ...string) {
 	t.Helper()
-	ch := eventstore.Change{Events: []eventstore.NewEvent{eventstore.Event(todo.TodoCreated, todo.TodoData{Title: id + "-created"})}}
+	ch := eventstore.Change{Events: []eventstore.NewEvent{todo.TodoCreatedEvent.New(todo.TodoData{Title: id + "-created"})}}
 	for _, title := range titles {
-		ch.Events = append(ch.Events, eventstore.Event(todo.TodoUpdated, todo.TodoData{Title: title}))
+		ch.Events = append(ch.Events, todo.TodoUpdatedEvent.New(todo.TodoData{Title: title}))
 	}
 	p.AppendAndPublish(t, id, 0, ch)
 }
@@ -203,7 +203,7 @@ func (p *ParkingPipeline) Update(t *testing.T, id string, version int64, titles 
 	t.Helper()
 	var ch eventstore.Change
 	for _, title := range titles {
-		ch.Events = append(ch.Events, eventstore.Event(todo.TodoUpdated, todo.TodoData{Title: title}))
+		ch.Events = append(ch.Events, todo.TodoUpdatedEvent.New(todo.TodoData{Title: title}))
 	}
 	p.AppendAndPublish(t, id, version, ch)
 }

@@ -305,7 +305,7 @@ func (r *TransferRig) RequestTransfer(id, from, to string, amount int64) {
 // PublishTransfer is RequestTransfer returning its error: it does not
 // touch r.T, so any goroutine may call it.
 func (r *TransferRig) PublishTransfer(id, from, to string, amount int64) error {
-	cmd, err := commands.NewJSON(transfer.RequestTransfer, transfer.AggregateType, id, transfer.RequestedData{From: from, To: to, Amount: amount})
+	cmd, err := transfer.RequestTransferCommand.New(transfer.AggregateType, id, transfer.RequestedData{From: from, To: to, Amount: amount})
 	if err != nil {
 		return fmt.Errorf("request transfer %s: %w", id, err)
 	}
@@ -380,8 +380,8 @@ func (r *TransferRig) Moves(id string) map[string][]int64 {
 		if e.EventType != bankaccount.TransactionAccepted {
 			continue
 		}
-		var d bankaccount.TransactionAcceptedData
-		if err := e.DecodePayload(&d); err != nil {
+		d, err := bankaccount.TransactionAcceptedEvent.Decode(e)
+		if err != nil {
 			r.T.Fatal(err)
 		}
 		out[e.Metadata.CausationID] = append(out[e.Metadata.CausationID], d.Amount)

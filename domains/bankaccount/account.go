@@ -25,6 +25,26 @@ const (
 	AccountClosed       = "AccountClosed"       // payload AccountClosedData
 )
 
+// Event definitions: each event type with the Go type of its payload.
+var (
+	AccountOpenedEvent       = eventstore.DefineEvent[AccountOpenedData](AccountOpened)
+	OwnerRenamedEvent        = eventstore.DefineEvent[OwnerRenamedData](OwnerRenamed)
+	TransactionAcceptedEvent = eventstore.DefineEvent[TransactionAcceptedData](TransactionAccepted)
+	AccountClosedEvent       = eventstore.DefineEvent[AccountClosedData](AccountClosed)
+)
+
+// Refusal codes (see eventstore.Code): the kinds of refusal of the
+// ledger's commands and rules, matched with errors.Is.
+const (
+	ErrExists            eventstore.Code = "bankaccount.exists"             // the account is already open
+	ErrNotFound          eventstore.Code = "bankaccount.not_found"          // no such account (never opened)
+	ErrAlreadyClosed     eventstore.Code = "bankaccount.already_closed"     // closing a closed account
+	ErrClosed            eventstore.Code = "bankaccount.closed"             // a transaction (not a refund) on a closed account
+	ErrInsufficientFunds eventstore.Code = "bankaccount.insufficient_funds" // past the overdraft limit
+	ErrRefundNotCredit   eventstore.Code = "bankaccount.refund_not_credit"  // a refund of a debit
+	ErrDuplicateDesc     eventstore.Code = "bankaccount.duplicate_desc"     // a description already used (UniqueDescriptions)
+)
+
 // OutboundAccountOverdrawn is published (payload AccountOverdrawnData) by
 // the transaction that takes a balance from ≥ 0 to below 0.
 const OutboundAccountOverdrawn = "accountOverdrawn"
@@ -82,26 +102,26 @@ func Initial() Account { return Account{MinimumBalance: DefaultMinimumBalance} }
 
 // Opened is the event that opens account id.
 func Opened(id string) eventstore.NewEvent {
-	return eventstore.Event(AccountOpened, AccountOpenedData{ID: id})
+	return AccountOpenedEvent.New(AccountOpenedData{ID: id})
 }
 
 // Renamed is the event that sets the owner's name.
 func Renamed(first, last string) eventstore.NewEvent {
-	return eventstore.Event(OwnerRenamed, OwnerRenamedData{OwnerFirst: first, OwnerLast: last})
+	return OwnerRenamedEvent.New(OwnerRenamedData{OwnerFirst: first, OwnerLast: last})
 }
 
 // Transacted is the event of a transaction of amount.
 func Transacted(desc string, amount int64) eventstore.NewEvent {
-	return eventstore.Event(TransactionAccepted, TransactionAcceptedData{Desc: desc, Amount: amount})
+	return TransactionAcceptedEvent.New(TransactionAcceptedData{Desc: desc, Amount: amount})
 }
 
 // Refunded is the event of a refund of amount (a credit, amount > 0,
 // that a closed account accepts too).
 func Refunded(desc string, amount int64) eventstore.NewEvent {
-	return eventstore.Event(TransactionAccepted, TransactionAcceptedData{Desc: desc, Amount: amount, Refund: true})
+	return TransactionAcceptedEvent.New(TransactionAcceptedData{Desc: desc, Amount: amount, Refund: true})
 }
 
 // Closed is the event that closes the account, giving reason.
 func Closed(reason string) eventstore.NewEvent {
-	return eventstore.Event(AccountClosed, AccountClosedData{Reason: reason})
+	return AccountClosedEvent.New(AccountClosedData{Reason: reason})
 }

@@ -21,7 +21,7 @@ func TestFixtureOpenAndRenameAnAccount(t *testing.T) {
 	f.When("acc-1", bankaccount.RenameOwner, bankaccount.OwnerRenamedData{OwnerFirst: "Ada", OwnerLast: "Lovelace"}).
 		ThenEvents(bankaccount.Renamed("Ada", "Lovelace"))
 	f.When("acc-1", bankaccount.OpenAccount, `{}`).
-		ThenRefused(commands.StatusConflict, "already exists")
+		ThenRefusedWith(commands.StatusConflict, bankaccount.ErrExists)
 }
 
 func TestFixtureADebitIntoTheOverdraftPublishesAccountOverdrawnOnce(t *testing.T) {
@@ -42,7 +42,7 @@ func TestFixtureADebitPastTheOverdraftIsRejected(t *testing.T) {
 	testkit.NewDomainFixture(t, bankaccount.Domain()).
 		Given("acc-1", bankaccount.Opened("acc-1"), bankaccount.Transacted("loan", -900)).
 		When("acc-1", bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "tv", Amount: -101}).
-		ThenRejected("insufficient funds").
+		ThenRefusedWith(commands.StatusRejected, bankaccount.ErrInsufficientFunds).
 		ThenNoOutbound()
 }
 
@@ -50,24 +50,24 @@ func TestFixtureAClosedAccountTakesOnlyRefunds(t *testing.T) {
 	f := testkit.NewDomainFixture(t, bankaccount.Domain())
 	f.Given("acc-1", bankaccount.Opened("acc-1"), bankaccount.Transacted("salary", 40), bankaccount.Closed("moved away"))
 	f.When("acc-1", bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "late bill", Amount: -10}).
-		ThenRejected("account closed")
+		ThenRefusedWith(commands.StatusRejected, bankaccount.ErrClosed)
 	f.When("acc-1", bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "refund", Amount: 25, Refund: true}).
 		ThenEvents(bankaccount.Refunded("refund", 25))
 	f.When("acc-1", bankaccount.CloseAccount, bankaccount.CloseAccountData{Reason: "again"}).
-		ThenRefused(commands.StatusConflict, "already closed")
+		ThenRefusedWith(commands.StatusConflict, bankaccount.ErrAlreadyClosed)
 }
 
 func TestFixtureCommandsOnNoAccountOrWithBadInputAreRefused(t *testing.T) {
 	f := testkit.NewDomainFixture(t, bankaccount.Domain())
 	f.When("nobody", bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "x", Amount: 5}).
-		ThenRefused(commands.StatusNotFound, "does not exist")
+		ThenRefusedWith(commands.StatusNotFound, bankaccount.ErrNotFound)
 	f.Given("acc-1", bankaccount.Opened("acc-1"))
 	f.When("acc-1", bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "nothing", Amount: 0}).
-		ThenRefused(commands.StatusInvalid, "amount")
+		ThenInvalid("amount")
 	f.When("acc-1", bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "refund", Amount: -3, Refund: true}).
-		ThenRefused(commands.StatusInvalid, "want > 0 for a refund")
+		ThenInvalid("amount")
 	f.When("acc-1", bankaccount.CloseAccount, `{"reason":"x","when":"now"}`).
-		ThenRefused(commands.StatusInvalid, "when")
+		ThenInvalid("payload")
 }
 
 func TestFixtureAStaleExpectedVersionIsAConflict(t *testing.T) {
@@ -79,5 +79,5 @@ func TestFixtureAStaleExpectedVersionIsAConflict(t *testing.T) {
 	}
 	stale := int64(1)
 	cmd.ExpectedVersion = &stale
-	f.WhenCommand(cmd).ThenRefused(commands.StatusConflict, "expected version 1, actual 2")
+	f.WhenCommand(cmd).ThenRefusedWith(commands.StatusConflict, commands.ErrVersionConflict)
 }

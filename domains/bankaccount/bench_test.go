@@ -56,7 +56,7 @@ func benchHistoryRuleCommand(b *testing.B, s eventstore.Store) {
 		b.Fatal(err)
 	}
 	noCache, err := commands.NewFacetHandler(commands.FacetHandlerConfig[bankaccount.Account]{CommandType: bankaccount.RecordTransaction,
-		Facet: uncached, Decide: wholeLogDomainDecide(bankaccount.RecordTransaction)})
+		Facet: uncached, Decide: wholeLogDecider(bankaccount.RecordTransaction).Decide})
 	if err != nil {
 		b.Fatal(err)
 	}

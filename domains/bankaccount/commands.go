@@ -15,6 +15,14 @@ const (
 	CloseAccount      = "CloseAccount"      // payload CloseAccountData
 )
 
+// Command definitions: each command type with the Go type of its payload.
+var (
+	OpenAccountCommand       = commands.DefineCommand[struct{}](OpenAccount)
+	RenameOwnerCommand       = commands.DefineCommand[OwnerRenamedData](RenameOwner)
+	RecordTransactionCommand = commands.DefineCommand[TransactionAcceptedData](RecordTransaction)
+	CloseAccountCommand      = commands.DefineCommand[CloseAccountData](CloseAccount)
+)
+
 // CloseAccountData is the payload of CloseAccount.
 type CloseAccountData struct {
 	Reason string `json:"reason,omitempty"`
@@ -23,13 +31,16 @@ type CloseAccountData struct {
 // Domain describes the ledger's write model: its events and its
 // commands, each deciding against the account's STATE.
 func Domain() commands.Domain {
-	return commands.FacetDomain(AggregateType, Processor(), decides())
+	return commands.FacetDomain(AggregateType, Processor(), deciders()...)
 }
 
-// decides returns the ledger's decide function per command type.
-func decides() map[string]commands.Decide[Account] {
-	return map[string]commands.Decide[Account]{
-		OpenAccount: decideOpen, RenameOwner: decideRename, RecordTransaction: decideTransact, CloseAccount: decideClose,
+// deciders returns the ledger's decision per command type.
+func deciders() []commands.Decider[Account] {
+	return []commands.Decider[Account]{
+		commands.OnCommand(OpenAccountCommand, decideOpen),
+		commands.OnCommand(RenameOwnerCommand, decideRename),
+		commands.OnCommand(RecordTransactionCommand, decideTransact),
+		commands.OnCommand(CloseAccountCommand, decideClose),
 	}
 }
 
@@ -39,23 +50,16 @@ func NewFacet(store eventstore.Store, upcasters *eventstore.Upcasters) (*eventst
 	return eventstore.NewFacet(eventstore.FacetConfig[Account]{Store: store, AggregateType: AggregateType, Processor: Processor(), Upcasters: upcasters})
 }
 
-func decideOpen(cur eventstore.State[Account], cmd commands.Command) ([]eventstore.NewEvent, error) {
-	if err := cmd.DecodePayload(&struct{}{}); err != nil {
-		return nil, err
-	}
+func decideOpen(cur eventstore.State[Account], cmd commands.Command, _ struct{}) ([]eventstore.NewEvent, error) {
 	if cur.Item.ID != "" {
-		return nil, commands.Conflict("account %s already exists", cmd.AggregateID)
+		return nil, commands.ConflictWith(ErrExists, "account %s already exists", cmd.AggregateID)
 	}
 	return []eventstore.NewEvent{Opened(cmd.AggregateID)}, nil
 }
 
-func decideRename(cur eventstore.State[Account], cmd commands.Command) ([]eventstore.NewEvent, error) {
-	var d OwnerRenamedData
-	if err := cmd.DecodePayload(&d); err != nil {
-		return nil, err
-	}
+func decideRename(cur eventstore.State[Account], cmd commands.Command, d OwnerRenamedData) ([]eventstore.NewEvent, error) {
 	if cur.Item.ID == "" {
-		return nil, commands.NotFound("account %s does not exist", cmd.AggregateID)
+		return nil, commands.NotFoundWith(ErrNotFound, "account %s does not exist", cmd.AggregateID)
 	}
 	return []eventstore.NewEvent{Renamed(d.OwnerFirst, d.OwnerLast)}, nil
 }
@@ -63,11 +67,7 @@ func decideRename(cur eventstore.State[Account], cmd commands.Command) ([]events
 // decideTransact records the transaction; the ledger's rule refuses it
 // (a rejected result) when it would pass the overdraft limit, or when the
 // account is closed and it is not a refund. A refund must be a credit.
-func decideTransact(cur eventstore.State[Account], cmd commands.Command) ([]eventstore.NewEvent, error) {
-	var d TransactionAcceptedData
-	if err := cmd.DecodePayload(&d); err != nil {
-		return nil, err
-	}
+func decideTransact(cur eventstore.State[Account], cmd commands.Command, d TransactionAcceptedData) ([]eventstore.NewEvent, error) {
 	if d.Amount == 0 {
 		return nil, &eventstore.ValidationError{Field: "amount", Reason: "is 0"}
 	}
@@ -75,22 +75,18 @@ func decideTransact(cur eventstore.State[Account], cmd commands.Command) ([]even
 		return nil, &eventstore.ValidationError{Field: "amount", Reason: fmt.Sprintf("is %d, want > 0 for a refund", d.Amount)}
 	}
 	if cur.Item.ID == "" {
-		return nil, commands.NotFound("account %s does not exist", cmd.AggregateID)
+		return nil, commands.NotFoundWith(ErrNotFound, "account %s does not exist", cmd.AggregateID)
 	}
-	return []eventstore.NewEvent{eventstore.Event(TransactionAccepted, d)}, nil
+	return []eventstore.NewEvent{TransactionAcceptedEvent.New(d)}, nil
 }
 
 // decideClose closes an open account; its balance stays where it is.
-func decideClose(cur eventstore.State[Account], cmd commands.Command) ([]eventstore.NewEvent, error) {
-	var d CloseAccountData
-	if err := cmd.DecodePayload(&d); err != nil {
-		return nil, err
-	}
+func decideClose(cur eventstore.State[Account], cmd commands.Command, d CloseAccountData) ([]eventstore.NewEvent, error) {
 	if cur.Item.ID == "" {
-		return nil, commands.NotFound("account %s does not exist", cmd.AggregateID)
+		return nil, commands.NotFoundWith(ErrNotFound, "account %s does not exist", cmd.AggregateID)
 	}
 	if cur.Item.Closed {
-		return nil, commands.Conflict("account %s is already closed", cmd.AggregateID)
+		return nil, commands.ConflictWith(ErrAlreadyClosed, "account %s is already closed", cmd.AggregateID)
 	}
 	return []eventstore.NewEvent{Closed(d.Reason)}, nil
 }

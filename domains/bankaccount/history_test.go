@@ -41,7 +41,7 @@ func uniqueDescriptionsWholeLog() eventstore.Processor[bankaccount.Account] {
 				for _, prev := range h.Before() {
 					var p bankaccount.TransactionAcceptedData
 					if prev.EventType == bankaccount.TransactionAccepted && prev.DecodePayload(&p) == nil && p.Desc == tx.Desc {
-						return a, eventstore.Rejectf("transaction %q already recorded at sequence %d", tx.Desc, prev.Sequence)
+						return a, eventstore.RejectWith(bankaccount.ErrDuplicateDesc, "transaction %q already recorded at sequence %d", tx.Desc, prev.Sequence)
 					}
 				}
 				return ledgerRule(a, ev, out)
@@ -212,7 +212,7 @@ func TestCommandHandlersOfAHistoryFacetSeeThePast(t *testing.T) {
 		t.Fatalf("rent again, same command id: %+v, %v; want the first answer", res, err)
 	}
 	res, err := transact.Handle(ctx, cmd(bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "rent", Amount: -100}))
-	if err != nil || res.Status != commands.StatusRejected || res.Reason != `transaction "rent" already recorded at sequence 2` {
+	if err != nil || res.Status != commands.StatusRejected || !errors.Is(res.Err(), bankaccount.ErrDuplicateDesc) || res.Reason != `transaction "rent" already recorded at sequence 2` {
 		t.Fatalf("a second rent: %+v, %v; want rejected by the history rule", res, err)
 	}
 

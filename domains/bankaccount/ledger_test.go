@@ -169,7 +169,7 @@ func TestLedgerWalkThroughOfSeed003(t *testing.T) {
 	before := render(partition(t, client, table, id))
 	_, err = ledger.Append(ctx, id, one(bankaccount.Transacted("Transaction F", -1001)))
 	var rej *eventstore.RuleRejection
-	if !errors.As(err, &rej) || rej.Reason != "insufficient funds" {
+	if !errors.As(err, &rej) || !errors.Is(err, bankaccount.ErrInsufficientFunds) || rej.Reason != "insufficient funds" {
 		t.Fatalf("transaction past the overdraft: %v", err)
 	}
 	if after := render(partition(t, client, table, id)); after != before {
@@ -230,17 +230,18 @@ func TestLedgerCommandsCloseAnAccountAndStillTakeRefunds(t *testing.T) {
 		name, typ, id, payload string
 		want                   commands.Status
 		reason                 string
+		code                   eventstore.Code
 		version                int64
 	}{
-		{"close unknown", bankaccount.CloseAccount, "c1", `{}`, commands.StatusNotFound, "account c1 does not exist", 0},
-		{"open", bankaccount.OpenAccount, "c1", `{}`, commands.StatusAccepted, "", 1},
-		{"deposit", bankaccount.RecordTransaction, "c1", `{"desc":"in","amount":500}`, commands.StatusAccepted, "", 2},
-		{"close", bankaccount.CloseAccount, "c1", `{"reason":"customer left"}`, commands.StatusAccepted, "", 3},
-		{"close again", bankaccount.CloseAccount, "c1", `{}`, commands.StatusConflict, "account c1 is already closed", 3},
-		{"debit closed", bankaccount.RecordTransaction, "c1", `{"desc":"out","amount":-100}`, commands.StatusRejected, "account closed", 3},
-		{"credit closed", bankaccount.RecordTransaction, "c1", `{"desc":"in","amount":100}`, commands.StatusRejected, "account closed", 3},
-		{"refund closed", bankaccount.RecordTransaction, "c1", `{"desc":"refund","amount":70,"refund":true}`, commands.StatusAccepted, "", 4},
-		{"refund as a debit", bankaccount.RecordTransaction, "c1", `{"desc":"refund","amount":-70,"refund":true}`, commands.StatusInvalid, "invalid amount: is -70, want > 0 for a refund", 4},
+		{"close unknown", bankaccount.CloseAccount, "c1", `{}`, commands.StatusNotFound, "account c1 does not exist", bankaccount.ErrNotFound, 0},
+		{"open", bankaccount.OpenAccount, "c1", `{}`, commands.StatusAccepted, "", "", 1},
+		{"deposit", bankaccount.RecordTransaction, "c1", `{"desc":"in","amount":500}`, commands.StatusAccepted, "", "", 2},
+		{"close", bankaccount.CloseAccount, "c1", `{"reason":"customer left"}`, commands.StatusAccepted, "", "", 3},
+		{"close again", bankaccount.CloseAccount, "c1", `{}`, commands.StatusConflict, "account c1 is already closed", bankaccount.ErrAlreadyClosed, 3},
+		{"debit closed", bankaccount.RecordTransaction, "c1", `{"desc":"out","amount":-100}`, commands.StatusRejected, "account closed", bankaccount.ErrClosed, 3},
+		{"credit closed", bankaccount.RecordTransaction, "c1", `{"desc":"in","amount":100}`, commands.StatusRejected, "account closed", bankaccount.ErrClosed, 3},
+		{"refund closed", bankaccount.RecordTransaction, "c1", `{"desc":"refund","amount":70,"refund":true}`, commands.StatusAccepted, "", "", 4},
+		{"refund as a debit", bankaccount.RecordTransaction, "c1", `{"desc":"refund","amount":-70,"refund":true}`, commands.StatusInvalid, "invalid amount: is -70, want > 0 for a refund", "", 4},
 	}
 	for _, st := range steps {
 		h, ok := reg.Lookup(st.typ)
@@ -254,8 +255,10 @@ func TestLedgerCommandsCloseAnAccountAndStillTakeRefunds(t *testing.T) {
 			t.Errorf("%s: %+v, %v; want an InvalidError", st.name, res, err)
 		case st.want != commands.StatusInvalid && err != nil:
 			t.Errorf("%s: %v", st.name, err)
-		case res.Status != st.want || res.Version != st.version || res.Reason != st.reason:
-			t.Errorf("%s: %s at version %d (%q), want %s at %d (%q)", st.name, res.Status, res.Version, res.Reason, st.want, st.version, st.reason)
+		case res.Status != st.want || res.Version != st.version || res.Reason != st.reason || res.Code != st.code:
+			t.Errorf("%s: %s at version %d (%q, code %q), want %s at %d (%q, code %q)", st.name, res.Status, res.Version, res.Reason, res.Code, st.want, st.version, st.reason, st.code)
+		case st.code != "" && !errors.Is(res.Err(), st.code):
+			t.Errorf("%s: the answer's Err %v does not match %s", st.name, res.Err(), st.code)
 		}
 	}
 	got, err := ledger.Get(ctx, "c1")

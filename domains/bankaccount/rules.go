@@ -7,20 +7,17 @@ import "github.com/eventpipe/eventpipe/eventstore"
 // refund must be a credit, and a closed account refuses every
 // transaction but a refund. They are pure: no I/O.
 func Processor() eventstore.Processor[Account] {
-	return eventstore.Processor[Account]{
-		Initial: Initial,
-		Rules: map[string]eventstore.Rule[Account]{
-			AccountOpened:       eventstore.On(applyOpened),
-			OwnerRenamed:        eventstore.On(applyRenamed),
-			TransactionAccepted: eventstore.On(applyTransaction),
-			AccountClosed:       eventstore.On(applyClosed),
-		},
-	}
+	return eventstore.NewProcessor(Initial,
+		eventstore.OnEvent(AccountOpenedEvent, applyOpened),
+		eventstore.OnEvent(OwnerRenamedEvent, applyRenamed),
+		eventstore.OnEvent(TransactionAcceptedEvent, applyTransaction),
+		eventstore.OnEvent(AccountClosedEvent, applyClosed),
+	)
 }
 
 func applyOpened(a Account, ev AccountOpenedData, _ *eventstore.Outbox) (Account, error) {
 	if a.ID != "" {
-		return a, eventstore.Rejectf("account %s already exists", a.ID)
+		return a, eventstore.RejectWith(ErrExists, "account %s already exists", a.ID)
 	}
 	a.ID = ev.ID
 	return a, nil
@@ -33,14 +30,14 @@ func applyRenamed(a Account, ev OwnerRenamedData, _ *eventstore.Outbox) (Account
 
 func applyTransaction(a Account, ev TransactionAcceptedData, out *eventstore.Outbox) (Account, error) {
 	if ev.Refund && ev.Amount <= 0 {
-		return a, eventstore.Rejectf("a refund must be a credit, got %d", ev.Amount)
+		return a, eventstore.RejectWith(ErrRefundNotCredit, "a refund must be a credit, got %d", ev.Amount)
 	}
 	if a.Closed && !ev.Refund {
-		return a, eventstore.Reject("account closed")
+		return a, eventstore.RejectWith(ErrClosed, "account closed")
 	}
 	next := a.Balance + ev.Amount
 	if next < a.MinimumBalance {
-		return a, eventstore.Reject("insufficient funds")
+		return a, eventstore.RejectWith(ErrInsufficientFunds, "insufficient funds")
 	}
 	if a.Balance >= 0 && next < 0 {
 		out.Publish(OutboundAccountOverdrawn, AccountOverdrawnData{AccountID: a.ID})
@@ -53,9 +50,9 @@ func applyTransaction(a Account, ev TransactionAcceptedData, out *eventstore.Out
 func applyClosed(a Account, _ AccountClosedData, _ *eventstore.Outbox) (Account, error) {
 	switch {
 	case a.ID == "":
-		return a, eventstore.Reject("account was never opened")
+		return a, eventstore.RejectWith(ErrNotFound, "account was never opened")
 	case a.Closed:
-		return a, eventstore.Rejectf("account %s is already closed", a.ID)
+		return a, eventstore.RejectWith(ErrAlreadyClosed, "account %s is already closed", a.ID)
 	}
 	a.Closed = true
 	return a, nil

@@ -41,7 +41,7 @@ func TestRulesPublishOverdrawnOnceAndRejectPastTheOverdraft(t *testing.T) {
 	}
 	_, _, err = p.Apply(st, envelopes(t, bankaccount.Transacted("D", -801)))
 	var rej *eventstore.RuleRejection
-	if !errors.As(err, &rej) || rej.Reason != "insufficient funds" || rej.EventType != bankaccount.TransactionAccepted {
+	if !errors.As(err, &rej) || !errors.Is(err, bankaccount.ErrInsufficientFunds) || rej.EventType != bankaccount.TransactionAccepted {
 		t.Fatalf("past the overdraft: %v", err)
 	}
 	if _, _, err := p.Apply(st, envelopes(t, bankaccount.Transacted("D", -800))); err != nil {
@@ -86,21 +86,22 @@ func TestRulesClosedAccountKeepsItsBalanceAndTakesOnlyRefunds(t *testing.T) {
 		from   bankaccount.Account
 		ev     eventstore.NewEvent
 		reason string
+		code   eventstore.Code
 	}{
-		"debit of a closed account":         {closed, bankaccount.Transacted("D", -1), "account closed"},
-		"credit of a closed account":        {closed, bankaccount.Transacted("C", 1), "account closed"},
-		"refund that is a debit, closed":    {closed, refundOf(-5), "a refund must be a credit, got -5"},
-		"refund of nothing, closed":         {closed, refundOf(0), "a refund must be a credit, got 0"},
-		"refund that is a debit, open":      {open, refundOf(-5), "a refund must be a credit, got -5"},
-		"closing a closed account":          {closed, bankaccount.Closed(""), "account 1 is already closed"},
-		"closing an account never opened":   {p.Initial(), bankaccount.Closed(""), "account was never opened"},
-		"reopening a closed account (open)": {closed, bankaccount.Opened("1"), "account 1 already exists"},
+		"debit of a closed account":         {closed, bankaccount.Transacted("D", -1), "account closed", bankaccount.ErrClosed},
+		"credit of a closed account":        {closed, bankaccount.Transacted("C", 1), "account closed", bankaccount.ErrClosed},
+		"refund that is a debit, closed":    {closed, refundOf(-5), "a refund must be a credit, got -5", bankaccount.ErrRefundNotCredit},
+		"refund of nothing, closed":         {closed, refundOf(0), "a refund must be a credit, got 0", bankaccount.ErrRefundNotCredit},
+		"refund that is a debit, open":      {open, refundOf(-5), "a refund must be a credit, got -5", bankaccount.ErrRefundNotCredit},
+		"closing a closed account":          {closed, bankaccount.Closed(""), "account 1 is already closed", bankaccount.ErrAlreadyClosed},
+		"closing an account never opened":   {p.Initial(), bankaccount.Closed(""), "account was never opened", bankaccount.ErrNotFound},
+		"reopening a closed account (open)": {closed, bankaccount.Opened("1"), "account 1 already exists", bankaccount.ErrExists},
 	}
 	for name, tc := range refusals {
 		st, _, err := p.Apply(tc.from, envelopes(t, tc.ev))
 		var rej *eventstore.RuleRejection
-		if !errors.As(err, &rej) || rej.Reason != tc.reason || rej.EventType != tc.ev.Type {
-			t.Errorf("%s: %v, want a RuleRejection of %s: %s", name, err, tc.ev.Type, tc.reason)
+		if !errors.As(err, &rej) || rej.Reason != tc.reason || rej.EventType != tc.ev.Type || !errors.Is(err, tc.code) {
+			t.Errorf("%s: %v, want a RuleRejection %s of %s: %s", name, err, tc.code, tc.ev.Type, tc.reason)
 		}
 		if st != tc.from {
 			t.Errorf("%s: state moved to %+v", name, st)
@@ -110,5 +111,5 @@ func TestRulesClosedAccountKeepsItsBalanceAndTakesOnlyRefunds(t *testing.T) {
 
 // refundOf is a refund event of amount, whatever its sign.
 func refundOf(amount int64) eventstore.NewEvent {
-	return eventstore.Event(bankaccount.TransactionAccepted, bankaccount.TransactionAcceptedData{Desc: "R", Amount: amount, Refund: true})
+	return bankaccount.TransactionAcceptedEvent.New(bankaccount.TransactionAcceptedData{Desc: "R", Amount: amount, Refund: true})
 }

@@ -25,9 +25,12 @@ func DescriptionsFold() eventstore.Fold[Descriptions] {
 		Key:     DescriptionsKey,
 		Initial: func() Descriptions { return Descriptions{} },
 		Step: func(seen Descriptions, ev eventstore.Envelope) (Descriptions, error) {
-			var tx TransactionAcceptedData
-			if ev.EventType != TransactionAccepted || ev.DecodePayload(&tx) != nil {
+			if ev.EventType != TransactionAccepted {
 				return seen, nil
+			}
+			tx, err := TransactionAcceptedEvent.Decode(ev)
+			if err != nil {
+				return seen, nil // the rule refuses it
 			}
 			if seen == nil {
 				seen = Descriptions{}
@@ -48,19 +51,14 @@ func DescriptionsFold() eventstore.Fold[Descriptions] {
 // (DescriptionsFold): commands read the account's latest snapshot and the
 // events after it, not its whole log.
 func UniqueDescriptions() eventstore.Processor[Account] {
-	p := Processor()
-	delete(p.Rules, TransactionAccepted)
-	p.FoldRules = map[string]eventstore.FoldRule[Account]{
-		TransactionAccepted: eventstore.OnFold(DescriptionsFold(), applyUniqueTransaction),
-	}
-	return p
+	return Processor().With(eventstore.OnFoldEvent(TransactionAcceptedEvent, DescriptionsFold(), applyUniqueTransaction))
 }
 
 // applyUniqueTransaction refuses a description seen before, then applies
 // the ledger's transaction rule.
 func applyUniqueTransaction(a Account, tx TransactionAcceptedData, seen Descriptions, out *eventstore.Outbox) (Account, error) {
 	if seq, ok := seen[tx.Desc]; ok {
-		return a, eventstore.Rejectf("transaction %q already recorded at sequence %d", tx.Desc, seq)
+		return a, eventstore.RejectWith(ErrDuplicateDesc, "transaction %q already recorded at sequence %d", tx.Desc, seq)
 	}
 	return applyTransaction(a, tx, out)
 }
@@ -69,5 +67,5 @@ func applyUniqueTransaction(a Account, tx TransactionAcceptedData, seen Descript
 // commands, a repeated description refused. Its snapshots hold the
 // Descriptions.
 func UniqueDescriptionsDomain() commands.Domain {
-	return commands.FacetDomain(AggregateType, UniqueDescriptions(), decides())
+	return commands.FacetDomain(AggregateType, UniqueDescriptions(), deciders()...)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"github.com/eventpipe/eventpipe/commands"
@@ -76,39 +75,31 @@ func handlers(t testing.TB, d commands.Domain, s eventstore.Store) map[string]co
 // (uniqueDescriptionsWholeLog), deciding as the ledger's commands do for
 // the commands the tests send.
 func wholeLogDomain() commands.Domain {
-	decide := map[string]commands.Decide[bankaccount.Account]{}
-	for _, t := range []string{bankaccount.OpenAccount, bankaccount.RecordTransaction, bankaccount.CloseAccount} {
-		decide[t] = wholeLogDomainDecide(t)
-	}
-	return commands.FacetDomain(bankaccount.AggregateType, uniqueDescriptionsWholeLog(), decide)
+	return commands.FacetDomain(bankaccount.AggregateType, uniqueDescriptionsWholeLog(),
+		wholeLogDecider(bankaccount.OpenAccount), wholeLogDecider(bankaccount.RecordTransaction), wholeLogDecider(bankaccount.CloseAccount))
 }
 
-// wholeLogDomainDecide is wholeLogDomain's decide function for command
-// type typ.
-func wholeLogDomainDecide(typ string) commands.Decide[bankaccount.Account] {
+// wholeLogDecider is wholeLogDomain's decision for command type typ.
+func wholeLogDecider(typ string) commands.Decider[bankaccount.Account] {
 	switch typ {
 	case bankaccount.OpenAccount:
-		return func(cur eventstore.State[bankaccount.Account], cmd commands.Command) ([]eventstore.NewEvent, error) {
+		return commands.OnCommand(bankaccount.OpenAccountCommand, func(cur eventstore.State[bankaccount.Account], cmd commands.Command, _ struct{}) ([]eventstore.NewEvent, error) {
 			if cur.Item.ID != "" {
-				return nil, commands.Conflict("account %s already exists", cmd.AggregateID)
+				return nil, commands.ConflictWith(bankaccount.ErrExists, "account %s already exists", cmd.AggregateID)
 			}
 			return []eventstore.NewEvent{bankaccount.Opened(cmd.AggregateID)}, nil
-		}
+		})
 	case bankaccount.CloseAccount:
-		return func(cur eventstore.State[bankaccount.Account], cmd commands.Command) ([]eventstore.NewEvent, error) {
+		return commands.OnCommand(bankaccount.CloseAccountCommand, func(cur eventstore.State[bankaccount.Account], cmd commands.Command, _ bankaccount.CloseAccountData) ([]eventstore.NewEvent, error) {
 			if cur.Item.Closed {
-				return nil, commands.Conflict("account %s is already closed", cmd.AggregateID)
+				return nil, commands.ConflictWith(bankaccount.ErrAlreadyClosed, "account %s is already closed", cmd.AggregateID)
 			}
 			return []eventstore.NewEvent{bankaccount.Closed("")}, nil
-		}
+		})
 	}
-	return func(cur eventstore.State[bankaccount.Account], cmd commands.Command) ([]eventstore.NewEvent, error) {
-		var d bankaccount.TransactionAcceptedData
-		if err := cmd.DecodePayload(&d); err != nil {
-			return nil, err
-		}
-		return []eventstore.NewEvent{eventstore.Event(bankaccount.TransactionAccepted, d)}, nil
-	}
+	return commands.OnCommand(bankaccount.RecordTransactionCommand, func(_ eventstore.State[bankaccount.Account], _ commands.Command, d bankaccount.TransactionAcceptedData) ([]eventstore.NewEvent, error) {
+		return []eventstore.NewEvent{bankaccount.TransactionAcceptedEvent.New(d)}, nil
+	})
 }
 
 // TestUniqueDescriptionsAnswerAsTheWholeLog sends the same random
@@ -150,9 +141,9 @@ func TestUniqueDescriptionsAnswerAsTheWholeLog(t *testing.T) {
 			typ = cmd.Type
 			got, err1 := fh[typ].Handle(ctx, cmd)
 			want, err2 := wh[typ].Handle(ctx, cmd)
-			if err1 != nil || err2 != nil || got.Status != want.Status || got.Reason != want.Reason || got.Version != want.Version || got.Duplicate != want.Duplicate {
-				t.Fatalf("run %d %s %+v:\n fold  %s %q at %d (%v)\n whole %s %q at %d (%v)", run, typ, payload,
-					got.Status, got.Reason, got.Version, err1, want.Status, want.Reason, want.Version, err2)
+			if err1 != nil || err2 != nil || got.Status != want.Status || got.Reason != want.Reason || got.Code != want.Code || got.Version != want.Version || got.Duplicate != want.Duplicate {
+				t.Fatalf("run %d %s %+v:\n fold  %s %q (%s) at %d (%v)\n whole %s %q (%s) at %d (%v)", run, typ, payload,
+					got.Status, got.Reason, got.Code, got.Version, err1, want.Status, want.Reason, want.Code, want.Version, err2)
 			}
 			if snapEvery > 0 && rng.IntN(snapEvery) == 0 {
 				if _, err := snapshot(ctx, id); err != nil {
@@ -235,7 +226,7 @@ func TestDescriptionsSnapshotSize(t *testing.T) {
 				status commands.Status
 			}{{tc.desc(3), commands.StatusRejected}, {tc.desc(9_999), commands.StatusRejected}, {"new", commands.StatusAccepted}} {
 				res, err := h.Handle(ctx, commands.New(bankaccount.RecordTransaction, bankaccount.AggregateType, id, []byte(fmt.Sprintf(`{"desc":%q,"amount":1}`, c.desc))))
-				if err != nil || res.Status != c.status || c.status == commands.StatusRejected && !strings.Contains(res.Reason, "already recorded") {
+				if err != nil || res.Status != c.status || c.status == commands.StatusRejected && !errors.Is(res.Err(), bankaccount.ErrDuplicateDesc) {
 					t.Fatalf("%q: %+v, %v; want %s", c.desc, res, err, c.status)
 				}
 			}

@@ -16,16 +16,25 @@ const (
 	RefundOrder    = "RefundOrder"    // payload OrderRefundedData
 )
 
+// Command definitions: each command type with the Go type of its payload.
+var (
+	PlaceOrderCommand     = commands.DefineCommand[OrderPlacedData](PlaceOrder)
+	ProcessPaymentCommand = commands.DefineCommand[PaymentProcessedData](ProcessPayment)
+	ShipOrderCommand      = commands.DefineCommand[OrderShippedData](ShipOrder)
+	DeliverOrderCommand   = commands.DefineCommand[struct{}](DeliverOrder)
+	RefundOrderCommand    = commands.DefineCommand[OrderRefundedData](RefundOrder)
+)
+
 // Domain describes the order write model: its events and its commands,
 // each deciding against the facet's STATE.
 func Domain() commands.Domain {
-	return commands.FacetDomain(AggregateType, Processor(), map[string]commands.Decide[Order]{
-		PlaceOrder:     decideAs(OrderPlaced, func(p OrderPlacedData) error { return positive("total", p.Total) }),
-		ProcessPayment: decideAs(PaymentProcessed, func(p PaymentProcessedData) error { return positive("amount", p.Amount) }),
-		ShipOrder:      decideAs[OrderShippedData](OrderShipped, nil),
-		DeliverOrder:   decideAs[struct{}](OrderDelivered, nil),
-		RefundOrder:    decideAs(OrderRefunded, func(p OrderRefundedData) error { return positive("amount", p.Amount) }),
-	})
+	return commands.FacetDomain(AggregateType, Processor(),
+		decideAs(PlaceOrderCommand, OrderPlacedEvent, func(p OrderPlacedData) error { return positive("total", p.Total) }),
+		decideAs(ProcessPaymentCommand, PaymentProcessedEvent, func(p PaymentProcessedData) error { return positive("amount", p.Amount) }),
+		decideAs(ShipOrderCommand, OrderShippedEvent, nil),
+		decideAs(DeliverOrderCommand, OrderDeliveredEvent, nil),
+		decideAs(RefundOrderCommand, OrderRefundedEvent, func(p OrderRefundedData) error { return positive("amount", p.Amount) }),
+	)
 }
 
 // NewFacet returns the order facet on store (reads of an order's STATE).
@@ -34,24 +43,21 @@ func NewFacet(store eventstore.Store, upcasters *eventstore.Upcasters) (*eventst
 	return eventstore.NewFacet(eventstore.FacetConfig[Order]{Store: store, AggregateType: AggregateType, Processor: Processor(), Upcasters: upcasters})
 }
 
-// decideAs is a decision that turns the command payload into one event of
-// eventType; the rules decide whether it may happen.
-func decideAs[D any](eventType string, check func(D) error) commands.Decide[Order] {
-	return func(cur eventstore.State[Order], cmd commands.Command) ([]eventstore.NewEvent, error) {
-		var d D
-		if err := cmd.DecodePayload(&d); err != nil {
-			return nil, err
-		}
+// decideAs is the decision of cmd that records its payload as one event
+// of type ev (the same payload type); the rules decide whether it may
+// happen.
+func decideAs[D any](cmd commands.CommandDef[D], ev eventstore.EventDef[D], check func(D) error) commands.Decider[Order] {
+	return commands.OnCommand(cmd, func(cur eventstore.State[Order], c commands.Command, d D) ([]eventstore.NewEvent, error) {
 		if check != nil {
 			if err := check(d); err != nil {
 				return nil, err
 			}
 		}
-		if cur.Item.Status == StatusNone && eventType != OrderPlaced {
-			return nil, commands.NotFound("order %s was never placed", cmd.AggregateID)
+		if cur.Item.Status == StatusNone && ev.Name() != OrderPlaced {
+			return nil, commands.NotFoundWith(ErrNotPlaced, "order %s was never placed", c.AggregateID)
 		}
-		return []eventstore.NewEvent{eventstore.Event(eventType, d)}, nil
-	}
+		return []eventstore.NewEvent{ev.New(d)}, nil
+	})
 }
 
 func positive(field string, v int64) error {

@@ -3,16 +3,36 @@
 // never a deletion of the payment.
 package order
 
+import "github.com/eventpipe/eventpipe/eventstore"
+
 // AggregateType of orders.
 const AggregateType = "order"
 
 // Event types.
 const (
-	OrderPlaced      = "OrderPlaced"
-	PaymentProcessed = "PaymentProcessed"
-	OrderShipped     = "OrderShipped"
-	OrderDelivered   = "OrderDelivered"
-	OrderRefunded    = "OrderRefunded"
+	OrderPlaced      = "OrderPlaced"      // payload OrderPlacedData
+	PaymentProcessed = "PaymentProcessed" // payload PaymentProcessedData
+	OrderShipped     = "OrderShipped"     // payload OrderShippedData
+	OrderDelivered   = "OrderDelivered"   // payload {}
+	OrderRefunded    = "OrderRefunded"    // payload OrderRefundedData
+)
+
+// Event definitions: each event type with the Go type of its payload.
+var (
+	OrderPlacedEvent      = eventstore.DefineEvent[OrderPlacedData](OrderPlaced)
+	PaymentProcessedEvent = eventstore.DefineEvent[PaymentProcessedData](PaymentProcessed)
+	OrderShippedEvent     = eventstore.DefineEvent[OrderShippedData](OrderShipped)
+	OrderDeliveredEvent   = eventstore.DefineEvent[struct{}](OrderDelivered)
+	OrderRefundedEvent    = eventstore.DefineEvent[OrderRefundedData](OrderRefunded)
+)
+
+// Refusal codes (see eventstore.Code): the kinds of refusal of order
+// commands and rules, matched with errors.Is.
+const (
+	ErrNotPlaced       eventstore.Code = "order.not_placed"       // a command or event on an order never placed
+	ErrOutOfTurn       eventstore.Code = "order.out_of_turn"      // an event its status does not allow (placed twice, shipped before paid, …)
+	ErrPaymentMismatch eventstore.Code = "order.payment_mismatch" // a payment that is not the total
+	ErrRefundTooLarge  eventstore.Code = "order.refund_too_large" // a refund of nothing or of more than is refundable
 )
 
 // OutboundOrderRefunded is published with every refund (payload

@@ -13,11 +13,11 @@ import (
 // store, with no service running.
 
 func placed(customer string, total int64) eventstore.NewEvent {
-	return eventstore.Event(order.OrderPlaced, order.OrderPlacedData{Customer: customer, Total: total})
+	return order.OrderPlacedEvent.New(order.OrderPlacedData{Customer: customer, Total: total})
 }
 
 func paid(amount int64) eventstore.NewEvent {
-	return eventstore.Event(order.PaymentProcessed, order.PaymentProcessedData{Amount: amount})
+	return order.PaymentProcessedEvent.New(order.PaymentProcessedData{Amount: amount})
 }
 
 func TestFixtureAnOrderGoesFromPlacedToDelivered(t *testing.T) {
@@ -27,9 +27,9 @@ func TestFixtureAnOrderGoesFromPlacedToDelivered(t *testing.T) {
 	f.When("o1", order.ProcessPayment, order.PaymentProcessedData{Amount: 4500}).
 		ThenEvents(paid(4500))
 	f.When("o1", order.ShipOrder, order.OrderShippedData{TrackingNumber: "Z1"}).
-		ThenEvents(eventstore.Event(order.OrderShipped, order.OrderShippedData{TrackingNumber: "Z1"}))
+		ThenEvents(order.OrderShippedEvent.New(order.OrderShippedData{TrackingNumber: "Z1"}))
 	f.When("o1", order.DeliverOrder, `{}`).
-		ThenEvents(eventstore.Event(order.OrderDelivered, struct{}{})).
+		ThenEvents(order.OrderDeliveredEvent.New(struct{}{})).
 		ThenNoOutbound().
 		ThenState("o1", order.Order{Status: order.StatusDelivered, Customer: "c1", Total: 4500, Paid: 4500, TrackingNumber: "Z1"})
 }
@@ -38,10 +38,10 @@ func TestFixtureARefundPublishesOrderRefundedAndIsBoundedByThePayment(t *testing
 	f := testkit.NewDomainFixture(t, order.Domain())
 	f.Given("o1", placed("c1", 4500), paid(4500))
 	f.When("o1", order.RefundOrder, order.OrderRefundedData{Amount: 1000, Reason: "dented"}).
-		ThenEvents(eventstore.Event(order.OrderRefunded, order.OrderRefundedData{Amount: 1000, Reason: "dented"})).
+		ThenEvents(order.OrderRefundedEvent.New(order.OrderRefundedData{Amount: 1000, Reason: "dented"})).
 		ThenOutbound(testkit.Outbound(order.OutboundOrderRefunded, `{"amount":1000,"reason":"dented"}`))
 	f.When("o1", order.RefundOrder, order.OrderRefundedData{Amount: 3501}).
-		ThenRejected("refund of 3501 exceeds the refundable 3500").
+		ThenRefusedWith(commands.StatusRejected, order.ErrRefundTooLarge).
 		ThenNoOutbound()
 	f.When("o1", order.RefundOrder, order.OrderRefundedData{Amount: 3500}).
 		ThenAccepted().
@@ -51,16 +51,16 @@ func TestFixtureARefundPublishesOrderRefundedAndIsBoundedByThePayment(t *testing
 func TestFixtureOrderCommandsOutOfTurnAreRefused(t *testing.T) {
 	f := testkit.NewDomainFixture(t, order.Domain())
 	f.When("o9", order.ShipOrder, order.OrderShippedData{TrackingNumber: "Z"}).
-		ThenRefused(commands.StatusNotFound, "was never placed")
+		ThenRefusedWith(commands.StatusNotFound, order.ErrNotPlaced)
 	f.Given("o1", placed("c1", 4500))
 	f.When("o1", order.ProcessPayment, order.PaymentProcessedData{Amount: 4499}).
-		ThenRejected("does not match the total 4500")
+		ThenRefusedWith(commands.StatusRejected, order.ErrPaymentMismatch)
 	f.When("o1", order.ShipOrder, order.OrderShippedData{TrackingNumber: "Z"}).
-		ThenRejected("OrderShipped not allowed when the order is placed")
+		ThenRefusedWith(commands.StatusRejected, order.ErrOutOfTurn)
 	f.When("o1", order.PlaceOrder, order.OrderPlacedData{Customer: "c2", Total: 1}).
-		ThenRejected("OrderPlaced not allowed")
+		ThenRefusedWith(commands.StatusRejected, order.ErrOutOfTurn)
 	f.When("o1", order.ProcessPayment, order.PaymentProcessedData{Amount: 0}).
-		ThenRefused(commands.StatusInvalid, "amount")
+		ThenInvalid("amount")
 	f.When("o1", order.DeliverOrder, `{"now":true}`).
-		ThenRefused(commands.StatusInvalid, "now")
+		ThenInvalid("payload")
 }

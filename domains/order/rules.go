@@ -6,16 +6,13 @@ import "github.com/eventpipe/eventpipe/eventstore"
 // shipped → delivered, with a refund (of at most what was paid) after
 // payment. They are pure: no I/O.
 func Processor() eventstore.Processor[Order] {
-	return eventstore.Processor[Order]{
-		Initial: func() Order { return Order{} },
-		Rules: map[string]eventstore.Rule[Order]{
-			OrderPlaced:      eventstore.On(applyPlaced),
-			PaymentProcessed: eventstore.On(applyPayment),
-			OrderShipped:     eventstore.On(applyShipped),
-			OrderDelivered:   eventstore.On(applyDelivered),
-			OrderRefunded:    eventstore.On(applyRefunded),
-		},
-	}
+	return eventstore.NewProcessor(func() Order { return Order{} },
+		eventstore.OnEvent(OrderPlacedEvent, applyPlaced),
+		eventstore.OnEvent(PaymentProcessedEvent, applyPayment),
+		eventstore.OnEvent(OrderShippedEvent, applyShipped),
+		eventstore.OnEvent(OrderDeliveredEvent, applyDelivered),
+		eventstore.OnEvent(OrderRefundedEvent, applyRefunded),
+	)
 }
 
 // transition checks that an event may follow the current status.
@@ -26,9 +23,9 @@ func transition(s Order, from []Status, to string) error {
 		}
 	}
 	if s.Status == StatusNone {
-		return eventstore.Rejectf("%s on an order that was never placed", to)
+		return eventstore.RejectWith(ErrNotPlaced, "%s on an order that was never placed", to)
 	}
-	return eventstore.Rejectf("%s not allowed when the order is %s", to, s.Status)
+	return eventstore.RejectWith(ErrOutOfTurn, "%s not allowed when the order is %s", to, s.Status)
 }
 
 func applyPlaced(s Order, d OrderPlacedData, _ *eventstore.Outbox) (Order, error) {
@@ -44,7 +41,7 @@ func applyPayment(s Order, d PaymentProcessedData, _ *eventstore.Outbox) (Order,
 		return s, err
 	}
 	if d.Amount != s.Total {
-		return s, eventstore.Rejectf("payment of %d does not match the total %d", d.Amount, s.Total)
+		return s, eventstore.RejectWith(ErrPaymentMismatch, "payment of %d does not match the total %d", d.Amount, s.Total)
 	}
 	s.Status, s.Paid = StatusPaid, d.Amount
 	return s, nil
@@ -71,7 +68,7 @@ func applyRefunded(s Order, d OrderRefundedData, out *eventstore.Outbox) (Order,
 		return s, err
 	}
 	if d.Amount <= 0 || d.Amount > s.Paid-s.Refunded {
-		return s, eventstore.Rejectf("refund of %d exceeds the refundable %d", d.Amount, s.Paid-s.Refunded)
+		return s, eventstore.RejectWith(ErrRefundTooLarge, "refund of %d exceeds the refundable %d", d.Amount, s.Paid-s.Refunded)
 	}
 	s.Refunded += d.Amount
 	if s.Refunded == s.Paid {

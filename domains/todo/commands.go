@@ -14,12 +14,21 @@ const (
 	DeleteTodo = "DeleteTodo" // payload {}
 )
 
+// Command definitions: each command type with the Go type of its payload.
+var (
+	CreateTodoCommand = commands.DefineCommand[TodoData](CreateTodo)
+	UpdateTodoCommand = commands.DefineCommand[TodoData](UpdateTodo)
+	DeleteTodoCommand = commands.DefineCommand[struct{}](DeleteTodo)
+)
+
 // Domain describes the todo write model: its events and its commands,
 // each deciding against the facet's STATE.
 func Domain() commands.Domain {
-	return commands.FacetDomain(AggregateType, Processor(), map[string]commands.Decide[Todo]{
-		CreateTodo: decideCreate, UpdateTodo: decideUpdate, DeleteTodo: decideDelete,
-	})
+	return commands.FacetDomain(AggregateType, Processor(),
+		commands.OnCommand(CreateTodoCommand, decideCreate),
+		commands.OnCommand(UpdateTodoCommand, decideUpdate),
+		commands.OnCommand(DeleteTodoCommand, decideDelete),
+	)
 }
 
 // NewFacet returns the todo facet on store (reads of a todo's STATE, as
@@ -28,51 +37,43 @@ func NewFacet(store eventstore.Store, upcasters *eventstore.Upcasters) (*eventst
 	return eventstore.NewFacet(eventstore.FacetConfig[Todo]{Store: store, AggregateType: AggregateType, Processor: Processor(), Upcasters: upcasters})
 }
 
-func decodeData(cmd commands.Command) (TodoData, error) {
-	var d TodoData
-	if err := cmd.DecodePayload(&d); err != nil {
-		return d, err
-	}
+// validate checks a todo's fields.
+func validate(d TodoData) error {
 	if strings.TrimSpace(d.Title) == "" {
-		return d, &eventstore.ValidationError{Field: "title", Reason: "is empty"}
+		return &eventstore.ValidationError{Field: "title", Reason: "is empty"}
 	}
 	if len(d.Title) > MaxTitleLength {
-		return d, &eventstore.ValidationError{Field: "title", Reason: "is too long"}
+		return &eventstore.ValidationError{Field: "title", Reason: "is too long"}
 	}
 	if len(d.Message) > MaxMessageLength {
-		return d, &eventstore.ValidationError{Field: "message", Reason: "is too long"}
+		return &eventstore.ValidationError{Field: "message", Reason: "is too long"}
 	}
-	return d, nil
+	return nil
 }
 
-func decideCreate(cur eventstore.State[Todo], cmd commands.Command) ([]eventstore.NewEvent, error) {
-	d, err := decodeData(cmd)
-	if err != nil {
+func decideCreate(cur eventstore.State[Todo], cmd commands.Command, d TodoData) ([]eventstore.NewEvent, error) {
+	if err := validate(d); err != nil {
 		return nil, err
 	}
 	if cur.Item.Exists || cur.Item.Deleted {
-		return nil, commands.Conflict("todo %s already exists", cmd.AggregateID)
+		return nil, commands.ConflictWith(ErrExists, "todo %s already exists", cmd.AggregateID)
 	}
-	return []eventstore.NewEvent{eventstore.Event(TodoCreated, d)}, nil
+	return []eventstore.NewEvent{TodoCreatedEvent.New(d)}, nil
 }
 
-func decideUpdate(cur eventstore.State[Todo], cmd commands.Command) ([]eventstore.NewEvent, error) {
-	d, err := decodeData(cmd)
-	if err != nil {
+func decideUpdate(cur eventstore.State[Todo], cmd commands.Command, d TodoData) ([]eventstore.NewEvent, error) {
+	if err := validate(d); err != nil {
 		return nil, err
 	}
 	if !cur.Item.Exists {
-		return nil, commands.NotFound("todo %s does not exist", cmd.AggregateID)
+		return nil, commands.NotFoundWith(ErrNotFound, "todo %s does not exist", cmd.AggregateID)
 	}
-	return []eventstore.NewEvent{eventstore.Event(TodoUpdated, d)}, nil
+	return []eventstore.NewEvent{TodoUpdatedEvent.New(d)}, nil
 }
 
-func decideDelete(cur eventstore.State[Todo], cmd commands.Command) ([]eventstore.NewEvent, error) {
-	if err := cmd.DecodePayload(&struct{}{}); err != nil {
-		return nil, err
-	}
+func decideDelete(cur eventstore.State[Todo], cmd commands.Command, _ struct{}) ([]eventstore.NewEvent, error) {
 	if !cur.Item.Exists {
-		return nil, commands.NotFound("todo %s does not exist", cmd.AggregateID)
+		return nil, commands.NotFoundWith(ErrNotFound, "todo %s does not exist", cmd.AggregateID)
 	}
-	return []eventstore.NewEvent{eventstore.Event(TodoDeleted, struct{}{})}, nil
+	return []eventstore.NewEvent{TodoDeletedEvent.New(struct{}{})}, nil
 }

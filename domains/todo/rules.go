@@ -4,19 +4,16 @@ import "github.com/eventpipe/eventpipe/eventstore"
 
 // Processor returns the todo rules. They are pure: no I/O.
 func Processor() eventstore.Processor[Todo] {
-	return eventstore.Processor[Todo]{
-		Initial: func() Todo { return Todo{} },
-		Rules: map[string]eventstore.Rule[Todo]{
-			TodoCreated: eventstore.On(applyCreated),
-			TodoUpdated: eventstore.On(applyUpdated),
-			TodoDeleted: eventstore.On(applyDeleted),
-		},
-	}
+	return eventstore.NewProcessor(func() Todo { return Todo{} },
+		eventstore.OnEvent(TodoCreatedEvent, applyCreated),
+		eventstore.OnEvent(TodoUpdatedEvent, applyUpdated),
+		eventstore.OnEvent(TodoDeletedEvent, applyDeleted),
+	)
 }
 
 func applyCreated(s Todo, d TodoData, _ *eventstore.Outbox) (Todo, error) {
 	if s.Exists || s.Deleted {
-		return s, eventstore.Reject("todo already exists")
+		return s, eventstore.RejectWith(ErrExists, "todo already exists")
 	}
 	s.Title, s.Message, s.Completed, s.Exists = d.Title, d.Message, d.Completed, true
 	return s, nil
@@ -24,7 +21,7 @@ func applyCreated(s Todo, d TodoData, _ *eventstore.Outbox) (Todo, error) {
 
 func applyUpdated(s Todo, d TodoData, _ *eventstore.Outbox) (Todo, error) {
 	if !s.Exists {
-		return s, eventstore.Reject("todo does not exist")
+		return s, eventstore.RejectWith(ErrNotFound, "todo does not exist")
 	}
 	s.Title, s.Message, s.Completed = d.Title, d.Message, d.Completed
 	return s, nil
@@ -32,7 +29,7 @@ func applyUpdated(s Todo, d TodoData, _ *eventstore.Outbox) (Todo, error) {
 
 func applyDeleted(s Todo, _ struct{}, _ *eventstore.Outbox) (Todo, error) {
 	if !s.Exists {
-		return s, eventstore.Reject("todo does not exist")
+		return s, eventstore.RejectWith(ErrNotFound, "todo does not exist")
 	}
 	s.Exists, s.Deleted = false, true
 	return s, nil

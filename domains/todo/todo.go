@@ -3,6 +3,8 @@
 // a delete is an event too, so the log keeps everything.
 package todo
 
+import "github.com/eventpipe/eventpipe/eventstore"
+
 // AggregateType of todos.
 const AggregateType = "todo"
 
@@ -11,6 +13,20 @@ const (
 	TodoCreated = "TodoCreated" // payload TodoData
 	TodoUpdated = "TodoUpdated" // payload TodoData
 	TodoDeleted = "TodoDeleted" // payload {}
+)
+
+// Event definitions: each event type with the Go type of its payload.
+var (
+	TodoCreatedEvent = eventstore.DefineEvent[TodoData](TodoCreated)
+	TodoUpdatedEvent = eventstore.DefineEvent[TodoData](TodoUpdated)
+	TodoDeletedEvent = eventstore.DefineEvent[struct{}](TodoDeleted)
+)
+
+// Refusal codes (see eventstore.Code): the kinds of refusal of todo
+// commands and rules, matched with errors.Is.
+const (
+	ErrExists   eventstore.Code = "todo.exists"    // the todo exists, or existed and was deleted (ids are not reused)
+	ErrNotFound eventstore.Code = "todo.not_found" // no todo, or a deleted one
 )
 
 // Bounds of a todo's text fields, in bytes.

@@ -15,41 +15,41 @@ import (
 // store, with no service running.
 
 func created(title string) eventstore.NewEvent {
-	return eventstore.Event(todo.TodoCreated, todo.TodoData{Title: title})
+	return todo.TodoCreatedEvent.New(todo.TodoData{Title: title})
 }
 
 func TestFixtureATodoIsCreatedUpdatedAndDeleted(t *testing.T) {
 	f := testkit.NewDomainFixture(t, todo.Domain())
 	f.When("t1", todo.CreateTodo, todo.TodoData{Title: "buy milk", Message: "oat"}).
-		ThenEvents(eventstore.Event(todo.TodoCreated, todo.TodoData{Title: "buy milk", Message: "oat"})).
+		ThenEvents(todo.TodoCreatedEvent.New(todo.TodoData{Title: "buy milk", Message: "oat"})).
 		ThenNoOutbound()
 	f.When("t1", todo.UpdateTodo, todo.TodoData{Title: "buy milk", Message: "oat", Completed: true}).
 		ThenEvents(eventstore.NewEvent{Type: todo.TodoUpdated, Payload: json.RawMessage(`{"completed":true,"title":"buy milk","message":"oat"}`)})
 	f.When("t1", todo.DeleteTodo, `{}`).
-		ThenEvents(eventstore.Event(todo.TodoDeleted, struct{}{})).
+		ThenEvents(todo.TodoDeletedEvent.New(struct{}{})).
 		ThenState("t1", todo.Todo{Title: "buy milk", Message: "oat", Completed: true, Deleted: true})
 }
 
 func TestFixtureADeletedTodoIsGoneForGood(t *testing.T) {
 	f := testkit.NewDomainFixture(t, todo.Domain())
-	f.Given("t1", created("buy milk"), eventstore.Event(todo.TodoDeleted, struct{}{}))
+	f.Given("t1", created("buy milk"), todo.TodoDeletedEvent.New(struct{}{}))
 	f.When("t1", todo.UpdateTodo, todo.TodoData{Title: "again"}).
-		ThenRefused(commands.StatusNotFound, "does not exist")
+		ThenRefusedWith(commands.StatusNotFound, todo.ErrNotFound)
 	f.When("t1", todo.DeleteTodo, `{}`).
-		ThenRefused(commands.StatusNotFound, "does not exist")
+		ThenRefusedWith(commands.StatusNotFound, todo.ErrNotFound)
 	f.When("t1", todo.CreateTodo, todo.TodoData{Title: "reuse the id"}).
-		ThenRefused(commands.StatusConflict, "already exists")
+		ThenRefusedWith(commands.StatusConflict, todo.ErrExists)
 }
 
 func TestFixtureTodoInputIsValidated(t *testing.T) {
 	f := testkit.NewDomainFixture(t, todo.Domain())
 	f.When("t1", todo.CreateTodo, todo.TodoData{Title: "  "}).
-		ThenRefused(commands.StatusInvalid, "title").
+		ThenInvalid("title").
 		ThenNoEvents()
 	f.When("t1", todo.CreateTodo, todo.TodoData{Title: strings.Repeat("x", todo.MaxTitleLength+1)}).
-		ThenRefused(commands.StatusInvalid, "too long")
+		ThenInvalid("title")
 	f.When("t1", todo.CreateTodo, `{"title":"a","priority":1}`).
-		ThenRefused(commands.StatusInvalid, "priority")
+		ThenInvalid("payload")
 	f.When("t1", "ArchiveTodo", `{}`).
-		ThenRefused(commands.StatusInvalid, "unknown command type")
+		ThenRefusedWith(commands.StatusInvalid, commands.ErrUnknownCommand)
 }

@@ -15,15 +15,28 @@ const (
 	FailTransfer       = "FailTransfer"       // payload ReasonData
 )
 
+// Command definitions: each command type with the Go type of its payload.
+var (
+	RequestTransferCommand    = commands.DefineCommand[RequestedData](RequestTransfer)
+	CompleteTransferCommand   = commands.DefineCommand[CompletedData](CompleteTransfer)
+	CompensateTransferCommand = commands.DefineCommand[ReasonData](CompensateTransfer)
+	FailTransferCommand       = commands.DefineCommand[ReasonData](FailTransfer)
+)
+
 // Domain describes the transfer write model: its events and its
 // commands, each deciding against the transfer's STATE.
 func Domain() commands.Domain {
-	return commands.FacetDomain(AggregateType, Processor(), map[string]commands.Decide[Transfer]{
-		RequestTransfer:    decideRequest,
-		CompleteTransfer:   decideFinish[CompletedData](TransferCompleted),
-		CompensateTransfer: decideFinish[ReasonData](TransferCompensated),
-		FailTransfer:       decideFinish[ReasonData](TransferFailed),
-	})
+	return commands.FacetDomain(AggregateType, Processor(), deciders()...)
+}
+
+// deciders returns the transfer's decision per command type.
+func deciders() []commands.Decider[Transfer] {
+	return []commands.Decider[Transfer]{
+		commands.OnCommand(RequestTransferCommand, decideRequest),
+		decideFinish(CompleteTransferCommand, TransferCompletedEvent),
+		decideFinish(CompensateTransferCommand, TransferCompensatedEvent),
+		decideFinish(FailTransferCommand, TransferFailedEvent),
+	}
 }
 
 // NewFacet returns the transfer facet on store (reads of a transfer's
@@ -34,11 +47,7 @@ func NewFacet(store eventstore.Store, upcasters *eventstore.Upcasters) (*eventst
 
 // decideRequest requests a new transfer between two different accounts
 // (each a usable aggregate id) for a positive amount.
-func decideRequest(cur eventstore.State[Transfer], cmd commands.Command) ([]eventstore.NewEvent, error) {
-	var d RequestedData
-	if err := cmd.DecodePayload(&d); err != nil {
-		return nil, err
-	}
+func decideRequest(cur eventstore.State[Transfer], cmd commands.Command, d RequestedData) ([]eventstore.NewEvent, error) {
 	if err := eventstore.ValidateName("from", d.From); err != nil {
 		return nil, err
 	}
@@ -52,25 +61,22 @@ func decideRequest(cur eventstore.State[Transfer], cmd commands.Command) ([]even
 		return nil, &eventstore.ValidationError{Field: "amount", Reason: fmt.Sprintf("is %d, want > 0", d.Amount)}
 	}
 	if cur.Item.Status != StatusNone {
-		return nil, commands.Conflict("transfer %s already exists", cmd.AggregateID)
+		return nil, commands.ConflictWith(ErrExists, "transfer %s already exists", cmd.AggregateID)
 	}
-	return []eventstore.NewEvent{eventstore.Event(TransferRequested, d)}, nil
+	return []eventstore.NewEvent{TransferRequestedEvent.New(d)}, nil
 }
 
-// decideFinish records an outcome (eventType, with the command's payload
-// D) of a transfer that was requested and is not finished yet.
-func decideFinish[D any](eventType string) commands.Decide[Transfer] {
-	return func(cur eventstore.State[Transfer], cmd commands.Command) ([]eventstore.NewEvent, error) {
-		var d D
-		if err := cmd.DecodePayload(&d); err != nil {
-			return nil, err
-		}
+// decideFinish is the decision of cmd, which records an outcome (ev,
+// with the command's payload) of a transfer that was requested and is
+// not finished yet.
+func decideFinish[D any](cmd commands.CommandDef[D], ev eventstore.EventDef[D]) commands.Decider[Transfer] {
+	return commands.OnCommand(cmd, func(cur eventstore.State[Transfer], c commands.Command, d D) ([]eventstore.NewEvent, error) {
 		switch {
 		case cur.Item.Status == StatusNone:
-			return nil, commands.NotFound("transfer %s does not exist", cmd.AggregateID)
+			return nil, commands.NotFoundWith(ErrNotFound, "transfer %s does not exist", c.AggregateID)
 		case cur.Item.Status.Finished():
-			return nil, commands.Conflict("transfer %s is already %s", cmd.AggregateID, cur.Item.Status)
+			return nil, commands.ConflictWith(ErrFinished, "transfer %s is already %s", c.AggregateID, cur.Item.Status)
 		}
-		return []eventstore.NewEvent{eventstore.Event(eventType, d)}, nil
-	}
+		return []eventstore.NewEvent{ev.New(d)}, nil
+	})
 }

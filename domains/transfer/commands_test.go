@@ -13,16 +13,13 @@ import (
 // for a command with payload, without a store.
 func decideOn(t *testing.T, tr Transfer, seq int64, cmdType, payload string) ([]eventstore.NewEvent, error) {
 	t.Helper()
-	decide := map[string]commands.Decide[Transfer]{
-		RequestTransfer:    decideRequest,
-		CompleteTransfer:   decideFinish[CompletedData](TransferCompleted),
-		CompensateTransfer: decideFinish[ReasonData](TransferCompensated),
-		FailTransfer:       decideFinish[ReasonData](TransferFailed),
-	}[cmdType]
-	if decide == nil {
-		t.Fatalf("no decision for %s", cmdType)
+	for _, d := range deciders() {
+		if d.Definition().Name() == cmdType {
+			return d.Decide(eventstore.State[Transfer]{Item: tr, Seq: seq}, commands.New(cmdType, AggregateType, "t1", json.RawMessage(payload)))
+		}
 	}
-	return decide(eventstore.State[Transfer]{Item: tr, Seq: seq}, commands.New(cmdType, AggregateType, "t1", json.RawMessage(payload)))
+	t.Fatalf("no decision for %s", cmdType)
+	return nil, nil
 }
 
 // TestDecideRequestValidatesAndRefusesASecondRequest: a valid request is
@@ -53,7 +50,7 @@ func TestDecideRequestValidatesAndRefusesASecondRequest(t *testing.T) {
 	}
 	existing := Transfer{ID: "t1", From: "a", To: "b", Amount: 250, Status: StatusRequested}
 	_, err = decideOn(t, existing, 1, RequestTransfer, `{"from":"a","to":"b","amount":250}`)
-	decision(t, "second request", err, commands.StatusConflict, "transfer t1 already exists")
+	decision(t, "second request", err, commands.StatusConflict, ErrExists, "transfer t1 already exists")
 }
 
 // TestDecideOutcomesNeedARequestedUnfinishedTransfer: Complete,
@@ -73,12 +70,12 @@ func TestDecideOutcomesNeedARequestedUnfinishedTransfer(t *testing.T) {
 			t.Errorf("%s: %+v, %v; want one %s with %s", c.cmd, evs, err, c.event, c.payload)
 		}
 		_, err = decideOn(t, Transfer{}, 0, c.cmd, c.payload)
-		decision(t, c.cmd+" of an unknown transfer", err, commands.StatusNotFound, "transfer t1 does not exist")
+		decision(t, c.cmd+" of an unknown transfer", err, commands.StatusNotFound, ErrNotFound, "transfer t1 does not exist")
 		for _, s := range []Status{StatusCompleted, StatusCompensated, StatusFailed} {
 			fin := requested
 			fin.Status = s
 			_, err := decideOn(t, fin, 2, c.cmd, c.payload)
-			decision(t, c.cmd+" of a "+string(s)+" transfer", err, commands.StatusConflict, "transfer t1 is already "+string(s))
+			decision(t, c.cmd+" of a "+string(s)+" transfer", err, commands.StatusConflict, ErrFinished, "transfer t1 is already "+string(s))
 		}
 	}
 	var ve *eventstore.ValidationError
@@ -87,10 +84,10 @@ func TestDecideOutcomesNeedARequestedUnfinishedTransfer(t *testing.T) {
 	}
 }
 
-func decision(t *testing.T, name string, err error, status commands.Status, reason string) {
+func decision(t *testing.T, name string, err error, status commands.Status, code eventstore.Code, reason string) {
 	t.Helper()
 	var dec *commands.Decision
-	if !errors.As(err, &dec) || dec.Status != status || dec.Reason != reason {
-		t.Errorf("%s: %v, want %s: %s", name, err, status, reason)
+	if !errors.As(err, &dec) || dec.Status != status || !errors.Is(err, code) || dec.Reason != reason {
+		t.Errorf("%s: %v, want %s (%s): %s", name, err, status, code, reason)
 	}
 }

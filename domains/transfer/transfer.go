@@ -11,6 +11,8 @@
 // transferFailed) for other systems.
 package transfer
 
+import "github.com/eventpipe/eventpipe/eventstore"
+
 // AggregateType of transfers.
 const AggregateType = "transfer"
 
@@ -20,6 +22,23 @@ const (
 	TransferCompleted   = "TransferCompleted"   // payload CompletedData
 	TransferCompensated = "TransferCompensated" // payload ReasonData
 	TransferFailed      = "TransferFailed"      // payload ReasonData
+)
+
+// Event definitions: each event type with the Go type of its payload.
+var (
+	TransferRequestedEvent   = eventstore.DefineEvent[RequestedData](TransferRequested)
+	TransferCompletedEvent   = eventstore.DefineEvent[CompletedData](TransferCompleted)
+	TransferCompensatedEvent = eventstore.DefineEvent[ReasonData](TransferCompensated)
+	TransferFailedEvent      = eventstore.DefineEvent[ReasonData](TransferFailed)
+)
+
+// Refusal codes (see eventstore.Code): the kinds of refusal of transfer
+// commands and rules, matched with errors.Is.
+const (
+	ErrExists     eventstore.Code = "transfer.exists"      // requesting a transfer that was requested
+	ErrNotFound   eventstore.Code = "transfer.not_found"   // an outcome of a transfer never requested
+	ErrFinished   eventstore.Code = "transfer.finished"    // an outcome of a finished transfer
+	ErrBadRequest eventstore.Code = "transfer.bad_request" // a requested event the rules refuse (same account twice, amount ≤ 0)
 )
 
 // Outbound events, published (payload OutcomeData) by the event that

@@ -12,7 +12,7 @@ import (
 // The transfer domain's commands through its real handlers on the
 // in-memory store, with no service running.
 
-var requested = eventstore.Event(transfer.TransferRequested, transfer.RequestedData{From: "a", To: "b", Amount: 250})
+var requested = transfer.TransferRequestedEvent.New(transfer.RequestedData{From: "a", To: "b", Amount: 250})
 
 func TestFixtureATransferIsRequestedOnceBetweenTwoAccounts(t *testing.T) {
 	f := testkit.NewDomainFixture(t, transfer.Domain())
@@ -20,11 +20,11 @@ func TestFixtureATransferIsRequestedOnceBetweenTwoAccounts(t *testing.T) {
 		ThenEvents(requested).
 		ThenNoOutbound()
 	f.When("t1", transfer.RequestTransfer, transfer.RequestedData{From: "a", To: "c", Amount: 1}).
-		ThenRefused(commands.StatusConflict, "already exists")
+		ThenRefusedWith(commands.StatusConflict, transfer.ErrExists)
 	f.When("t2", transfer.RequestTransfer, transfer.RequestedData{From: "a", To: "a", Amount: 1}).
-		ThenRefused(commands.StatusInvalid, "also the account the money comes from")
+		ThenInvalid("to")
 	f.When("t2", transfer.RequestTransfer, transfer.RequestedData{From: "a", To: "b", Amount: -1}).
-		ThenRefused(commands.StatusInvalid, "want > 0")
+		ThenInvalid("amount")
 }
 
 func TestFixtureEachOutcomePublishesItsOutboundEvent(t *testing.T) {
@@ -49,9 +49,9 @@ func TestFixtureEachOutcomePublishesItsOutboundEvent(t *testing.T) {
 func TestFixtureAFinishedOrUnknownTransferTakesNoOutcome(t *testing.T) {
 	f := testkit.NewDomainFixture(t, transfer.Domain())
 	f.When("t9", transfer.CompleteTransfer, `{}`).
-		ThenRefused(commands.StatusNotFound, "does not exist")
-	f.Given("t1", requested, eventstore.Event(transfer.TransferCompleted, transfer.CompletedData{}))
+		ThenRefusedWith(commands.StatusNotFound, transfer.ErrNotFound)
+	f.Given("t1", requested, transfer.TransferCompletedEvent.New(transfer.CompletedData{}))
 	f.When("t1", transfer.FailTransfer, transfer.ReasonData{Reason: "too late"}).
-		ThenRefused(commands.StatusConflict, "already completed").
+		ThenRefusedWith(commands.StatusConflict, transfer.ErrFinished).
 		ThenNoOutbound()
 }

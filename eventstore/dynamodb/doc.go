@@ -10,7 +10,7 @@
 //	AGGREGATE#<type>#<id>       STATE                       the facet's current state (JSON) at seq
 //	AGGREGATE#<type>#<id>       #SNAPSHOT                   the latest snapshot (JSON) at seq
 //	AGGREGATE#<type>#<id>       OUTBOUND#<seq>#<index>      an outbound event published by a rule
-//	AGGREGATE#<type>#<id>       COMMAND#<command id>        the recorded answer to a command: what it appended, or its refusal (status, reason)
+//	AGGREGATE#<type>#<id>       COMMAND#<command id>        the recorded answer to a command: what it appended, or its refusal (status, reason, code)
 //
 // The envelope's fields are top-level attributes of an EVENT item (the
 // payload as a JSON string), so the table stream's NEW_IMAGE decodes with

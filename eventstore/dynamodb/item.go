@@ -259,6 +259,7 @@ func refusalItem(ref eventstore.Ref, commandID string, r eventstore.Refusal, now
 		AttrUpdatedAt: ddbattr.S(formatTime(now)),
 	}
 	ddbattr.SetOpt(it, AttrReason, r.Reason)
+	ddbattr.SetOpt(it, AttrCode, string(r.Code))
 	if ttl > 0 {
 		it[AttrTTL] = ddbattr.N(now.Add(ttl).Unix())
 	}
@@ -277,7 +278,7 @@ func commandOutcome(ref eventstore.Ref, commandID string, it item) (eventstore.A
 		return eventstore.AppendResult{}, err
 	}
 	return eventstore.AppendResult{}, &eventstore.RefusedCommandError{Aggregate: ref, CommandID: commandID,
-		Refusal: eventstore.Refusal{Status: status, Reason: getOptS(it, AttrReason), Version: version}}
+		Refusal: eventstore.Refusal{Status: status, Reason: getOptS(it, AttrReason), Code: eventstore.Code(getOptS(it, AttrCode)), Version: version}}
 }
 
 func resultFromCommandItem(ref eventstore.Ref, it item) (eventstore.AppendResult, error) {

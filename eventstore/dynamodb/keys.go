@@ -62,6 +62,7 @@ const (
 	AttrEventIDs      = "eventIds"
 	AttrStatus        = "status" // set on the record of a refused command only
 	AttrReason        = "reason"
+	AttrCode          = "code" // a refused command's eventstore.Code, when it had one
 )
 
 // PartitionKey is the pk of every item of aggregate ref.

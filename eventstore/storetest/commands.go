@@ -57,7 +57,7 @@ func testRecordRefusal(t *testing.T, open Opener) {
 	e := setup(t, open, eventstore.Schema{})
 	ref := e.ref("account")
 	e.mustAppend(e.prepare(ref, 0, "", "Opened"))
-	first := eventstore.Refusal{Status: "rejected", Reason: "insufficient funds", Version: 1}
+	first := eventstore.Refusal{Status: "rejected", Reason: "insufficient funds", Code: "account.insufficient_funds", Version: 1}
 	if res, err := e.s.RecordRefusal(e.ctx, ref, "cmd-r", first); err != nil || res.Duplicate || res.LastSeq != 0 {
 		t.Fatalf("RecordRefusal = %+v, %v; want it recorded (a zero result)", res, err)
 	}
@@ -67,6 +67,9 @@ func testRecordRefusal(t *testing.T, open Opener) {
 		var refused *eventstore.RefusedCommandError
 		if !errors.As(err, &refused) || refused.Refusal != first || refused.CommandID != "cmd-r" || refused.Aggregate != ref {
 			t.Fatalf("%s: %v; want *RefusedCommandError with %+v", what, err, first)
+		}
+		if !errors.Is(err, first.Code) {
+			t.Fatalf("%s: %v does not match its recorded code %q with errors.Is", what, err, first.Code)
 		}
 	}
 	_, err := e.s.Append(e.ctx, e.prepare(ref, 1, "cmd-r", "Withdrawn"))

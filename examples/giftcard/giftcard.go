@@ -27,11 +27,33 @@ const (
 	CardCancelled = "CardCancelled" // payload CancelledData
 )
 
-// Command types.
+// Event definitions: the type of each event's payload, checked by the
+// compiler wherever an event is made (New) or applied (OnEvent).
+var (
+	CardIssuedEvent    = eventstore.DefineEvent[IssuedData](CardIssued)
+	CardRedeemedEvent  = eventstore.DefineEvent[RedeemedData](CardRedeemed)
+	CardCancelledEvent = eventstore.DefineEvent[CancelledData](CardCancelled)
+)
+
+// Command types and their definitions.
 const (
 	IssueCard  = "IssueCard"  // payload IssuedData
 	RedeemCard = "RedeemCard" // payload RedeemedData
 	CancelCard = "CancelCard" // payload CancelledData
+)
+
+var (
+	IssueCardCommand  = commands.DefineCommand[IssuedData](IssueCard)
+	RedeemCardCommand = commands.DefineCommand[RedeemedData](RedeemCard)
+	CancelCardCommand = commands.DefineCommand[CancelledData](CancelCard)
+)
+
+// Refusal codes: what callers and tests match with errors.Is.
+const (
+	ErrIssued              eventstore.Code = "giftcard.issued"               // issuing a card twice
+	ErrNotIssued           eventstore.Code = "giftcard.not_issued"           // a card never issued
+	ErrCancelled           eventstore.Code = "giftcard.cancelled"            // redeeming or cancelling a cancelled card
+	ErrInsufficientBalance eventstore.Code = "giftcard.insufficient_balance" // redeeming more than is left
 )
 
 // OutboundCardSpent is published (payload SpentData) by the redemption
@@ -69,39 +91,32 @@ type SpentData struct {
 
 // Processor returns the gift card's rules; they are pure.
 func Processor() eventstore.Processor[Card] {
-	return eventstore.Processor[Card]{
-		Initial: func() Card { return Card{} },
-		Rules: map[string]eventstore.Rule[Card]{
-			CardIssued: eventstore.On(func(c Card, ev IssuedData, _ *eventstore.Outbox) (Card, error) {
-				if c.Issued {
-					return c, eventstore.Reject("card already issued")
-				}
-				return Card{Issued: true, Balance: ev.Amount}, nil
-			}),
-			CardRedeemed: redeemed,
-			CardCancelled: eventstore.On(func(c Card, _ CancelledData, _ *eventstore.Outbox) (Card, error) {
-				if c.Cancelled {
-					return c, eventstore.Reject("card already cancelled")
-				}
-				c.Cancelled = true
-				return c, nil
-			}),
-		},
-	}
+	return eventstore.NewProcessor(func() Card { return Card{} },
+		eventstore.OnEvent(CardIssuedEvent, func(c Card, ev IssuedData, _ *eventstore.Outbox) (Card, error) {
+			if c.Issued {
+				return c, eventstore.RejectWith(ErrIssued, "card already issued")
+			}
+			return Card{Issued: true, Balance: ev.Amount}, nil
+		}),
+		eventstore.OnEventEnvelope(CardRedeemedEvent, redeemed),
+		eventstore.OnEvent(CardCancelledEvent, func(c Card, _ CancelledData, _ *eventstore.Outbox) (Card, error) {
+			if c.Cancelled {
+				return c, eventstore.RejectWith(ErrCancelled, "card already cancelled")
+			}
+			c.Cancelled = true
+			return c, nil
+		}),
+	)
 }
 
 // redeemed takes a redemption off the balance; it needs the envelope for
 // the card's id in the outbound event.
-func redeemed(c Card, env eventstore.Envelope, out *eventstore.Outbox) (Card, error) {
-	var ev RedeemedData
-	if err := env.DecodePayload(&ev); err != nil {
-		return c, &eventstore.ValidationError{Field: "payload", Reason: err.Error()}
-	}
+func redeemed(c Card, env eventstore.Envelope, ev RedeemedData, out *eventstore.Outbox) (Card, error) {
 	switch {
 	case c.Cancelled:
-		return c, eventstore.Reject("card cancelled")
+		return c, eventstore.RejectWith(ErrCancelled, "card cancelled")
 	case ev.Amount > c.Balance:
-		return c, eventstore.Rejectf("insufficient balance: %d left, %d asked", c.Balance, ev.Amount)
+		return c, eventstore.RejectWith(ErrInsufficientBalance, "insufficient balance: %d left, %d asked", c.Balance, ev.Amount)
 	}
 	c.Balance -= ev.Amount
 	if c.Balance == 0 {
@@ -112,48 +127,36 @@ func redeemed(c Card, env eventstore.Envelope, out *eventstore.Outbox) (Card, er
 
 // Domain describes the gift card's write model.
 func Domain() commands.Domain {
-	return commands.FacetDomain(AggregateType, Processor(), map[string]commands.Decide[Card]{
-		IssueCard:  decideIssue,
-		RedeemCard: decideRedeem,
-		CancelCard: decideCancel,
-	})
+	return commands.FacetDomain(AggregateType, Processor(),
+		commands.OnCommand(IssueCardCommand, decideIssue),
+		commands.OnCommand(RedeemCardCommand, decideRedeem),
+		commands.OnCommand(CancelCardCommand, decideCancel),
+	)
 }
 
-func decideIssue(cur eventstore.State[Card], cmd commands.Command) ([]eventstore.NewEvent, error) {
-	var d IssuedData
-	if err := cmd.DecodePayload(&d); err != nil {
-		return nil, err
-	}
+func decideIssue(cur eventstore.State[Card], cmd commands.Command, d IssuedData) ([]eventstore.NewEvent, error) {
 	if d.Amount <= 0 {
 		return nil, &eventstore.ValidationError{Field: "amount", Reason: fmt.Sprintf("is %d, want > 0", d.Amount)}
 	}
 	if cur.Item.Issued {
-		return nil, commands.Conflict("card %s is already issued", cmd.AggregateID)
+		return nil, commands.ConflictWith(ErrIssued, "card %s is already issued", cmd.AggregateID)
 	}
-	return []eventstore.NewEvent{eventstore.Event(CardIssued, d)}, nil
+	return []eventstore.NewEvent{CardIssuedEvent.New(d)}, nil
 }
 
-func decideRedeem(cur eventstore.State[Card], cmd commands.Command) ([]eventstore.NewEvent, error) {
-	var d RedeemedData
-	if err := cmd.DecodePayload(&d); err != nil {
-		return nil, err
-	}
+func decideRedeem(cur eventstore.State[Card], cmd commands.Command, d RedeemedData) ([]eventstore.NewEvent, error) {
 	if d.Amount <= 0 || d.Order == "" {
 		return nil, &eventstore.ValidationError{Field: "payload", Reason: "a redemption needs an amount > 0 and an order"}
 	}
 	if !cur.Item.Issued {
-		return nil, commands.NotFound("card %s was never issued", cmd.AggregateID)
+		return nil, commands.NotFoundWith(ErrNotIssued, "card %s was never issued", cmd.AggregateID)
 	}
-	return []eventstore.NewEvent{eventstore.Event(CardRedeemed, d)}, nil // the rules check the balance
+	return []eventstore.NewEvent{CardRedeemedEvent.New(d)}, nil // the rules check the balance
 }
 
-func decideCancel(cur eventstore.State[Card], cmd commands.Command) ([]eventstore.NewEvent, error) {
-	var d CancelledData
-	if err := cmd.DecodePayload(&d); err != nil {
-		return nil, err
-	}
+func decideCancel(cur eventstore.State[Card], cmd commands.Command, d CancelledData) ([]eventstore.NewEvent, error) {
 	if !cur.Item.Issued {
-		return nil, commands.NotFound("card %s was never issued", cmd.AggregateID)
+		return nil, commands.NotFoundWith(ErrNotIssued, "card %s was never issued", cmd.AggregateID)
 	}
-	return []eventstore.NewEvent{eventstore.Event(CardCancelled, d)}, nil
+	return []eventstore.NewEvent{CardCancelledEvent.New(d)}, nil
 }

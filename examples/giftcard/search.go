@@ -49,14 +49,14 @@ func (Search) Apply(doc json.RawMessage, e eventstore.Envelope) (json.RawMessage
 	}
 	switch e.EventType {
 	case CardIssued:
-		var p IssuedData
-		if err := e.DecodePayload(&p); err != nil {
+		p, err := CardIssuedEvent.Decode(e)
+		if err != nil {
 			return nil, err
 		}
 		d = Doc{ID: e.AggregateID, Issued: p.Amount, Balance: p.Amount, Usable: p.Amount > 0}
 	case CardRedeemed:
-		var p RedeemedData
-		if err := e.DecodePayload(&p); err != nil {
+		p, err := CardRedeemedEvent.Decode(e)
+		if err != nil {
 			return nil, err
 		}
 		d.Balance -= p.Amount

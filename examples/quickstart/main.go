@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -65,7 +64,7 @@ func quickstart(ctx context.Context) error {
 	}
 	defer sender.Close()
 	id := fmt.Sprintf("quickstart-%d", time.Now().Unix())
-	cmd, err := catalog.NewCommand("CreateTodo", id, json.RawMessage(`{"title":"buy milk"}`))
+	cmd, err := todo.CreateTodoCommand.New(todo.AggregateType, id, todo.TodoData{Title: "buy milk"}) // typed: a payload of another type does not compile
 	if err != nil {
 		return err
 	}

@@ -159,16 +159,16 @@ func handle(cfg Config, s State, in sagas.Input, fx *sagas.Effects) (State, erro
 			if s.Step != "" {
 				return s, nil
 			}
-			var paid order.PaymentProcessedData
-			if err := in.Event.DecodePayload(&paid); err != nil {
+			paid, err := order.PaymentProcessedEvent.Decode(in.Event)
+			if err != nil {
 				return s, err
 			}
 			s.Paid, s.Step = paid.Amount, StepShip
-			send(fx, StepShip, order.ShipOrder, order.OrderShippedData{TrackingNumber: cfg.Tracking(fx.Instance())})
+			send(fx, StepShip, order.ShipOrderCommand, order.OrderShippedData{TrackingNumber: cfg.Tracking(fx.Instance())})
 			fx.After(deadline, cfg.ShipWithin)
 		case order.OrderRefunded:
-			var r order.OrderRefundedData
-			if err := in.Event.DecodePayload(&r); err != nil {
+			r, err := order.OrderRefundedEvent.Decode(in.Event)
+			if err != nil {
 				return s, err
 			}
 			s.Refunded += r.Amount
@@ -197,7 +197,7 @@ func handle(cfg Config, s State, in sagas.Input, fx *sagas.Effects) (State, erro
 				return s, nil
 			}
 			s.Step = StepRefund
-			send(fx, StepRefund, order.RefundOrder, order.OrderRefundedData{Amount: left, Reason: s.Reason})
+			send(fx, StepRefund, order.RefundOrderCommand, order.OrderRefundedData{Amount: left, Reason: s.Reason})
 		case ok:
 			fx.Finish(refunded(s))
 		default:
@@ -208,9 +208,10 @@ func handle(cfg Config, s State, in sagas.Input, fx *sagas.Effects) (State, erro
 	return s, nil
 }
 
-// send queues a command to the instance's order as step.
-func send(fx *sagas.Effects, step, commandType string, payload any) {
-	cmd, err := commands.NewJSON(commandType, order.AggregateType, fx.Instance(), payload)
+// send queues def's command with payload p to the instance's order as
+// step.
+func send[P any](fx *sagas.Effects, step string, def commands.CommandDef[P], p P) {
+	cmd, err := def.New(order.AggregateType, fx.Instance(), p)
 	if err != nil {
 		panic(fmt.Sprintf("ordersaga: %v", err)) // structs of strings and numbers always encode
 	}

@@ -177,8 +177,8 @@ func handle(cfg Config, s State, in sagas.Input, fx *sagas.Effects) (State, erro
 		if s.Step != "" {
 			return s, nil // a second TransferRequested cannot be: the aggregate refuses it
 		}
-		var req transfer.RequestedData
-		if err := in.Event.DecodePayload(&req); err != nil {
+		req, err := transfer.TransferRequestedEvent.Decode(in.Event)
+		if err != nil {
 			return s, err
 		}
 		s = State{From: req.From, To: req.To, Amount: req.Amount, Step: StepDebit}
@@ -227,18 +227,18 @@ func answered(s State, res commands.Result, fx *sagas.Effects) State {
 		send(fx, StepCredit, s.To, s.Amount, false, fmt.Sprintf("transfer %s from %s", fx.Instance(), s.From))
 	case s.Step == StepDebit:
 		s.Step, s.Reason = StepFail, "debit "+why
-		finish(fx, StepFail, transfer.FailTransfer, s.Reason)
+		finish(fx, StepFail, transfer.FailTransferCommand, transfer.ReasonData{Reason: s.Reason})
 		fx.Finish(outcome(s, OutcomeFailed))
 	case s.Step == StepCredit && ok:
 		s.Step = StepComplete
-		finish(fx, StepComplete, transfer.CompleteTransfer, "")
+		finish(fx, StepComplete, transfer.CompleteTransferCommand, transfer.CompletedData{})
 		fx.Finish(OutcomeCompleted)
 	case s.Step == StepCredit:
 		s.Reason = "credit " + why
 		return refund(s, fx)
 	case s.Step == StepRefund && ok:
 		s.Step = StepCompensate
-		finish(fx, StepCompensate, transfer.CompensateTransfer, s.Reason)
+		finish(fx, StepCompensate, transfer.CompensateTransferCommand, transfer.ReasonData{Reason: s.Reason})
 		fx.Finish(outcome(s, OutcomeCompensated))
 	case s.Step == StepRefund:
 		s.Reason += "; refund " + why
@@ -256,7 +256,7 @@ func refund(s State, fx *sagas.Effects) State {
 
 // send queues a bank-account transaction as step.
 func send(fx *sagas.Effects, step, accountID string, amount int64, isRefund bool, desc string) {
-	cmd, err := commands.NewJSON(bankaccount.RecordTransaction, bankaccount.AggregateType, accountID,
+	cmd, err := bankaccount.RecordTransactionCommand.New(bankaccount.AggregateType, accountID,
 		bankaccount.TransactionAcceptedData{Desc: desc, Amount: amount, Refund: isRefund})
 	if err != nil {
 		panic(err) // a struct of strings and numbers always encodes
@@ -264,13 +264,10 @@ func send(fx *sagas.Effects, step, accountID string, amount int64, isRefund bool
 	fx.Send(step, cmd)
 }
 
-// finish records the transfer's outcome on its aggregate.
-func finish(fx *sagas.Effects, step, commandType, reason string) {
-	var payload any = struct{}{}
-	if commandType != transfer.CompleteTransfer {
-		payload = transfer.ReasonData{Reason: reason}
-	}
-	cmd, err := commands.NewJSON(commandType, transfer.AggregateType, fx.Instance(), payload)
+// finish records the transfer's outcome on its aggregate: def's command
+// with payload p.
+func finish[P any](fx *sagas.Effects, step string, def commands.CommandDef[P], p P) {
+	cmd, err := def.New(transfer.AggregateType, fx.Instance(), p)
 	if err != nil {
 		panic(err)
 	}
