@@ -161,7 +161,8 @@ func TestStatusShowsTheAnalyticsRelayAndAggregatorAndAMissingTableInPlace(t *tes
 	want := operator.GroupStatus{Group: ep.TopicPrefix + aggregator.DefaultGroup,
 		Topics:    []string{topics.Analytics("site-a"), topics.Analytics("site-b")},
 		Committed: 0, Newest: 4, Lag: 4,
-		PoisonTopic: topics.Poison(aggregator.DefaultGroup), Consumer: eventpipe.AnalyticsAggregator, Kind: eventpipe.KindAggregator}
+		PoisonTopic: topics.Poison(aggregator.DefaultGroup), Consumer: eventpipe.AnalyticsAggregator, Kind: eventpipe.KindAggregator,
+		Declared: eventpipe.Definition{Kind: eventpipe.KindAggregator, TopicPrefix: ep.TopicPrefix + bus.AnalyticsPrefix}}
 	if g := aggGroup(r); !reflect.DeepEqual(g, want) {
 		t.Fatalf("aggregator group before it ran %+v, want %+v", g, want)
 	}
