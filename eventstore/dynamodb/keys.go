@@ -53,6 +53,7 @@ const (
 	AttrCurrentSeq    = "currentSeq"
 	AttrUpdatedAt     = "updatedAt"
 	AttrState         = "state"
+	AttrStateRevision = "rev" // a STATE item's revision (eventstore.Stored.Revision)
 	AttrOutboundID    = "outboundId"
 	AttrName          = "name"
 	AttrIndex         = "idx"

@@ -83,6 +83,10 @@ type AggregateLister interface {
 //   - StateAndOutboxCommitTogether: STATE and OUTBOUND records are
 //     written with their events, rewritten STATE alone at the same
 //     version, and nothing of a failed append.
+//   - StateRevision: every STATE write has a new revision, which State
+//     returns; an append with IfState requires it (none: no revision)
+//     with the version, and fails with *eventstore.ConcurrencyError
+//     (StateRewritten) after a STATE-only rewrite, writing nothing.
 //   - DuplicateCommand: a second append with a command id writes nothing
 //     and returns the first result with Duplicate; CommandResult agrees.
 //   - RecordRefusal: a refusal is the answer every later append, refusal
@@ -113,6 +117,7 @@ func Run(t *testing.T, open Opener) {
 		{"NotFound", testNotFound},
 		{"ExpectedVersion", testExpectedVersion},
 		{"StateAndOutboxCommitTogether", testStateAndOutbox},
+		{"StateRevision", testStateRevision},
 		{"DuplicateCommand", testDuplicateCommand},
 		{"RecordRefusal", testRecordRefusal},
 		{"RefusalRacesAppend", testRefusalRacesAppend},
