@@ -140,7 +140,8 @@ func transaction(tableName string, req eventstore.AppendRequest, now time.Time, 
 	}
 
 	metaKey := item{AttrPK: ddbattr.S(PartitionKey(ref)), AttrSK: ddbattr.S(SKMetadata)}
-	metaVals := item{":new": ddbattr.N(req.NewVersion()), ":now": ddbattr.S(formatTime(now)), ":t": ddbattr.S(ref.Type), ":id": ddbattr.S(ref.ID)}
+	metaVals := item{":new": ddbattr.N(req.NewVersion()), ":now": ddbattr.S(formatTime(now)), ":t": ddbattr.S(ref.Type), ":id": ddbattr.S(ref.ID),
+		":gpk": ddbattr.S(AggregateTypeKey(ref.Type))}
 	cond := "attribute_not_exists(pk)"
 	if req.ExpectedVersion > 0 {
 		cond = "currentSeq = :expected"
@@ -149,6 +150,7 @@ func transaction(tableName string, req eventstore.AppendRequest, now time.Time, 
 	if err := check("#METADATA", item{
 		AttrPK: metaKey[AttrPK], AttrSK: metaKey[AttrSK], AttrCurrentSeq: metaVals[":new"],
 		AttrUpdatedAt: metaVals[":now"], AttrAggregateType: metaVals[":t"], AttrAggregateID: metaVals[":id"],
+		AttrGSI1PK: metaVals[":gpk"], AttrGSI1SK: metaVals[":id"],
 	}); err != nil {
 		return prepared{}, err
 	}
@@ -156,7 +158,7 @@ func transaction(tableName string, req eventstore.AppendRequest, now time.Time, 
 		items = append(items, types.TransactWriteItem{Update: &types.Update{
 			TableName:                           table,
 			Key:                                 metaKey,
-			UpdateExpression:                    aws.String("SET currentSeq = :new, updatedAt = :now, aggregateType = :t, aggregateId = :id"),
+			UpdateExpression:                    aws.String("SET currentSeq = :new, updatedAt = :now, aggregateType = :t, aggregateId = :id, gsi1pk = :gpk, gsi1sk = :id"),
 			ConditionExpression:                 aws.String(cond),
 			ExpressionAttributeValues:           metaVals,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,

@@ -48,8 +48,9 @@ type command struct {
 }
 
 var (
-	_ eventstore.Store      = (*Store)(nil)
-	_ eventstore.TypeReader = (*Store)(nil)
+	_ eventstore.Store           = (*Store)(nil)
+	_ eventstore.TypeReader      = (*Store)(nil)
+	_ eventstore.AggregateLister = (*Store)(nil)
 )
 
 // New validates cfg and returns an empty Store.
