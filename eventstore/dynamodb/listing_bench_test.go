@@ -207,17 +207,21 @@ func seedMetadata(b *testing.B, client *ddb.Client, table, aggregateType string,
 	ctx := context.Background()
 	batches := make(chan []types.WriteRequest)
 	var wg sync.WaitGroup
+	var failed atomic.Value
 	for range 8 {
 		wg.Go(func() {
-			for batch := range batches {
+			for batch := range batches { // drained to the end, failed or not
 				req := map[string][]types.WriteRequest{table: batch}
-				for len(req) > 0 {
+				for attempt := 0; len(req) > 0 && failed.Load() == nil; attempt++ {
 					out, err := client.BatchWriteItem(ctx, &ddb.BatchWriteItemInput{RequestItems: req})
-					if err != nil {
-						b.Error(err)
-						return
+					switch {
+					case err != nil && attempt < 5:
+						time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+					case err != nil:
+						failed.CompareAndSwap(nil, err)
+					default:
+						req = out.UnprocessedItems
 					}
-					req = out.UnprocessedItems
 				}
 			}
 		})
@@ -240,4 +244,7 @@ func seedMetadata(b *testing.B, client *ddb.Client, table, aggregateType string,
 	}
 	close(batches)
 	wg.Wait()
+	if err := failed.Load(); err != nil {
+		b.Fatalf("seed %s: %v", aggregateType, err)
+	}
 }
