@@ -109,7 +109,8 @@ type facetHandler[S any] struct {
 // the latest snapshot and the events after it). On a
 // concurrent append it reloads and decides again (bounded, jittered)
 // unless the command carried an expected version: then the stale version
-// is a StatusConflict result. A command id already applied returns the
+// is a StatusConflict result (a STATE rewritten at the same version by a
+// recalculation is reloaded and decided again either way). A command id already applied returns the
 // original outcome with Duplicate set, and so does one already refused
 // (the store's *eventstore.RefusedCommandError). Recording refusals is
 // the Dispatcher's job.
@@ -192,7 +193,9 @@ func (h *facetHandler[S]) Handle(ctx context.Context, cmd Command) (Result, erro
 			res.EventIDs = out.Append.EventIDs
 			res.Duplicate = out.Duplicate
 			return res, nil
-		case errors.As(err, &conflict) && cmd.ExpectedVersion == nil && attempt < h.cfg.MaxAttempts:
+		case errors.As(err, &conflict) && (cmd.ExpectedVersion == nil || conflict.StateRewritten) && attempt < h.cfg.MaxAttempts:
+			// A STATE rewritten at the same version (a recalculation)
+			// leaves an expected version right: decide again on it.
 			sleep(ctx, attempt)
 			continue
 		case errors.As(err, &conflict):

@@ -19,10 +19,11 @@ import (
 // stored one, conditional on the aggregate's version not having moved
 // since the log was read. It never appends an event.
 //
-// After a write it reads the log again until a pass finds STATE equal to
-// the fold: a command that had read the old STATE before the write may
-// have appended on top of it (a STATE-only write does not move the
-// version), and that pass rewrites it again.
+// The write gives STATE a new revision (eventstore.Stored.Revision). A
+// command that read the old STATE before the write appends conditional on
+// that STATE's revision as well as the version, so it fails with a
+// *eventstore.ConcurrencyError and decides again on the new STATE: once
+// the call returns, no state derived from the old STATE can be written.
 //
 // Errors: a stored event the rules reject is a *ReplayRefusedError naming
 // the event (nothing is written); an aggregate with no event is
@@ -48,9 +49,8 @@ type Recalculation struct {
 	// Changed is set when STATE was rewritten: its JSON or its sequence
 	// differed from the fold. When false nothing was written.
 	Changed bool
-	// Attempts counts the passes over the log: 1 for an unchanged
-	// aggregate, 2 for a rewrite verified by a second pass, more after
-	// conflicts with concurrent commands.
+	// Attempts counts the passes over the log: 1, more after conflicts
+	// with concurrent commands.
 	Attempts int
 }
 
@@ -99,37 +99,24 @@ func FacetRecalculate[S any](store eventstore.Store, aggregateType string, p eve
 		if err := ref.Validate(); err != nil {
 			return Recalculation{Aggregate: ref}, fmt.Errorf("recalculate %s: %w", ref, err)
 		}
-		var out Recalculation
 		var log []eventstore.Envelope
 		for attempt := 1; ; attempt++ {
 			if attempt > 1 {
 				// A short random pause, so that passes do not collide
 				// with the commands they lost to in lock step.
 				if err := pause.Sleep(ctx, pause.Jittered(pause.Backoff(attempt-1, 2*time.Millisecond, 200*time.Millisecond))); err != nil {
-					return out, fmt.Errorf("recalculate %s: %w", ref, err)
+					return Recalculation{Aggregate: ref, Attempts: attempt - 1}, fmt.Errorf("recalculate %s: %w", ref, err)
 				}
 			}
 			var rec Recalculation
 			var err error
 			rec, log, err = recalculateOnce(ctx, store, ref, p, log)
-			if attempt == 1 || (!out.Changed && err == nil) {
-				out = rec // what was there before any write of this call
-			}
-			out.Attempts = attempt
+			rec.Attempts = attempt
 			var conflict *eventstore.ConcurrencyError
-			switch {
-			case err != nil && errors.As(err, &conflict) && attempt <= opts.Retries && ctx.Err() == nil:
+			if err != nil && errors.As(err, &conflict) && attempt <= opts.Retries && ctx.Err() == nil {
 				continue
-			case err != nil:
-				return out, err
 			}
-			out.Version, out.Now = rec.Version, rec.Now
-			if !rec.Changed || attempt > opts.Retries {
-				// Verified: STATE equals the fold at rec.Version (or
-				// the retries are spent after a write).
-				return out, nil
-			}
-			out.Changed = true
+			return rec, err
 		}
 	}
 }
@@ -177,6 +164,8 @@ func recalculateOnce[S any](ctx context.Context, store eventstore.Store, ref eve
 	if rec.HadState && rec.WasSeq == rec.Version && sameJSON(rec.Was, now) {
 		return rec, log, nil
 	}
+	// No IfState: the fold of the log at rec.Version is right whatever
+	// STATE holds, and the new revision fences off commands decided on it.
 	if _, err := store.Append(ctx, eventstore.AppendRequest{Aggregate: ref, ExpectedVersion: rec.Version, State: now}); err != nil {
 		return rec, log, fmt.Errorf("recalculate: %w", err) // the store names the aggregate
 	}

@@ -33,14 +33,21 @@ var ErrMalformed = errors.New("malformed")
 
 // ConcurrencyError says an append expected the aggregate at version
 // Expected but found it at Actual: someone else appended meanwhile (or the
-// caller's version is stale). Nothing was written. Reload and decide again.
+// caller's version is stale). With StateRewritten the version was as
+// expected but the STATE item the decision read had been rewritten since
+// (AppendRequest.IfState; a recalculation). Nothing was written. Reload
+// and decide again.
 type ConcurrencyError struct {
-	Aggregate Ref
-	Expected  int64
-	Actual    int64
+	Aggregate      Ref
+	Expected       int64
+	Actual         int64
+	StateRewritten bool
 }
 
 func (e *ConcurrencyError) Error() string {
+	if e.StateRewritten {
+		return fmt.Sprintf("concurrent modification of %s: STATE was rewritten at version %d since it was read", e.Aggregate, e.Actual)
+	}
 	return fmt.Sprintf("concurrent modification of %s: expected version %d, actual %d", e.Aggregate, e.Expected, e.Actual)
 }
 

@@ -144,6 +144,14 @@ type State[S any] struct {
 	Ref  Ref
 	Seq  int64
 	Item S
+	// IfState is what an append to this state requires of the STATE
+	// item besides Seq: set by Get and Append (the revision of the STATE
+	// read) and in an append's Result (the revision written), so that an
+	// append decided on a STATE that a recalculation has rewritten since
+	// fails with *ConcurrencyError (StateRewritten) instead of writing a
+	// state derived from the old one back. Nil (Load, Initial, a state
+	// built by hand): only Seq is required.
+	IfState *StateCondition
 }
 
 // Result is what an append did.
@@ -187,12 +195,13 @@ func (f *Facet[S]) Get(ctx context.Context, id string) (State[S], error) {
 	if err != nil {
 		return State[S]{}, fmt.Errorf("get %s: STATE at %d: %w", ref, st.Seq, err)
 	}
-	return State[S]{Ref: ref, Seq: st.Seq, Item: item}, nil
+	return State[S]{Ref: ref, Seq: st.Seq, Item: item, IfState: &StateCondition{Revision: st.Revision}}, nil
 }
 
 // Append reads the STATE of aggregate id (the initial state when there is
 // none), applies the rules to ch's events and writes everything in one
-// transaction conditional on the STATE's version. A rule's refusal returns
+// transaction conditional on the STATE's version and revision (a STATE
+// rewritten meanwhile by a recalculation is a *ConcurrencyError). A rule's refusal returns
 // *RuleRejection and writes nothing, unless ch.CommandID had already been
 // applied (then the original result comes back with Duplicate). A
 // concurrent append returns *ConcurrencyError. An aggregate whose events
@@ -215,7 +224,7 @@ func (f *Facet[S]) Append(ctx context.Context, id string, ch Change) (Result[S],
 		if cur.Item, err = f.decode(st.Data); err != nil {
 			return Result[S]{}, fmt.Errorf("append %s: STATE at %d: %w", ref, st.Seq, err)
 		}
-		cur.Seq = st.Seq
+		cur.Seq, cur.IfState = st.Seq, &StateCondition{Revision: st.Revision}
 	}
 	return f.appendTo(ctx, cur, ch)
 }
@@ -349,6 +358,7 @@ func (f *Facet[S]) apply(ctx context.Context, cur State[S], ch Change, run func(
 	if err != nil {
 		return Result[S]{}, fmt.Errorf("append %s: %w", ref, err)
 	}
+	req.IfState = cur.IfState // the STATE decided on, unchanged since
 	state, err := f.clone(cur.Item)
 	if err != nil {
 		return Result[S]{}, fmt.Errorf("append %s: %w", ref, err)
@@ -433,8 +443,12 @@ func (f *Facet[S]) write(ctx context.Context, req AppendRequest, state S, outbou
 	if err != nil {
 		return Result[S]{}, fmt.Errorf("append %s: %w", ref, err)
 	}
+	var written *StateCondition
+	if ar.StateRevision != "" {
+		written = &StateCondition{Revision: ar.StateRevision}
+	}
 	return Result[S]{
-		State:    State[S]{Ref: ref, Seq: req.NewVersion(), Item: item},
+		State:    State[S]{Ref: ref, Seq: req.NewVersion(), Item: item, IfState: written},
 		Events:   ar.Events,
 		Outbound: outbound,
 		Append:   ar,

@@ -47,6 +47,9 @@ func (r AppendRequest) Validate(schema Schema) error {
 			return err
 		}
 	}
+	if r.IfState != nil && len(r.State) == 0 {
+		return &ValidationError{Field: "if_state", Reason: "is set without a STATE to write"}
+	}
 	seen := map[[2]int64]bool{}
 	for i, o := range r.Outbound {
 		field := func(f string) string { return fmt.Sprintf("outbound[%d].%s", i, f) }

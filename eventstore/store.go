@@ -57,6 +57,25 @@ type Stored struct {
 	Data json.RawMessage // JSON
 	// UpdatedAt is when the document was written (UTC).
 	UpdatedAt time.Time
+	// Revision is a STATE item's revision: a token the store writes anew
+	// with every STATE it writes (an append's or a recalculation's, even
+	// at the same version), so that an append decided on this STATE can
+	// require it unchanged (AppendRequest.IfState). It is "" for a STATE
+	// item written before stores kept revisions, and for snapshots.
+	Revision string
+}
+
+// StateCondition is what an append requires of the aggregate's STATE
+// item besides its version: the revision of the STATE its decision was
+// made on. A STATE-only append (a recalculation) rewrites STATE without
+// moving the version; the revision is how an append decided on the STATE
+// before such a rewrite fails instead of writing back a state derived
+// from the old one.
+type StateCondition struct {
+	// Revision is the Stored.Revision of the STATE read: "" for an item
+	// without a revision (written before stores kept them) or no STATE
+	// item at all, which the append then requires to have none.
+	Revision string
 }
 
 // AppendRequest is one decision about one aggregate. Build it with
@@ -75,8 +94,17 @@ type AppendRequest struct {
 	// returns the first result.
 	CommandID string
 	// State, when set, is written as the aggregate's STATE at the new
-	// version (JSON).
+	// version (JSON), with a new revision (AppendResult.StateRevision).
 	State json.RawMessage
+	// IfState, when set, makes the append conditional on the STATE item's
+	// revision too, in the same condition as the version: a STATE
+	// rewritten since the decision read it fails the append with a
+	// *ConcurrencyError (StateRewritten set) and nothing is written. Set
+	// it when State was derived from a STATE read (Facet.Append, AppendTo,
+	// AppendWithHistory do); leave it nil when State is a fold of the log
+	// read at ExpectedVersion (a recalculation), which the version alone
+	// makes right. It requires State.
+	IfState *StateCondition
 	// Outbound events to publish through the transactional outbox; each
 	// names the event (by sequence, in this request) that caused it.
 	Outbound []Outbound
@@ -108,6 +136,9 @@ type AppendResult struct {
 	// Duplicate is set when the command id had been recorded before and
 	// this call wrote nothing.
 	Duplicate bool
+	// StateRevision is the revision of the STATE item the append wrote
+	// ("" when it wrote none, or for a duplicate).
+	StateRevision string
 }
 
 // OutboundRecord is an OUTBOUND item as stored (and as the relay reads it

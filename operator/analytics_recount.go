@@ -29,6 +29,10 @@ type AnalyticsRecountConfig struct {
 	Source   string
 	From, To time.Time
 	Settle   time.Duration
+	// Margin is how far outside [From, To) the raw events are read, for
+	// the sessions crossing its edges (default aggregator.DefaultMargin;
+	// see aggregator.RecountConfig.Margin).
+	Margin time.Duration
 	// Actor is who recounts (default DefaultActor()); Reason why
 	// (optional). Both are recorded with the operator action.
 	Actor  string
@@ -62,6 +66,8 @@ func (c AnalyticsRecountConfig) Validate() error {
 		return invalid("To", fmt.Sprintf("%v is not after From %v", c.To, c.From))
 	case c.Settle < 0:
 		return invalid("Settle", fmt.Sprintf("%v is negative", c.Settle))
+	case c.Margin < 0:
+		return invalid("Margin", fmt.Sprintf("%v is negative", c.Margin))
 	case c.To.After(time.Now().Add(-settle)):
 		return invalid("To", fmt.Sprintf("%v is less than %v ago: the range is still open to live events (recount closed hours only)", c.To.UTC(), settle))
 	}
@@ -101,7 +107,7 @@ func AnalyticsRecount(ctx context.Context, cfg AnalyticsRecountConfig) (Analytic
 		return out, fmt.Errorf("analytics recount: %w", err)
 	}
 	rc := aggregator.RecountConfig{Client: client, Table: cfg.Endpoints.AnalyticsTable, Events: store, Source: cfg.Source,
-		From: cfg.From, To: cfg.To, Settle: cfg.Settle, Logger: cfg.Logger}
+		From: cfg.From, To: cfg.To, Settle: cfg.Settle, Margin: cfg.Margin, Logger: cfg.Logger}
 	if err := validRecount(rc); err != nil {
 		return out, fmt.Errorf("analytics recount: %w", err)
 	}

@@ -134,108 +134,170 @@ func (s *recalcStack) open(t *testing.T, id string, amounts ...int64) {
 	}
 }
 
-// TestRecalculateRewritesACorruptedStateBesideLiveCommandsAndLeavesARightOneUnchanged
-// corrupts account b's STATE by hand and recalculates it while live
-// command handlers keep appending transactions to it from 4 goroutines:
-// STATE ends equal to the fold of the log (whatever the interleaving, a
-// command on the corrupt STATE included), the result says what it was,
-// a second run reports it unchanged, account a (right all along) is
-// reported unchanged and not written, and both runs are operator
-// actions.
-func TestRecalculateRewritesACorruptedStateBesideLiveCommandsAndLeavesARightOneUnchanged(t *testing.T) {
+// heldStore is the real store with a gate before appends to one
+// aggregate: while hold is set, an append of events to it waits until
+// release is closed, after the command handler that makes it has read
+// STATE and decided. It widens the window between a command's STATE read
+// and its append, so that commands decided on the STATE before a
+// recalculation reach the table after it, every run.
+type heldStore struct {
+	eventstore.Store
+	id      string
+	hold    atomic.Bool
+	held    chan struct{} // one send per append held
+	release chan struct{}
+}
+
+func (h *heldStore) Append(ctx context.Context, req eventstore.AppendRequest) (eventstore.AppendResult, error) {
+	if len(req.Events) > 0 && req.Aggregate.ID == h.id && h.hold.Load() {
+		h.held <- struct{}{}
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return eventstore.AppendResult{}, ctx.Err()
+		}
+	}
+	return h.Store.Append(ctx, req)
+}
+
+// TestRecalculateFencesOffCommandsDecidedOnTheCorruptStateBeforeItsRewrite
+// corrupts account b's STATE by hand; four live command handlers on b
+// read the corrupt STATE, decide, and are held before their appends;
+// recalculate rewrites b (two other handlers keep appending to account e
+// meanwhile) and reports success; then the held appends are released
+// and the handlers go on sending to b. Every STATE of b read from the
+// moment recalculate returned, until the handlers stop, is a fold of the
+// log (never the corrupt balance or one derived from it): the held
+// appends fail on the rewritten STATE's revision and their commands are
+// decided again. At the end STATE equals the fold of the log with every
+// accepted command in it, without another recalculation: a second run
+// reports b unchanged, account a (right all along) is reported unchanged
+// and not written, and the runs are operator actions. (With the STATE
+// condition removed from the facet's append, a held append lands on the
+// rewritten STATE and this test fails.)
+func TestRecalculateFencesOffCommandsDecidedOnTheCorruptStateBeforeItsRewrite(t *testing.T) {
 	ctx := context.Background()
 	s := newRecalcStack(t)
 	s.open(t, "a", 500, -200)
 	s.open(t, "b", 1000, -300)
 	before, _, _ := s.fold(t, "b")
-	s.corrupt(t, "b", `{"id":"b","ownerFirst":"","ownerLast":"","balance":999999,"minimumBalance":-1000,"closed":false}`)
-
+	if before.Balance != 700 {
+		t.Fatalf("b's balance before: %d", before.Balance)
+	}
+	const corrupt = 999999
+	s.corrupt(t, "b", fmt.Sprintf(`{"id":"b","ownerFirst":"","ownerLast":"","balance":%d,"minimumBalance":-1000,"closed":false}`, corrupt))
 	s.open(t, "e", 100)
 
-	// Live command handlers until the recalculation is done: two writers
-	// on b, each sending a transaction every 50–100 ms, and two on e
-	// without a pause. (An aggregate that takes commands back to back
-	// without a gap can starve a recalculation: it then stops with a
-	// *eventstore.ConcurrencyError after its retries.)
+	const heldWriters = 4
+	gate := &heldStore{Store: s.store, id: "b", held: make(chan struct{}, heldWriters), release: make(chan struct{})}
+	gate.hold.Store(true)
+	gated, err := s.catalog.Handlers(gate)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	var sent atomic.Int64 // accepted on b
-	for g := range 4 {
-		id := []string{"b", "e"}[g%2]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h, _ := s.handlers.Lookup(bankaccount.RecordTransaction)
+	var accepted atomic.Int64 // on b
+	for g := range heldWriters + 2 {
+		id := "b"
+		if g >= heldWriters {
+			id = "e" // without a pause, beside the recalculation
+		}
+		wg.Go(func() {
+			h, _ := gated.Lookup(bankaccount.RecordTransaction)
 			for i := 0; !stop.Load(); i++ {
 				cmd, err := commands.NewJSON(bankaccount.RecordTransaction, bankaccount.AggregateType, id, map[string]any{"desc": fmt.Sprintf("g%d-%d", g, i), "amount": 1})
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if r, err := h.Handle(ctx, cmd); err == nil && r.Status == commands.StatusAccepted && id == "b" {
-					sent.Add(1)
+				r, err := h.Handle(ctx, cmd)
+				if err != nil {
+					t.Errorf("%s: %v", id, err)
+					return
+				}
+				if id == "b" && r.Status == commands.StatusAccepted {
+					accepted.Add(1)
 				}
 				if id == "b" {
-					// A gap long enough that a recalculation (read the log,
-					// fold it, write) fits in one now and then on a machine
-					// several times slower than a quiet one: with a write
-					// every ~10 ms, 50 retries of a ~60 ms pass all failed.
-					time.Sleep(time.Duration(50+rand.IntN(50)) * time.Millisecond)
+					time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
 				}
 			}
-		}()
+		})
 	}
-	for sent.Load() < 8 { // the live commands run on the corrupt STATE first
-		time.Sleep(5 * time.Millisecond)
+	for range heldWriters { // every b handler decided on the corrupt STATE
+		<-gate.held
 	}
+
 	res, err := operator.Recalculate(ctx, operator.RecalculateConfig{Process: eventpipe.Process{Catalog: s.catalog, Endpoints: s.ep}, Store: s.store,
 		Type: bankaccount.AggregateType, ID: "b", Actor: "alice", Reason: "STATE edited by hand", Retries: 50})
-	mid := sent.Load()
-	for sent.Load() < mid+20 { // and go on after it
+	if err != nil {
+		close(gate.release)
+		stop.Store(true)
+		wg.Wait()
+		t.Fatal(err)
+	}
+
+	// From here on, b's STATE must be a fold of its log. A sampler reads
+	// it over and over while the held appends are released and the
+	// handlers go on.
+	ref := eventstore.Ref{Type: bankaccount.AggregateType, ID: "b"}
+	var bad atomic.Value
+	samples := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		for {
+			select {
+			case <-samples:
+				return
+			default:
+			}
+			st, err := s.store.State(ctx, ref)
+			if err != nil {
+				bad.Store(err.Error())
+				return
+			}
+			var acc bankaccount.Account
+			if err := json.Unmarshal(st.Data, &acc); err != nil || acc.Balance >= corrupt {
+				bad.Store(fmt.Sprintf("STATE at %d after the recalculation: %s", st.Seq, st.Data))
+				return
+			}
+		}
+	})
+	gate.hold.Store(false)
+	close(gate.release)
+	for accepted.Load() < heldWriters+20 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	stop.Store(true)
 	wg.Wait()
-	if err != nil {
-		t.Fatal(err)
+	close(samples)
+	sampler.Wait()
+	if b := bad.Load(); b != nil {
+		t.Fatalf("the corrupt STATE came back after recalculate reported success: %v", b)
 	}
+
 	if res.Changed != 1 || len(res.Aggregates) != 1 || !res.Aggregates[0].Changed {
 		t.Fatalf("recalculate b: %+v", res)
 	}
-	t.Logf("b recalculated at version %d in %d passes", res.Aggregates[0].Version, res.Aggregates[0].Attempts)
+	rec := res.Aggregates[0]
 	var was bankaccount.Account
-	if err := json.Unmarshal(res.Aggregates[0].Was, &was); err != nil || was.Balance < 999999 || was.Balance > 999999+mid {
-		t.Fatalf("was %s (%v), want the corrupt balance (999999 and more)", res.Aggregates[0].Was, err)
-	}
-	if before.Balance != 700 {
-		t.Fatalf("b's balance before: %d", before.Balance)
-	}
-
-	// Commands that read the corrupt STATE before the rewrite may have
-	// appended on top of it after: another pass puts STATE back on the
-	// fold, and the pass after that finds nothing to do.
-	again, err := operator.Recalculate(ctx, operator.RecalculateConfig{Process: eventpipe.Process{Catalog: s.catalog, Endpoints: s.ep}, Store: s.store,
-		Type: bankaccount.AggregateType, ID: "b", Actor: "alice"})
-	if err != nil {
-		t.Fatal(err)
+	if err := json.Unmarshal(rec.Was, &was); err != nil || was.Balance != corrupt || rec.Version != 3 || rec.Attempts != 1 {
+		t.Fatalf("recalculated %+v (was: %v); want the corrupt balance found at version 3 in one pass", rec, err)
 	}
 	log, state, version := s.fold(t, "b")
-	if log != state || log.Balance != 700+sent.Load() {
-		t.Fatalf("b at %d: STATE %+v, log's fold %+v, want balance %d", version, state, log, 700+sent.Load())
+	if log != state || log.Balance != 700+accepted.Load() {
+		t.Fatalf("b at %d: STATE %+v, log's fold %+v, want balance %d", version, state, log, 700+accepted.Load())
 	}
-	if again.Changed > 0 {
-		// Allowed only for commands in flight during the first run.
-		t.Logf("second run rewrote b once more: %+v", again.Aggregates[0])
-	}
-	third, err := operator.Recalculate(ctx, operator.RecalculateConfig{Process: eventpipe.Process{Catalog: s.catalog, Endpoints: s.ep}, Store: s.store,
+	again, err := operator.Recalculate(ctx, operator.RecalculateConfig{Process: eventpipe.Process{Catalog: s.catalog, Endpoints: s.ep}, Store: s.store,
 		Type: bankaccount.AggregateType, ID: "b"})
-	if err != nil || third.Unchanged != 1 || third.Changed != 0 {
-		t.Fatalf("third run on a quiet b: %+v, %v; want unchanged", third, err)
+	if err != nil || again.Unchanged != 1 || again.Changed != 0 {
+		t.Fatalf("second run on b: %+v, %v; want unchanged", again, err)
 	}
 
 	// a was right: unchanged, and STATE's updatedAt did not move.
-	ref := eventstore.Ref{Type: bankaccount.AggregateType, ID: "a"}
-	st, err := s.store.State(ctx, ref)
+	refA := eventstore.Ref{Type: bankaccount.AggregateType, ID: "a"}
+	st, err := s.store.State(ctx, refA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,15 +306,15 @@ func TestRecalculateRewritesACorruptedStateBesideLiveCommandsAndLeavesARightOneU
 	if err != nil || resA.Unchanged != 1 || resA.Aggregates[0].Changed || string(resA.Aggregates[0].Was) != string(st.Data) {
 		t.Fatalf("recalculate a: %+v, %v; want unchanged", resA, err)
 	}
-	if st2, err := s.store.State(ctx, ref); err != nil || !st2.UpdatedAt.Equal(st.UpdatedAt) {
-		t.Fatalf("a's STATE was written: %v → %v (%v)", st.UpdatedAt, st2.UpdatedAt, err)
+	if st2, err := s.store.State(ctx, refA); err != nil || !st2.UpdatedAt.Equal(st.UpdatedAt) || st2.Revision != st.Revision {
+		t.Fatalf("a's STATE was written: %+v → %+v (%v)", st, st2, err)
 	}
 
 	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Process: eventpipe.Process{Endpoints: s.ep}, Action: operator.ActionRecalculate})
-	if err != nil || len(actions) != 4 {
-		t.Fatalf("operator actions: %+v, %v; want 4", actions, err)
+	if err != nil || len(actions) != 3 {
+		t.Fatalf("operator actions: %+v, %v; want 3", actions, err)
 	}
-	if a := actions[3]; a.Actor != "alice" || a.Target != "bankaccount/b" || a.Reason != "STATE edited by hand" || a.Result != "1 changed, 0 unchanged" {
+	if a := actions[2]; a.Actor != "alice" || a.Target != "bankaccount/b" || a.Reason != "STATE edited by hand" || a.Result != "1 changed, 0 unchanged" {
 		t.Fatalf("first action recorded as %+v", a)
 	}
 }
@@ -298,13 +360,28 @@ func TestRecalculateRefusesALogTheRulesRejectNamingTheEvent(t *testing.T) {
 		t.Fatalf("c's STATE written after a refusal: %+v, %v", st, err)
 	}
 
-	res, err := operator.Recalculate(ctx, operator.RecalculateConfig{Process: eventpipe.Process{Catalog: s.catalog, Endpoints: s.ep}, Store: s.store, Type: bankaccount.AggregateType, All: true})
-	if !errors.As(err, &refused) || res.Last != "a" || res.Unchanged != 1 {
-		t.Fatalf("--all: %+v, %v; want stopped at c after a", res, err)
+	// d was last appended to before the by-type index existed: its
+	// #METADATA item has no index keys, and the first --all gives it them.
+	_, err = testenv.DynamoDB(t).UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.ep.EventsTable),
+		Key: map[string]types.AttributeValue{
+			ddbstore.AttrPK: &types.AttributeValueMemberS{Value: ddbstore.PartitionKey(eventstore.Ref{Type: bankaccount.AggregateType, ID: "d"})},
+			ddbstore.AttrSK: &types.AttributeValueMemberS{Value: ddbstore.SKMetadata},
+		},
+		UpdateExpression: aws.String("REMOVE gsi1pk, gsi1sk"),
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	res, err = operator.Recalculate(ctx, operator.RecalculateConfig{Process: eventpipe.Process{Catalog: s.catalog, Endpoints: s.ep}, Store: s.store, Type: bankaccount.AggregateType, All: true, After: "c"})
-	if err != nil || res.Last != "d" || res.Changed != 1 || len(res.Aggregates) != 1 {
-		t.Fatalf("--all --after c: %+v, %v; want d rewritten", res, err)
+	// --all works on several aggregates at once: d, after c, may be
+	// done in the run that stops at c, or in the one resumed after it.
+	res, err := operator.Recalculate(ctx, operator.RecalculateConfig{Process: eventpipe.Process{Catalog: s.catalog, Endpoints: s.ep}, Store: s.store, Type: bankaccount.AggregateType, All: true})
+	if !errors.As(err, &refused) || res.Last != "a" || res.Unchanged < 1 || res.Changed+res.Unchanged > 2 || res.Indexed != 1 {
+		t.Fatalf("--all: %+v, %v; want d indexed, stopped at c, done up to a", res, err)
+	}
+	resumed, err := operator.Recalculate(ctx, operator.RecalculateConfig{Process: eventpipe.Process{Catalog: s.catalog, Endpoints: s.ep}, Store: s.store, Type: bankaccount.AggregateType, All: true, After: "c"})
+	if err != nil || resumed.Last != "d" || res.Changed+resumed.Changed != 1 || resumed.Changed+resumed.Unchanged != 1 || len(resumed.Aggregates) != 0 {
+		t.Fatalf("--all --after c: %+v, %v (first run %+v); want d rewritten once over the two runs", resumed, err, res)
 	}
 	if log, state, _ := s.fold(t, "d"); log != state || state.Balance != 100 {
 		t.Fatalf("d: STATE %+v, fold %+v", state, log)
@@ -315,14 +392,19 @@ func TestRecalculateRefusesALogTheRulesRejectNamingTheEvent(t *testing.T) {
 // *eventstore.ValidationError before anything is read.
 func TestRecalculateRefusesBadInput(t *testing.T) {
 	for name, cfg := range map[string]operator.RecalculateConfig{
-		"unknown type":      {Type: "nope", ID: "x"},
-		"no id, not all":    {Type: bankaccount.AggregateType},
-		"id and all":        {Type: bankaccount.AggregateType, ID: "x", All: true},
-		"after without all": {Type: bankaccount.AggregateType, ID: "x", After: "a"},
-		"id with #":         {Type: bankaccount.AggregateType, ID: "a#b"},
+		"unknown type":        {Type: "nope", ID: "x"},
+		"no id, not all":      {Type: bankaccount.AggregateType},
+		"id and all":          {Type: bankaccount.AggregateType, ID: "x", All: true},
+		"after without all":   {Type: bankaccount.AggregateType, ID: "x", After: "a"},
+		"reindex without all": {Type: bankaccount.AggregateType, ID: "x", Reindex: true},
+		"negative workers":    {Type: bankaccount.AggregateType, All: true, Workers: -1},
+		"too many workers":    {Type: bankaccount.AggregateType, All: true, Workers: 65},
+		"page too large":      {Type: bankaccount.AggregateType, All: true, PageSize: eventstore.MaxPageSize + 1},
+		"id with #":           {Type: bankaccount.AggregateType, ID: "a#b"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := operator.Recalculate(context.Background(), operator.RecalculateConfig{Type: cfg.Type, ID: cfg.ID, All: cfg.All, After: cfg.After})
+			_, err := operator.Recalculate(context.Background(), operator.RecalculateConfig{Type: cfg.Type, ID: cfg.ID, All: cfg.All, After: cfg.After,
+				Reindex: cfg.Reindex, Workers: cfg.Workers, PageSize: cfg.PageSize})
 			var val *eventstore.ValidationError
 			if !errors.As(err, &val) {
 				t.Fatalf("%v, want *eventstore.ValidationError", err)

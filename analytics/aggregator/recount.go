@@ -27,6 +27,10 @@ import (
 // recounted range must have ended.
 const DefaultSettle = 5 * time.Minute
 
+// DefaultMargin is RecountConfig.Margin's default: how far outside the
+// range the raw events are read, for the sessions crossing its edges.
+const DefaultMargin = 2 * time.Hour
+
 // AttrRecountUsers is the sketch attribute a recount writes: the users of
 // the bucket as counted from the raw events. It starts with
 // analytics.AttrUsersPrefix, so readers merge it with the per-partition
@@ -39,8 +43,8 @@ type RecountConfig struct {
 	Client API
 	// Table is the analytics table (default analytics.DefaultTable).
 	Table string
-	// Events reads the raw events (analytics.Store.SourceEvents) of the
-	// same table. Required.
+	// Events reads the raw events (analytics.Store.EachSourceEvent) of
+	// the same table. Required.
 	Events *analytics.Store
 	// Source is the source whose range is recounted. Required.
 	Source string
@@ -52,6 +56,12 @@ type RecountConfig struct {
 	// Settle is how long ago the range must have ended (default
 	// DefaultSettle): events arriving live, dated now, never fall in it.
 	Settle time.Duration
+	// Margin is how far before From and after To the raw events are read
+	// besides the range's own (default DefaultMargin): what tells a
+	// session crossing an edge from one whole in the range. A session
+	// whose events before From (or after To) all lie further than Margin
+	// away is taken for one that starts (or ends) in the range.
+	Margin time.Duration
 	// RecentEvents and SessionTTL must be the live consumer's
 	// (defaults DefaultRecentEvents, DefaultSessionTTL): a rewritten
 	// session remembers its latest RecentEvents event ids, as the
@@ -73,6 +83,9 @@ func (c *RecountConfig) setDefaults() {
 	}
 	if c.Settle == 0 {
 		c.Settle = DefaultSettle
+	}
+	if c.Margin == 0 {
+		c.Margin = DefaultMargin
 	}
 	if c.RecentEvents == 0 {
 		c.RecentEvents = DefaultRecentEvents
@@ -113,6 +126,8 @@ func (c RecountConfig) Validate() error {
 		return bad("To", "%v is not after From %v", c.To, c.From)
 	case c.Settle < 0:
 		return bad("Settle", "%v is negative", c.Settle)
+	case c.Margin < 0:
+		return bad("Margin", "%v is negative", c.Margin)
 	case c.To.After(now.Add(-c.Settle)):
 		return bad("To", "%v is less than %v ago: the range is still open to live events (recount closed hours only)", c.To.UTC(), c.Settle)
 	case c.From.Before(now.Add(-c.Events.EventTTL())):
@@ -191,10 +206,20 @@ type RecountResult struct {
 // in the range's "sessions" as it should. Each item is written only when
 // it differs from the fresh count (reported unchanged otherwise).
 //
+// What it reads: the raw events whose ids fall in [From-Margin,
+// To+Margin), by key range, a page per shard at a time, folded into their
+// sessions as they come (memory holds the sessions' folds, not the
+// events); nothing of the source's history further out. The margins tell
+// a session crossing an edge from one whole in the range: a session whose
+// events outside the range all lie further than Margin from it is taken
+// for one that starts (its start counted in the range) or ends there (and
+// rewritten), and an event whose id's time (given by the client) is
+// further than Margin outside the range is not counted.
+//
 // How it stays exact beside the consumer: in each pass it reads the
 // items first (an aggregation's counters and per-partition watermarks, a
-// session's version), then every raw event of the source (strongly
-// consistent), and writes each item whose fresh count differs
+// session's version), then the raw events (strongly consistent), and
+// writes each item whose fresh count differs
 // conditional on the item being as read (the consumer's own guards).
 // An event the consumer applied before the item read was ingested
 // before the raw read, so the fresh count holds it; a consumer write
@@ -240,7 +265,7 @@ func Recount(ctx context.Context, cfg RecountConfig) (RecountResult, error) {
 		if known == nil {
 			// Which sessions the range holds whole, to read their items
 			// before the raw read the counts come from.
-			first, err := readRaw(ctx, cfg, in)
+			first, err := readRaw(ctx, cfg, in, nil)
 			if err != nil {
 				return out, wrap(err)
 			}
@@ -265,13 +290,13 @@ func Recount(ctx context.Context, cfg RecountConfig) (RecountResult, error) {
 			}
 			storedSessions[id] = st
 		}
-		raw, err := readRaw(ctx, cfg, in)
+		raw, err := readRaw(ctx, cfg, in, all)
 		if err != nil {
 			return out, wrap(err)
 		}
 		known = raw
 		out.Events = raw.inRange
-		fresh := raw.count(cfg, all)
+		fresh := raw.fresh
 
 		var nextBuckets []rollup.Bucket
 		for _, b := range pendingBuckets {
@@ -293,8 +318,8 @@ func Recount(ctx context.Context, cfg RecountConfig) (RecountResult, error) {
 		}
 		var nextSessions []string
 		for _, id := range pendingSessions {
-			evs, whole := raw.bySession[id], raw.isClosed(id)
-			if !whole {
+			folded := raw.sessions[id]
+			if folded == nil || !folded.whole {
 				continue // it grew outside the range meanwhile: the consumer's
 			}
 			r := sessionResults[id]
@@ -302,7 +327,7 @@ func Recount(ctx context.Context, cfg RecountConfig) (RecountResult, error) {
 				r = &SessionRecount{SessionID: id, WasEvents: storedSessions[id].count}
 				sessionResults[id] = r
 			}
-			changed, err := t.recountSession(ctx, cfg, r, storedSessions[id], evs)
+			changed, err := t.recountSession(ctx, cfg, r, storedSessions[id], folded.s)
 			switch {
 			case errors.Is(err, errConflict):
 				nextSessions = append(nextSessions, id)
@@ -340,82 +365,71 @@ func compareBuckets(a, b rollup.Bucket) int {
 	return strings.Compare(a.Name, b.Name)
 }
 
-// recountRead is one read of a source's raw events, by session.
+// recountRead is one read of a source's raw events: every session with
+// an event in the range or its margins, folded as the consumer folds it,
+// and the fresh count of the buckets asked for. It keeps a session's fold,
+// not its events.
 type recountRead struct {
-	bySession map[string][]analytics.Event // in id order
-	ids       map[string][]ulid.ULID
-	closed    []string // sessions whose events are all in the range, sorted
-	inRange   int      // events in the range
-	in        func(time.Time) bool
+	sessions map[string]*foldedSession
+	closed   []string // sessions whose events are all in the range, sorted
+	inRange  int      // events in the range
+	fresh    map[rollup.Bucket]*rollup.Cell
 }
 
-func readRaw(ctx context.Context, cfg RecountConfig, in func(time.Time) bool) (*recountRead, error) {
-	events, err := cfg.Events.SourceEvents(ctx, cfg.Source)
-	if err != nil {
-		return nil, err
-	}
-	r := &recountRead{bySession: map[string][]analytics.Event{}, ids: map[string][]ulid.ULID{}, in: in}
-	for _, e := range events {
-		id, err := ulid.ParseStrict(e.EventID)
-		if err != nil {
-			return nil, &eventstore.DecodeError{What: "raw event " + e.EventID, Field: "eventId", Reason: err.Error()}
-		}
-		r.bySession[e.SessionID] = append(r.bySession[e.SessionID], e)
-		r.ids[e.SessionID] = append(r.ids[e.SessionID], id)
-		if in(e.CreatedAt) {
-			r.inRange++
-		}
-	}
-	for _, id := range slices.Sorted(maps.Keys(r.bySession)) {
-		if r.isClosed(id) {
-			r.closed = append(r.closed, id)
-		}
-	}
-	return r, nil
+// foldedSession is a session's raw events as read, folded in id order.
+type foldedSession struct {
+	s     *session
+	whole bool // every event read is in the range
 }
 
-func (r *recountRead) isClosed(id string) bool {
-	evs := r.bySession[id]
-	for _, e := range evs {
-		if !r.in(e.CreatedAt) {
-			return false
-		}
-	}
-	return len(evs) > 0
-}
-
-// fold folds session id's raw events in id order, as the consumer does,
-// calling emit with each contribution.
-func (r *recountRead) fold(cfg RecountConfig, id string, emit func(contribution)) *session {
-	s := &session{}
-	for i, e := range r.bySession[id] {
-		cs, _ := s.apply(cfg.Source, delivery{offset: int64(i), event: e, id: r.ids[id][i]}, cfg.RecentEvents)
-		for _, c := range cs {
-			emit(c)
-		}
-	}
-	return s
-}
-
-// count is the fresh count of the buckets in want, every one of them
-// with a cell.
-func (r *recountRead) count(cfg RecountConfig, want map[rollup.Bucket]bool) map[rollup.Bucket]*rollup.Cell {
+// readRaw reads the source's raw events of the range and of
+// cfg.Margin on either side (analytics.Store.EachSourceEvent: by key
+// range, a page per shard at a time), in id order, folding each into its
+// session as it comes, and counts the contributions to the buckets of
+// want (every one of them gets a cell).
+func readRaw(ctx context.Context, cfg RecountConfig, in func(time.Time) bool, want map[rollup.Bucket]bool) (*recountRead, error) {
+	r := &recountRead{sessions: map[string]*foldedSession{}}
 	fresh := rollup.New()
 	for b := range want {
 		fresh.Touch(b)
 	}
-	for id := range r.bySession {
-		r.fold(cfg, id, func(c contribution) {
+	lo, hi := cfg.From.Add(-cfg.Margin), cfg.To.Add(cfg.Margin)
+	err := cfg.Events.EachSourceEvent(ctx, cfg.Source, lo, hi, func(e analytics.Event) error {
+		id, err := ulid.ParseStrict(e.EventID)
+		if err != nil {
+			return &eventstore.DecodeError{What: "raw event " + e.EventID, Field: "eventId", Reason: err.Error()}
+		}
+		f := r.sessions[e.SessionID]
+		if f == nil {
+			f = &foldedSession{s: &session{}, whole: true}
+			r.sessions[e.SessionID] = f
+		}
+		if in(e.CreatedAt) {
+			r.inRange++
+		} else {
+			f.whole = false
+		}
+		cs, _ := f.s.apply(cfg.Source, delivery{offset: f.s.count, event: e, id: id}, cfg.RecentEvents)
+		for _, c := range cs {
 			if want[c.bucket] {
 				fresh.AddTo(c.bucket, c.measures, c.user)
 			}
-		})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	out := make(map[rollup.Bucket]*rollup.Cell, len(want))
+	for _, id := range slices.Sorted(maps.Keys(r.sessions)) {
+		if r.sessions[id].whole {
+			r.closed = append(r.closed, id)
+		}
+	}
+	r.fresh = make(map[rollup.Bucket]*rollup.Cell, len(want))
 	for _, c := range fresh.Cells() {
-		out[c.Bucket] = c
+		r.fresh[c.Bucket] = c
 	}
-	return out
+	return r, nil
 }
 
 // rangeBuckets are the hourly buckets of [from, to) and the daily
@@ -433,14 +447,11 @@ func rangeBuckets(source string, from, to time.Time) map[rollup.Bucket]bool {
 	return out
 }
 
-// recountSession writes session id folded from evs unless stored, the
-// item read before evs, already says the same; conditional on stored's
-// version (errConflict when the consumer wrote it since).
-func (t *table) recountSession(ctx context.Context, cfg RecountConfig, r *SessionRecount, stored *session, evs []analytics.Event) (bool, error) {
-	s := &session{}
-	for i, e := range evs {
-		s.apply(cfg.Source, delivery{offset: int64(i), event: e, id: ulid.MustParseStrict(e.EventID)}, cfg.RecentEvents) // parsed by readRaw
-	}
+// recountSession writes session r.SessionID as folded from its raw
+// events (s) unless stored, the item read before them, already says the
+// same; conditional on stored's version (errConflict when the consumer
+// wrote it since).
+func (t *table) recountSession(ctx context.Context, cfg RecountConfig, r *SessionRecount, stored, s *session) (bool, error) {
 	r.NowEvents = s.count
 	if sameSession(stored, s) {
 		return false, nil

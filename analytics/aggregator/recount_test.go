@@ -3,6 +3,7 @@ package aggregator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -46,12 +47,7 @@ func (c *consumerBeforeWrite) UpdateItem(ctx context.Context, in *dynamodb.Updat
 // the consumer's watermark kept.
 func TestRecountRereadsAnItemTheConsumerWroteBetweenItsReadAndWrite(t *testing.T) {
 	ctx := context.Background()
-	db := testenv.DynamoDB(t)
-	table := testenv.UniqueName(t, "analytics")
-	if err := migrations.CreateAnalyticsTable(ctx, db, table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { testenv.DeleteTable(t, db, table) })
+	db, table := newAnalyticsTable(t)
 	store, err := analytics.New(analytics.Config{Client: db, Table: table})
 	if err != nil {
 		t.Fatal(err)
@@ -175,4 +171,109 @@ func TestRecountRangeHoldsItsHoursAndOnlyItsWholeDays(t *testing.T) {
 	if hours != 28 || len(days) != 1 || days[0] != "2026-05-12" {
 		t.Fatalf("%d hours, days %v; want 28 and [2026-05-12]", hours, days)
 	}
+}
+
+// itemsRead is the analytics client, counting the items its queries read
+// (ScannedCount).
+type itemsRead struct {
+	analytics.API
+	n atomic.Int64
+}
+
+func (c *itemsRead) Query(ctx context.Context, in *dynamodb.QueryInput, opt ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	out, err := c.API.Query(ctx, in, opt...)
+	if err == nil {
+		c.n.Add(int64(out.ScannedCount))
+	}
+	return out, err
+}
+
+// TestRecountReadsOnlyItsRangeAndMargins recounts one hour of a source
+// whose table also holds 400 raw events three days before it and 200
+// from two hours and ten minutes after its end (the default margin is 2
+// hours), and counts the raw items the recount's
+// reads get from DynamoDB Local: only the 24 of the range and its
+// margins, once per raw read (two in a pass without conflicts), whatever
+// else the source holds. The sessions crossing an edge within the margin
+// are told apart: one that started before the range is neither counted
+// as started in it nor rewritten, one that goes on after it is counted
+// but not rewritten, and the four inside are rewritten.
+func TestRecountReadsOnlyItsRangeAndMargins(t *testing.T) {
+	ctx := context.Background()
+	db, table := newAnalyticsTable(t)
+	reads := &itemsRead{API: db}
+	store, err := analytics.New(analytics.Config{Client: reads, Table: table, Shards: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour := time.Now().UTC().Truncate(time.Hour)
+	from, to := hour.Add(-5*time.Hour), hour.Add(-4*time.Hour)
+	at := func(d time.Duration) *time.Time { v := from.Add(d); return &v }
+	ingest := func(in []analytics.EventInput) {
+		t.Helper()
+		for len(in) > 0 {
+			n := min(len(in), 100)
+			if _, err := store.Ingest(ctx, "site", in[:n]); err != nil {
+				t.Fatal(err)
+			}
+			in = in[n:]
+		}
+	}
+	var far []analytics.EventInput
+	for i := range 400 {
+		far = append(far, analytics.EventInput{Type: "page_view", SessionID: fmt.Sprintf("old-%d", i%40), URL: "/", CreatedAt: at(-72*time.Hour + time.Duration(i)*time.Second)})
+	}
+	for i := range 200 {
+		far = append(far, analytics.EventInput{Type: "click", SessionID: fmt.Sprintf("new-%d", i%20), CreatedAt: at(3*time.Hour + 10*time.Minute + time.Duration(i)*time.Second)})
+	}
+	ingest(far)
+	var near []analytics.EventInput
+	for i := range 20 {
+		near = append(near, analytics.EventInput{Type: "page_view", SessionID: fmt.Sprintf("in-%d", i%4), URL: "/", CreatedAt: at(time.Duration(i+1) * time.Minute)})
+	}
+	near = append(near,
+		analytics.EventInput{Type: "page_view", SessionID: "edge-before", URL: "/a", CreatedAt: at(-30 * time.Minute)},
+		analytics.EventInput{Type: "page_view", SessionID: "edge-before", URL: "/b", CreatedAt: at(30 * time.Minute)},
+		analytics.EventInput{Type: "page_view", SessionID: "edge-after", URL: "/x", CreatedAt: at(40 * time.Minute)},
+		analytics.EventInput{Type: "page_view", SessionID: "edge-after", URL: "/y", CreatedAt: at(90 * time.Minute)},
+	)
+	ingest(near)
+	reads.n.Store(0)
+
+	res, err := Recount(ctx, RecountConfig{Client: db, Table: table, Events: store, Source: "site", From: from, To: to})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := reads.n.Load(); got != 2*int64(len(near)) {
+		t.Fatalf("the recount read %d raw items, want %d (the %d of the range and its margins, twice); the source holds %d more", got, 2*len(near), len(near), len(far))
+	}
+	if res.Events != 22 {
+		t.Errorf("%d raw events in the range, want 22", res.Events)
+	}
+	var rewritten []string
+	for _, s := range res.Sessions {
+		rewritten = append(rewritten, s.SessionID)
+	}
+	if fmt.Sprint(rewritten) != "[in-0 in-1 in-2 in-3]" {
+		t.Errorf("sessions recounted %v, want the four inside the range", rewritten)
+	}
+	got, err := store.AggregationsBetween(ctx, "site", analytics.Hourly, from, to.Add(-time.Nanosecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Events != 22 || got[0].PageViews != 22 || got[0].Sessions != 5 {
+		t.Fatalf("the hour's aggregation %+v, want 22 events and 5 sessions (in-0..3 and edge-after)", got)
+	}
+}
+
+// newAnalyticsTable creates an analytics table for t, deleted when t ends.
+func newAnalyticsTable(t *testing.T) (*dynamodb.Client, string) {
+	t.Helper()
+	db := testenv.DynamoDB(t)
+	table := testenv.UniqueName(t, "analytics")
+	if err := migrations.CreateAnalyticsTable(context.Background(), db, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.DeleteTable(t, db, table) })
+	return db, table
 }

@@ -201,7 +201,7 @@ prints JSON.`,
 
 func analyticsRecountCommand() *cobra.Command {
 	var source, from, to, actor, reason string
-	var settle time.Duration
+	var settle, margin time.Duration
 	cmd := &cobra.Command{
 		Use:   "recount --source <id> --from <T1> --to <T2>",
 		Short: "Recount a source's sessions and aggregations of a closed range [T1, T2) from its raw events",
@@ -225,7 +225,7 @@ docs/operations.md. The run is recorded in Postgres (operator_actions). Prints J
 				return fmt.Errorf("--to: %w", err)
 			}
 			res, err := operator.AnalyticsRecount(cmd.Context(), operator.AnalyticsRecountConfig{
-				Process: eventpipe.Process{Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()}, Source: source, From: lo, To: hi, Settle: settle,
+				Process: eventpipe.Process{Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()}, Source: source, From: lo, To: hi, Settle: settle, Margin: margin,
 				Actor: actor, Reason: reason,
 			})
 			if err != nil {
@@ -238,6 +238,7 @@ docs/operations.md. The run is recorded in Postgres (operator_actions). Prints J
 	cmd.Flags().StringVar(&from, "from", "", "start of the range, a whole UTC hour, RFC 3339 (required)")
 	cmd.Flags().StringVar(&to, "to", "", "end of the range (excluded), a whole UTC hour, RFC 3339 (required)")
 	cmd.Flags().DurationVar(&settle, "settle", 0, "how long ago the range must have ended (default 5m)")
+	cmd.Flags().DurationVar(&margin, "margin", 0, "how far outside the range raw events are read, for sessions crossing its edges (default 2h)")
 	cmd.Flags().StringVar(&actor, "actor", operator.DefaultActor(), "who recounts (recorded)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
 	for _, f := range []string{"source", "from", "to"} {

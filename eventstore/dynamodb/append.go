@@ -38,7 +38,10 @@ const (
 // *eventstore.RefusedCommandError when it was recorded as refused; a failed
 // version condition returns *eventstore.ConcurrencyError with the actual
 // version (eventstore.ErrAggregateNotFound when a version above 0 was
-// expected of an aggregate that does not exist); a TransactionConflict
+// expected of an aggregate that does not exist); with req.IfState the
+// STATE put is conditional on the revision read (attribute_not_exists
+// for ""), and a STATE rewritten since is a *eventstore.ConcurrencyError
+// with StateRewritten set; a TransactionConflict
 // with the version unchanged is retried up to Config.ConflictRetries
 // times. Every error is wrapped as "append <type>/<id>: …".
 func (s *Store) Append(ctx context.Context, req eventstore.AppendRequest) (eventstore.AppendResult, error) {
@@ -54,7 +57,9 @@ func (s *Store) Append(ctx context.Context, req eventstore.AppendRequest) (event
 	for attempt := 0; ; attempt++ {
 		_, err := s.cfg.Client.TransactWriteItems(ctx, tx.input)
 		if err == nil {
-			return req.Result(), nil
+			res := req.Result()
+			res.StateRevision = tx.stateRevision
+			return res, nil
 		}
 		var tce *types.TransactionCanceledException
 		if !errors.As(err, &tce) {
@@ -82,8 +87,10 @@ func (s *Store) Append(ctx context.Context, req eventstore.AppendRequest) (event
 // prepared is a transaction ready to send, with where its conditional
 // items sit (for reading cancellation reasons).
 type prepared struct {
-	input      *dynamodb.TransactWriteItemsInput
-	commandIdx int // -1 without command id
+	input         *dynamodb.TransactWriteItemsInput
+	commandIdx    int    // -1 without command id
+	stateIdx      int    // -1 without a STATE condition
+	stateRevision string // the revision of the STATE written ("" for none)
 }
 
 // CheckAppendLimits checks a valid req (see eventstore.AppendRequest.Validate)
@@ -133,7 +140,8 @@ func transaction(tableName string, req eventstore.AppendRequest, now time.Time, 
 	}
 
 	metaKey := item{AttrPK: ddbattr.S(PartitionKey(ref)), AttrSK: ddbattr.S(SKMetadata)}
-	metaVals := item{":new": ddbattr.N(req.NewVersion()), ":now": ddbattr.S(formatTime(now)), ":t": ddbattr.S(ref.Type), ":id": ddbattr.S(ref.ID)}
+	metaVals := item{":new": ddbattr.N(req.NewVersion()), ":now": ddbattr.S(formatTime(now)), ":t": ddbattr.S(ref.Type), ":id": ddbattr.S(ref.ID),
+		":gpk": ddbattr.S(AggregateTypeKey(ref.Type))}
 	cond := "attribute_not_exists(pk)"
 	if req.ExpectedVersion > 0 {
 		cond = "currentSeq = :expected"
@@ -142,6 +150,7 @@ func transaction(tableName string, req eventstore.AppendRequest, now time.Time, 
 	if err := check("#METADATA", item{
 		AttrPK: metaKey[AttrPK], AttrSK: metaKey[AttrSK], AttrCurrentSeq: metaVals[":new"],
 		AttrUpdatedAt: metaVals[":now"], AttrAggregateType: metaVals[":t"], AttrAggregateID: metaVals[":id"],
+		AttrGSI1PK: metaVals[":gpk"], AttrGSI1SK: metaVals[":id"],
 	}); err != nil {
 		return prepared{}, err
 	}
@@ -149,7 +158,7 @@ func transaction(tableName string, req eventstore.AppendRequest, now time.Time, 
 		items = append(items, types.TransactWriteItem{Update: &types.Update{
 			TableName:                           table,
 			Key:                                 metaKey,
-			UpdateExpression:                    aws.String("SET currentSeq = :new, updatedAt = :now, aggregateType = :t, aggregateId = :id"),
+			UpdateExpression:                    aws.String("SET currentSeq = :new, updatedAt = :now, aggregateType = :t, aggregateId = :id, gsi1pk = :gpk, gsi1sk = :id"),
 			ConditionExpression:                 aws.String(cond),
 			ExpressionAttributeValues:           metaVals,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -171,12 +180,27 @@ func transaction(tableName string, req eventstore.AppendRequest, now time.Time, 
 		}
 		put(it, true)
 	}
+	p := prepared{commandIdx: -1, stateIdx: -1}
 	if len(req.State) > 0 {
-		it := stateItem(ref, SKState, eventstore.Stored{Seq: req.NewVersion(), Data: req.State, UpdatedAt: now})
+		p.stateRevision = eventstore.NewEventID(now)
+		it := stateItem(ref, SKState, eventstore.Stored{Seq: req.NewVersion(), Data: req.State, UpdatedAt: now, Revision: p.stateRevision})
 		if err := check("STATE", it); err != nil {
 			return prepared{}, err
 		}
-		put(it, false)
+		if req.IfState == nil {
+			put(it, false)
+		} else {
+			// The revision read, checked in the same transaction as the
+			// version: a STATE rewritten at the same version fails it.
+			sp := &types.Put{TableName: table, Item: it, ConditionExpression: aws.String("attribute_not_exists(#rev)"),
+				ExpressionAttributeNames: map[string]string{"#rev": AttrStateRevision}}
+			if req.IfState.Revision != "" {
+				sp.ConditionExpression = aws.String("#rev = :rev")
+				sp.ExpressionAttributeValues = item{":rev": ddbattr.S(req.IfState.Revision)}
+			}
+			p.stateIdx = len(items)
+			items = append(items, types.TransactWriteItem{Put: sp})
+		}
 	}
 	for _, o := range req.Outbound {
 		it := outboundItem(o, req.Events[o.Seq-req.ExpectedVersion-1])
@@ -185,7 +209,6 @@ func transaction(tableName string, req eventstore.AppendRequest, now time.Time, 
 		}
 		put(it, false)
 	}
-	p := prepared{commandIdx: -1}
 	if req.CommandID != "" {
 		it := commandItem(req, now, commandRetention)
 		if err := check("command record", it); err != nil {
@@ -227,12 +250,16 @@ func (s *Store) cancelled(ctx context.Context, req eventstore.AppendRequest, tx 
 		res, err := s.CommandResult(ctx, ref, req.CommandID)
 		return res, false, err
 	}
+	if code(tx.stateIdx) == reasonConditionFailed && code(0) != reasonConditionFailed {
+		s.cfg.Logger.DebugContext(ctx, "append conflict: STATE rewritten since read", "aggregate", ref.String(), "version", req.ExpectedVersion)
+		return eventstore.AppendResult{}, false, &eventstore.ConcurrencyError{Aggregate: ref, Expected: req.ExpectedVersion, Actual: req.ExpectedVersion, StateRewritten: true}
+	}
 	conflict := false
 	for i := range tce.CancellationReasons {
 		switch c := code(i); {
 		case c == reasonTransactionConflict:
 			conflict = true
-		case c == reasonConditionFailed && i > 0 && code(0) != reasonConditionFailed:
+		case c == reasonConditionFailed && i > 0 && i != tx.stateIdx && code(0) != reasonConditionFailed:
 			return eventstore.AppendResult{}, false, fmt.Errorf("item %d of the transaction already exists although #METADATA allowed the append (inconsistent partition): %w", i, tce)
 		}
 	}

@@ -32,7 +32,8 @@ type Config struct {
 	// Schema lists the known event types (empty: any type) and the
 	// upcasters applied to every event read.
 	Schema eventstore.Schema
-	// PageSize is the default page size of ListByType and LoadPage;
+	// PageSize is the default page size of ListByType, LoadPage and
+	// ListAggregates;
 	// default 100, at most 1000.
 	PageSize int
 	// CommandRetention is how long the record of an applied command

@@ -130,6 +130,16 @@ func canonicalValue(v types.AttributeValue) string {
 // {"n": i}) to ref at expected.
 func appendEvents(tb testing.TB, s *store.Store, ref eventstore.Ref, expected int64, types ...string) eventstore.AppendResult {
 	tb.Helper()
+	res, err := s.Append(context.Background(), prepareEvents(tb, s, ref, expected, types...))
+	if err != nil {
+		tb.Fatalf("append: %v", err)
+	}
+	return res
+}
+
+// prepareEvents prepares the append appendEvents makes.
+func prepareEvents(tb testing.TB, s *store.Store, ref eventstore.Ref, expected int64, types ...string) eventstore.AppendRequest {
+	tb.Helper()
 	var ch eventstore.Change
 	for i, t := range types {
 		ch.Events = append(ch.Events, eventstore.Event(t, map[string]int{"n": i}))
@@ -138,11 +148,7 @@ func appendEvents(tb testing.TB, s *store.Store, ref eventstore.Ref, expected in
 	if err != nil {
 		tb.Fatalf("prepare: %v", err)
 	}
-	res, err := s.Append(context.Background(), req)
-	if err != nil {
-		tb.Fatalf("append: %v", err)
-	}
-	return res
+	return req
 }
 
 func ctxT(tb testing.TB) context.Context {

@@ -199,15 +199,18 @@ func OutboundFromItem(it map[string]types.AttributeValue) (eventstore.OutboundRe
 	return o, nil
 }
 
-// stateItem is a STATE or #SNAPSHOT item.
+// stateItem is a STATE or #SNAPSHOT item (with its revision when it has
+// one).
 func stateItem(ref eventstore.Ref, sk string, s eventstore.Stored) item {
-	return item{
+	it := item{
 		AttrPK:        ddbattr.S(PartitionKey(ref)),
 		AttrSK:        ddbattr.S(sk),
 		AttrSeq:       ddbattr.N(s.Seq),
 		AttrState:     ddbattr.S(string(s.Data)),
 		AttrUpdatedAt: ddbattr.S(formatTime(s.UpdatedAt)),
 	}
+	ddbattr.SetOpt(it, AttrStateRevision, s.Revision)
+	return it
 }
 
 func storedFromItem(it item) (eventstore.Stored, error) {
@@ -220,7 +223,7 @@ func storedFromItem(it item) (eventstore.Stored, error) {
 		return eventstore.Stored{}, err
 	}
 	updated, _ := time.Parse(time.RFC3339Nano, getOptS(it, AttrUpdatedAt))
-	return eventstore.Stored{Seq: seq, Data: json.RawMessage(data), UpdatedAt: updated.UTC()}, nil
+	return eventstore.Stored{Seq: seq, Data: json.RawMessage(data), UpdatedAt: updated.UTC(), Revision: getOptS(it, AttrStateRevision)}, nil
 }
 
 // commandItem records the result of command id.

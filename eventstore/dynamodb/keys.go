@@ -20,6 +20,7 @@ const (
 	seqDigits    = 12
 	prefixAgg    = "AGGREGATE#"
 	prefixType   = "EVENT_TYPE#"
+	prefixAggTyp = "AGGREGATE_TYPE#"
 	gsiSKPrefix  = "EVENT#"
 	commandLabel = "COMMAND#"
 )
@@ -53,6 +54,7 @@ const (
 	AttrCurrentSeq    = "currentSeq"
 	AttrUpdatedAt     = "updatedAt"
 	AttrState         = "state"
+	AttrStateRevision = "rev" // a STATE item's revision (eventstore.Stored.Revision)
 	AttrOutboundID    = "outboundId"
 	AttrName          = "name"
 	AttrIndex         = "idx"
@@ -78,6 +80,11 @@ func OutboundSK(seq int64, index int) string {
 
 // CommandSK is the sk of the record of command id.
 func CommandSK(commandID string) string { return SKCommandPrefix + commandID }
+
+// AggregateTypeKey is the gsi1pk of the #METADATA item of every
+// aggregate of aggregateType (its gsi1sk is the aggregate's id), by which
+// ListAggregates queries the aggregates of a type.
+func AggregateTypeKey(aggregateType string) string { return prefixAggTyp + aggregateType }
 
 // TypeKey is the gsi1pk of every event of eventType.
 func TypeKey(eventType string) string { return prefixType + eventType }

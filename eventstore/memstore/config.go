@@ -12,8 +12,8 @@ type Config struct {
 	// Schema lists the known event types (empty: any type) and the
 	// upcasters applied to every event read.
 	Schema eventstore.Schema
-	// PageSize is the default page size of ListByType, LoadPage and
-	// Changes; default 100, at most eventstore.MaxPageSize.
+	// PageSize is the default page size of ListByType, LoadPage,
+	// ListAggregates and Changes; default 100, at most eventstore.MaxPageSize.
 	PageSize int
 	// CommandRetention is how long the record of a command (applied or
 	// refused) answers for it; 0 keeps it forever. A command redelivered

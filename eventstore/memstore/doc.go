@@ -12,7 +12,7 @@
 // through Config.Schema on every read, and DynamoDB's own size limits
 // (dynamodb.CheckAppendLimits) and bad-input errors, checked before
 // anything is written. It also has the DynamoDB store's extra reads
-// (ListByType, CountByType, AggregateIDs, LoadPage) and, standing in for
+// (ListByType, CountByType, ListAggregates, LoadPage) and, standing in for
 // the table's stream, an ordered change feed (Changes, Wait) for an
 // in-process relay.
 //

@@ -169,26 +169,34 @@ func (s *Store) PutSnapshot(ctx context.Context, ref eventstore.Ref, st eventsto
 	return nil
 }
 
-// AggregateIDs returns, sorted, the ids above after ("" for all) of every
-// aggregate of aggregateType that has events.
-func (s *Store) AggregateIDs(ctx context.Context, aggregateType, after string) ([]string, error) {
-	wrap := func(err error) error { return fmt.Errorf("aggregates of %s: %w", aggregateType, err) }
+// ListAggregates returns one page of the ids of q.Type's aggregates
+// that have events, above q.After, sorted, as the DynamoDB store's
+// listing does (q.Limit, default the configured page size).
+func (s *Store) ListAggregates(ctx context.Context, q eventstore.AggregateQuery) (eventstore.AggregatePage, error) {
+	wrap := func(err error) error { return fmt.Errorf("aggregates of %s: %w", q.Type, err) }
 	if err := ctx.Err(); err != nil {
-		return nil, wrap(err)
+		return eventstore.AggregatePage{}, wrap(err)
 	}
-	if err := eventstore.ValidateName("aggregate_type", aggregateType); err != nil {
-		return nil, wrap(err)
+	if err := q.Validate(); err != nil {
+		return eventstore.AggregatePage{}, wrap(err)
+	}
+	if q.Limit == 0 {
+		q.Limit = s.cfg.PageSize
 	}
 	s.mu.RLock()
 	var ids []string
 	for ref, agg := range s.aggs {
-		if ref.Type == aggregateType && len(agg.events) > 0 && ref.ID > after {
+		if ref.Type == q.Type && len(agg.events) > 0 && ref.ID > q.After {
 			ids = append(ids, ref.ID)
 		}
 	}
 	s.mu.RUnlock()
 	sort.Strings(ids)
-	return ids, nil
+	page := eventstore.AggregatePage{IDs: ids, More: len(ids) > q.Limit}
+	if page.More {
+		page.IDs = ids[:q.Limit:q.Limit]
+	}
+	return page, nil
 }
 
 // Outbound returns the outbound records stored for ref, in (Seq, Index)

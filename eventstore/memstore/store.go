@@ -48,8 +48,9 @@ type command struct {
 }
 
 var (
-	_ eventstore.Store      = (*Store)(nil)
-	_ eventstore.TypeReader = (*Store)(nil)
+	_ eventstore.Store           = (*Store)(nil)
+	_ eventstore.TypeReader      = (*Store)(nil)
+	_ eventstore.AggregateLister = (*Store)(nil)
 )
 
 // New validates cfg and returns an empty Store.
@@ -78,7 +79,8 @@ func (s *Store) Schema() eventstore.Schema { return s.cfg.Schema }
 // (eventstore.ErrTooManyItems, ErrItemTooLarge, ErrTransactionTooLarge).
 // A command id already recorded returns the original result with
 // Duplicate set, or *eventstore.RefusedCommandError; a stale expected
-// version returns *eventstore.ConcurrencyError
+// version, or a STATE revision other than req.IfState's, returns
+// *eventstore.ConcurrencyError
 // (eventstore.ErrAggregateNotFound when a version above 0 was expected of
 // an aggregate that does not exist). Errors are wrapped as
 // "append <type>/<id>: …".
@@ -119,6 +121,15 @@ func (s *Store) Append(ctx context.Context, req eventstore.AppendRequest) (event
 	default:
 		return eventstore.AppendResult{}, wrap(&eventstore.ConcurrencyError{Aggregate: ref, Expected: req.ExpectedVersion, Actual: actual})
 	}
+	if req.IfState != nil {
+		var rev string
+		if agg != nil && agg.state != nil {
+			rev = agg.state.Revision
+		}
+		if rev != req.IfState.Revision {
+			return eventstore.AppendResult{}, wrap(&eventstore.ConcurrencyError{Aggregate: ref, Expected: req.ExpectedVersion, Actual: actual, StateRewritten: true})
+		}
+	}
 
 	// Everything is checked: from here on the append cannot fail.
 	if agg == nil {
@@ -133,8 +144,10 @@ func (s *Store) Append(ctx context.Context, req eventstore.AppendRequest) (event
 		s.index(e)
 		change.Events = append(change.Events, e)
 	}
+	var revision string
 	if len(req.State) > 0 {
-		agg.state = &eventstore.Stored{Seq: req.NewVersion(), Data: cloneJSON(req.State), UpdatedAt: now}
+		revision = eventstore.NewEventID(now)
+		agg.state = &eventstore.Stored{Seq: req.NewVersion(), Data: cloneJSON(req.State), UpdatedAt: now, Revision: revision}
 	}
 	for _, o := range req.Outbound {
 		rec := outboundRecord(o, agg.events[o.Seq-1])
@@ -142,8 +155,10 @@ func (s *Store) Append(ctx context.Context, req eventstore.AppendRequest) (event
 		change.Outbound = append(change.Outbound, rec)
 	}
 	res := req.Result()
+	res.StateRevision = revision
 	if req.CommandID != "" {
 		dup := res
+		dup.StateRevision = ""
 		dup.Events, dup.Duplicate = nil, true
 		dup.EventIDs = append([]string{}, res.EventIDs...)
 		s.commands[commandKey{ref, req.CommandID}] = command{result: dup, expires: s.expiry(now)}

@@ -364,12 +364,12 @@ func testUpcasting(t *testing.T, open Opener) {
 	}
 }
 
-func testLoadPageAndAggregateIDs(t *testing.T, open Opener) {
+func testLoadPageAndListAggregates(t *testing.T, open Opener) {
 	e := setup(t, open, eventstore.Schema{})
 	pl, pages := e.s.(PageLoader)
-	al, lists := e.s.(AggregateLister)
+	al, lists := e.s.(eventstore.AggregateLister)
 	if !pages && !lists {
-		t.Skipf("%T has neither LoadPage nor AggregateIDs", e.s)
+		t.Skipf("%T has neither LoadPage nor ListAggregates", e.s)
 	}
 	if pages {
 		ref := e.ref("paged")
@@ -411,11 +411,24 @@ func testLoadPageAndAggregateIDs(t *testing.T, open Opener) {
 		if _, err := e.s.RecordRefusal(e.ctx, eventstore.Ref{Type: typ, ID: "refused-only"}, "cmd-1", eventstore.Refusal{Status: "rejected"}); err != nil {
 			t.Fatal(err)
 		}
-		e.eventually("AggregateIDs", func() error {
+		e.eventually("ListAggregates", func() error {
 			for after, want := range map[string]string{"": "[a b c]", "a": "[b c]", "c": "[]"} {
-				ids, err := al.AggregateIDs(e.ctx, typ, after)
-				if err != nil {
-					return err
+				var ids []string
+				for q := (eventstore.AggregateQuery{Type: typ, After: after, Limit: 2}); ; {
+					page, err := al.ListAggregates(e.ctx, q)
+					if err != nil {
+						return err
+					}
+					if len(page.IDs) > 2 {
+						return fmt.Errorf("a page of %d ids, limit 2", len(page.IDs))
+					}
+					ids = append(ids, page.IDs...)
+					if !page.More {
+						break
+					}
+					if len(page.IDs) > 0 {
+						q.After = page.IDs[len(page.IDs)-1]
+					}
 				}
 				if fmt.Sprint(ids) != want {
 					return fmt.Errorf("after %q: %v, want %s", after, ids, want)
@@ -423,5 +436,10 @@ func testLoadPageAndAggregateIDs(t *testing.T, open Opener) {
 			}
 			return nil
 		})
+		for _, q := range []eventstore.AggregateQuery{{}, {Type: "a#b"}, {Type: typ, After: "x#y"}, {Type: typ, Limit: -1}, {Type: typ, Limit: eventstore.MaxPageSize + 1}} {
+			if _, err := al.ListAggregates(e.ctx, q); !isValidation(err, "") {
+				t.Errorf("ListAggregates(%+v): %v; want *ValidationError", q, err)
+			}
+		}
 	}
 }

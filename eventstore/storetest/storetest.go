@@ -17,7 +17,7 @@
 // aggregates, and the event types it reads by type, with a random token,
 // so data the store already holds (a table shared between runs) does not
 // disturb it. The suite reads nothing but the Store interface, plus
-// eventstore.TypeReader, LoadPage and AggregateIDs when the store has
+// eventstore.TypeReader, LoadPage and eventstore.AggregateLister when the store has
 // them, and the outbox through Subject.Outbound when it is set; the
 // subtests of what a store lacks are skipped, saying so.
 package storetest
@@ -45,7 +45,7 @@ type Subject struct {
 	// (Seq, Index) order, so the suite can check that they are written
 	// with their events or not at all. Nil skips those checks.
 	Outbound func(ctx context.Context, ref eventstore.Ref) ([]eventstore.OutboundRecord, error)
-	// Settle bounds how long by-type reads and AggregateIDs may lag
+	// Settle bounds how long by-type reads and ListAggregates may lag
 	// behind appends (an eventually consistent index); the suite polls
 	// that long before failing. Default integration.HangAfter(): a store
 	// that is slow on a loaded machine is no failure, one whose index
@@ -65,12 +65,6 @@ type PageLoader interface {
 	LoadPage(ctx context.Context, ref eventstore.Ref, afterSeq int64, limit int) ([]eventstore.Envelope, error)
 }
 
-// AggregateLister lists the ids of the aggregates of one type, sorted,
-// above after; a store that has it is checked by the suite.
-type AggregateLister interface {
-	AggregateIDs(ctx context.Context, aggregateType, after string) ([]string, error)
-}
-
 // Run runs the contract suite against the stores open returns, one
 // subtest per promise (they run in parallel):
 //
@@ -83,6 +77,10 @@ type AggregateLister interface {
 //   - StateAndOutboxCommitTogether: STATE and OUTBOUND records are
 //     written with their events, rewritten STATE alone at the same
 //     version, and nothing of a failed append.
+//   - StateRevision: every STATE write has a new revision, which State
+//     returns; an append with IfState requires it (none: no revision)
+//     with the version, and fails with *eventstore.ConcurrencyError
+//     (StateRewritten) after a STATE-only rewrite, writing nothing.
 //   - DuplicateCommand: a second append with a command id writes nothing
 //     and returns the first result with Duplicate; CommandResult agrees.
 //   - RecordRefusal: a refusal is the answer every later append, refusal
@@ -101,8 +99,8 @@ type AggregateLister interface {
 //   - ConcurrentAppenders: goroutines racing on one aggregate: exactly
 //     one wins each version, the others get *eventstore.ConcurrencyError,
 //     and the log has no gap.
-//   - LoadPageAndAggregateIDs: the paged log read and the aggregate
-//     listing, when the store has them.
+//   - LoadPageAndListAggregates: the paged log read and the aggregate
+//     listing (pages, After, Limit, bad queries), when the store has them.
 func Run(t *testing.T, open Opener) {
 	t.Helper()
 	tests := []struct {
@@ -113,6 +111,7 @@ func Run(t *testing.T, open Opener) {
 		{"NotFound", testNotFound},
 		{"ExpectedVersion", testExpectedVersion},
 		{"StateAndOutboxCommitTogether", testStateAndOutbox},
+		{"StateRevision", testStateRevision},
 		{"DuplicateCommand", testDuplicateCommand},
 		{"RecordRefusal", testRecordRefusal},
 		{"RefusalRacesAppend", testRefusalRacesAppend},
@@ -121,7 +120,7 @@ func Run(t *testing.T, open Opener) {
 		{"Upcasting", testUpcasting},
 		{"BadInputWritesNothing", testBadInput},
 		{"ConcurrentAppenders", testConcurrentAppenders},
-		{"LoadPageAndAggregateIDs", testLoadPageAndAggregateIDs},
+		{"LoadPageAndListAggregates", testLoadPageAndListAggregates},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
