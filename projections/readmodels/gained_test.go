@@ -24,6 +24,7 @@ import (
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
@@ -69,7 +70,18 @@ func (m todosAndAccounts) Apply(ctx context.Context, b *pgx.Batch, e eventstore.
 // envGainedChild names) in this process with NewConsumers' defaults
 // (start: history), until SIGTERM or SIGKILL.
 func runGainedChildIfRequested() {
-	v := os.Getenv(envGainedChild)
+	runModelChildIfRequested("gained child", envGainedChild, envGainedSchema, func(v string) (projections.Projection, error) {
+		return todosAndAccounts{accounts: v == "2"}, nil
+	})
+}
+
+// runModelChildIfRequested runs, when the environment variable env is
+// set, the read model that model builds from its value, alone in this
+// process on the Postgres schema schemaEnv names, with NewConsumers'
+// defaults (start: history, automatic rebuilds), until SIGTERM or
+// SIGKILL; then it exits. what names the child in its errors.
+func runModelChildIfRequested(what, env, schemaEnv string, model func(spec string) (projections.Projection, error)) {
+	v := os.Getenv(env)
 	if v == "" {
 		return
 	}
@@ -77,17 +89,20 @@ func runGainedChildIfRequested() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	err := func() error {
-		db, err := schemaPool(ctx, os.Getenv(envGainedSchema))
+		m, err := model(v)
+		if err != nil {
+			return err
+		}
+		db, err := schemaPool(ctx, os.Getenv(schemaEnv))
 		if err != nil {
 			return err
 		}
 		defer db.Close()
 		cat := eventpipe.Builtin()
-		model := todosAndAccounts{accounts: v == "2"}
-		if err := cat.AddReadModel(model); err != nil {
+		if err := cat.AddReadModel(m); err != nil {
 			return err
 		}
-		consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: cat}, Names: []string{model.Name()}, DB: db})
+		consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: cat}, Names: []string{m.Name()}, DB: db})
 		if err != nil {
 			return err
 		}
@@ -95,7 +110,7 @@ func runGainedChildIfRequested() {
 		return consumers.Run(ctx)
 	}()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "gained child:", err)
+		fmt.Fprintln(os.Stderr, what+":", err)
 		os.Exit(1)
 	}
 	os.Exit(0)

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strings"
 	"syscall"
 	"testing"
@@ -100,39 +98,13 @@ func (m balances) Apply(_ context.Context, b *pgx.Batch, e eventstore.Envelope) 
 // envVersionChild names in this process with NewConsumers' defaults
 // (start: history, automatic rebuilds), until SIGTERM or SIGKILL.
 func runVersionChildIfRequested() {
-	v := os.Getenv(envVersionChild)
-	if v == "" {
-		return
-	}
-	slog.SetLogLoggerLevel(slog.LevelWarn)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	err := func() error {
-		db, err := schemaPool(ctx, os.Getenv(envVersionSchema))
-		if err != nil {
-			return err
+	runModelChildIfRequested("version child", envVersionChild, envVersionSchema, func(v string) (projections.Projection, error) {
+		var m balances
+		if _, err := fmt.Sscanf(strings.ReplaceAll(v, ":", " "), "%d %t %d", &m.version, &m.transactions, &m.gen); err != nil {
+			return nil, fmt.Errorf("child spec %q: %w", v, err)
 		}
-		defer db.Close()
-		cat := eventpipe.Builtin()
-		var model balances
-		if _, err := fmt.Sscanf(strings.ReplaceAll(v, ":", " "), "%d %t %d", &model.version, &model.transactions, &model.gen); err != nil {
-			return fmt.Errorf("child spec %q: %w", v, err)
-		}
-		if err := cat.AddReadModel(model); err != nil {
-			return err
-		}
-		consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Catalog: cat}, Names: []string{model.Name()}, DB: db})
-		if err != nil {
-			return err
-		}
-		defer consumers.Close()
-		return consumers.Run(ctx)
-	}()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "version child:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+		return m, nil
+	})
 }
 
 // TestAReadModelWhoseVersionChangesIsRebuiltBesideTheLiveOne builds
