@@ -54,6 +54,27 @@ func kafkaClient(path string) bool {
 	return strings.HasPrefix(path, "github.com/IBM/sarama") || strings.HasPrefix(path, "github.com/twmb/franz-go")
 }
 
+// linkedOnlyFrom names the libraries only programs need (the OTLP
+// exporter with its gRPC and protobuf, the Elasticsearch-API server's
+// bleve), with the one package each may be imported from: every other
+// package, and so every test binary but theirs, links without them.
+// Linking is a large part of `make test` (issue 36).
+var linkedOnlyFrom = map[string]string{
+	"go.opentelemetry.io/otel/exporters/otlp": "tracing/otlp",
+	"github.com/blevesearch/":                 "dev/esserver",
+}
+
+// programOnly returns the home of a program-only library path imports
+// (see linkedOnlyFrom), or false.
+func programOnly(path string) (home string, ok bool) {
+	for prefix, home := range linkedOnlyFrom {
+		if strings.HasPrefix(path, prefix) {
+			return home, true
+		}
+	}
+	return "", false
+}
+
 type listedPackage struct {
 	ImportPath   string
 	Dir          string
@@ -165,6 +186,11 @@ func TestTheHouseKeepsItsRooms(t *testing.T) {
 				t.Errorf("%s (%s) imports %s (%s): a %s package may import only %v", p.ImportPath, floor, imp, to, floor, mayImport[floor])
 			}
 		}
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			if home, ok := programOnly(imp); ok && from != home {
+				t.Errorf("%s imports %s: only %s may (a program-only library, kept out of the other test binaries)", p.ImportPath, imp, home)
+			}
+		}
 		kafkaHome := from == "bus/kafka" || strings.HasPrefix(from, "bus/kafka/") || from == "dev/kafkabroker"
 		for _, imp := range p.Imports {
 			if kafkaClient(imp) && !kafkaHome {
@@ -179,6 +205,20 @@ func TestTheHouseKeepsItsRooms(t *testing.T) {
 		case floor == floorInternal && !strings.HasPrefix(from, "internal/"),
 			floor != floorInternal && strings.HasPrefix(from, "internal/"):
 			t.Errorf("%s is on floor %s: internal/ and the internal floor are the same thing", p.ImportPath, floor)
+		}
+	}
+
+	// The test helpers nearly every test binary links stay clear of the
+	// program-only libraries, directly or not.
+	for _, helper := range []string{"dev/testenv", "testkit/integration"} {
+		out, err := exec.Command("go", "list", "-deps", "./"+helper).Output()
+		if err != nil {
+			t.Fatalf("go list -deps ./%s: %v", helper, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if home, ok := programOnly(dep); ok {
+				t.Errorf("%s links %s (through its imports): the test binaries built on it would carry %s's library", helper, dep, home)
+			}
 		}
 	}
 

@@ -22,6 +22,7 @@ import (
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/dev/testservers"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/endpoints"
 )
@@ -199,7 +200,7 @@ type groupRig struct {
 func newGroupRig(t *testing.T) *groupRig {
 	t.Helper()
 	ep := rigs.Endpoints(t)
-	broker := testenv.StartKafkaBrokerWithConfig(t, testenv.KafkaBrokerConfig{DataDir: t.TempDir(), Partitions: 12})
+	broker := testservers.StartKafkaBrokerWithConfig(t, testservers.KafkaBrokerConfig{DataDir: t.TempDir(), Partitions: 12})
 	ep.KafkaBrokers = []string{broker.Addr}
 	group := testenv.UniqueName(t, "g")
 	topics := bus.Topics{Prefix: ep.TopicPrefix}

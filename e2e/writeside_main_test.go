@@ -17,6 +17,7 @@ import (
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/dev/testservers"
 	"github.com/eventpipe/eventpipe/domains/order"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/endpoints"
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 	rigs.RunSagaChildIfRequested()
 	runAnalyticsChildIfRequested()
 	runHTTPChildIfRequested()
-	testenv.RunChildIfRequested()
+	testservers.RunChildIfRequested()
 	os.Exit(m.Run())
 }
 

@@ -8,32 +8,23 @@
 // stored event's metadata (eventstore.Metadata.TraceParent), so the relay
 // can continue the trace of the command that appended the event.
 //
-// Setup installs the propagator and, when an OTLP endpoint is configured,
-// a tracer provider exporting over OTLP/HTTP. Without an endpoint nothing
-// is exported (the exporter is off by default), and trace contexts that
-// arrive are still passed on.
+// Spans go to the global OpenTelemetry tracer provider: package
+// tracing/otlp installs one exporting over OTLP/HTTP (the eventpipe
+// binary does, when an endpoint is configured). Without one nothing is
+// recorded, and trace contexts that arrive are still passed on. This
+// package imports only OpenTelemetry's API, so the libraries that trace
+// do not link the exporter.
 package tracing
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net/url"
-	"os"
-	"path"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // Metadata keys of the W3C trace context in a Watermill message.
@@ -44,116 +35,6 @@ const (
 
 // InstrumentationName names eventpipe's tracer.
 const InstrumentationName = "github.com/eventpipe/eventpipe"
-
-// Environment variables Config reads in FromEnv: OpenTelemetry's own.
-const (
-	EnvEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
-	EnvTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-	EnvServiceName    = "OTEL_SERVICE_NAME"
-)
-
-// DefaultServiceName is Config.ServiceName's default.
-const DefaultServiceName = "eventpipe"
-
-// Config configures Setup. The zero Config exports nothing and only
-// installs the propagator.
-type Config struct {
-	// Endpoint is the OTLP/HTTP URL spans are POSTed to, such as
-	// http://127.0.0.1:4318/v1/traces; a URL without a path (or with
-	// just "/") gets /v1/traces. Empty: nothing is exported (the
-	// default). The exporter's other settings (headers, timeout, TLS
-	// files, compression) come from the OTEL_EXPORTER_OTLP_* variables.
-	Endpoint string
-	// ServiceName is the service.name resource attribute (default
-	// DefaultServiceName).
-	ServiceName string
-}
-
-// FromEnv returns the Config OpenTelemetry's environment variables give:
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is, else
-// OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces appended to its path (the
-// OTLP/HTTP rule for the base endpoint), and OTEL_SERVICE_NAME.
-func FromEnv() Config {
-	c := Config{Endpoint: os.Getenv(EnvTracesEndpoint), ServiceName: os.Getenv(EnvServiceName)}
-	if c.Endpoint == "" {
-		c.Endpoint = baseEndpoint(os.Getenv(EnvEndpoint))
-	}
-	return c
-}
-
-// tracesPath is the OTLP/HTTP path of trace exports.
-const tracesPath = "/v1/traces"
-
-// baseEndpoint is the traces URL of an OTEL_EXPORTER_OTLP_ENDPOINT value:
-// its path followed by /v1/traces. A value that does not parse is
-// returned as it is, for Validate to report.
-func baseEndpoint(v string) string {
-	u, err := url.Parse(v)
-	if v == "" || err != nil {
-		return v
-	}
-	u.Path = path.Join("/", u.Path, tracesPath)
-	return u.String()
-}
-
-func (c *Config) setDefaults() {
-	if c.ServiceName == "" {
-		c.ServiceName = DefaultServiceName
-	}
-}
-
-// ErrBadEndpoint reports an Endpoint that is not an http(s) URL with a
-// host.
-var ErrBadEndpoint = errors.New("tracing: the OTLP endpoint must be an http:// or https:// URL with a host")
-
-// Validate reports an Endpoint that is not an http(s) URL with a host
-// (wrapping ErrBadEndpoint and an *eventstore.ValidationError).
-func (c Config) Validate() error {
-	if c.Endpoint == "" {
-		return nil
-	}
-	u, err := url.Parse(c.Endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%w: %w", ErrBadEndpoint, &eventstore.ValidationError{Field: "Endpoint", Reason: fmt.Sprintf("%q", c.Endpoint)})
-	}
-	return nil
-}
-
-// Setup installs the W3C trace-context propagator globally (for HTTP and
-// other instrumentation; eventpipe's messages carry it regardless) and,
-// with an Endpoint, an SDK tracer provider that batches spans to it over
-// OTLP/HTTP. Without an Endpoint the global tracer provider is left as it
-// is (OpenTelemetry's no-op one unless the program set another): no span
-// is recorded, and a trace context that arrives still passes on. The
-// returned shutdown flushes and stops the exporter (a no-op without one);
-// call it before the program exits.
-func Setup(ctx context.Context, cfg Config) (shutdown func(context.Context) error, err error) {
-	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	otel.SetTextMapPropagator(propagator)
-	if cfg.Endpoint == "" {
-		return func(context.Context) error { return nil }, nil
-	}
-	u, _ := url.Parse(cfg.Endpoint) // Validate parsed it
-	urlPath := u.Path
-	if urlPath == "" || urlPath == "/" {
-		urlPath = tracesPath
-	}
-	opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(u.Host), otlptracehttp.WithURLPath(urlPath)}
-	if u.Scheme == "http" {
-		opts = append(opts, otlptracehttp.WithInsecure())
-	}
-	exp, err := otlptracehttp.New(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("tracing: OTLP exporter for %s: %w", cfg.Endpoint, err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
-		sdktrace.WithResource(resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(cfg.ServiceName))))
-	otel.SetTracerProvider(tp)
-	return tp.Shutdown, nil
-}
 
 // Tracer is eventpipe's tracer from the global provider.
 func Tracer() trace.Tracer { return otel.Tracer(InstrumentationName) }

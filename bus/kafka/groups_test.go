@@ -12,6 +12,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/dev/testservers"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
@@ -19,7 +20,7 @@ import (
 // the test binary (the project's broker from this tree), to put a group in
 // a state the tests choose. init turns the binary into that broker when a
 // test started it as one.
-func init() { testenv.RunChildIfRequested() }
+func init() { testservers.RunChildIfRequested() }
 
 // TestSubscriberCloseDoesNotWaitForARebalance closes a subscriber while
 // its member waits in JoinGroup for a member that hangs (joined, then
@@ -27,7 +28,7 @@ func init() { testenv.RunChildIfRequested() }
 // returns while the group still waits for the hung member, and its member
 // leaves before that wait ends.
 func TestSubscriberCloseDoesNotWaitForARebalance(t *testing.T) {
-	broker := testenv.StartKafkaBrokerWithConfig(t, testenv.KafkaBrokerConfig{DataDir: t.TempDir()})
+	broker := testservers.StartKafkaBrokerWithConfig(t, testservers.KafkaBrokerConfig{DataDir: t.TempDir()})
 	brokers := []string{broker.Addr}
 	topic := testenv.UniqueName(t, "close")
 	group := topic + "-group"

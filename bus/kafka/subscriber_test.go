@@ -15,6 +15,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/dev/testservers"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
@@ -237,7 +238,7 @@ func sum(m map[int32]int) int {
 // default: SubscribeInitialize creates a missing topic with 5 partitions,
 // succeeds again on it, and leaves a topic that exists with 2 as it is.
 func TestSubscribeInitializeCreatesMissingTopicsWithBrokerDefaults(t *testing.T) {
-	broker := testenv.StartKafkaBrokerWithConfig(t, testenv.KafkaBrokerConfig{
+	broker := testservers.StartKafkaBrokerWithConfig(t, testservers.KafkaBrokerConfig{
 		DataDir: t.TempDir(), Partitions: 5, Args: []string{"--no-auto-create-topics"}})
 	brokers := []string{broker.Addr}
 	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: "g", Logger: watermill.NopLogger{}})

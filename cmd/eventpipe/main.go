@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eventpipe/eventpipe"
-	"github.com/eventpipe/eventpipe/tracing"
+	"github.com/eventpipe/eventpipe/tracing/otlp"
 )
 
 // catalog is what the binary knows: the built-in domains, their read
@@ -50,16 +50,16 @@ const otlpEndpointFlag = "otlp-endpoint"
 // addTracingFlag registers --otlp-endpoint on a command that traces.
 func addTracingFlag(cmd *cobra.Command) {
 	cmd.Flags().String(otlpEndpointFlag, "", "export traces over OTLP/HTTP to this URL, e.g. http://127.0.0.1:4318 (default: $"+
-		tracing.EnvTracesEndpoint+", else $"+tracing.EnvEndpoint+"; neither: no export)")
+		otlp.EnvTracesEndpoint+", else $"+otlp.EnvEndpoint+"; neither: no export)")
 }
 
 // setup runs as the root's PersistentPreRunE.
 func (t *tracingSetup) setup(cmd *cobra.Command, _ []string) error {
-	cfg := tracing.FromEnv()
+	cfg := otlp.FromEnv()
 	if f := cmd.Flags().Lookup(otlpEndpointFlag); f != nil && f.Value.String() != "" {
 		cfg.Endpoint = f.Value.String()
 	}
-	shutdown, err := tracing.Setup(cmd.Context(), cfg)
+	shutdown, err := otlp.Setup(cmd.Context(), cfg)
 	if err != nil {
 		return err
 	}

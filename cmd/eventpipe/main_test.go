@@ -7,14 +7,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/dev/testservers"
 )
 
 // binDir holds the binary the tests run, built once for all of them.
 var binDir string
 
 func TestMain(m *testing.M) {
-	testenv.RunChildIfRequested()
+	testservers.RunChildIfRequested()
 	code := m.Run()
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)

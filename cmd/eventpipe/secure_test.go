@@ -11,6 +11,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/dev/certs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/dev/testservers"
 )
 
 // TestThePipelineRunsOnSecuredServicesAndRefusesBadCredentials runs the
@@ -28,7 +29,7 @@ import (
 func TestThePipelineRunsOnSecuredServicesAndRefusesBadCredentials(t *testing.T) {
 	testenv.Integration(t)
 	bin := eventpipeBinary(t)
-	sec := testenv.StartSecureServices(t)
+	sec := testservers.StartSecureServices(t)
 	ddb := testenv.DynamoDB(t)
 	events, leases, analytics := testenv.UniqueName(t, "events"), testenv.UniqueName(t, "leases"), testenv.UniqueName(t, "analytics")
 	t.Cleanup(func() {
@@ -37,7 +38,7 @@ func TestThePipelineRunsOnSecuredServicesAndRefusesBadCredentials(t *testing.T) 
 		testenv.DeleteTable(t, ddb, analytics)
 	})
 	schema, _ := testenv.PostgresSchema(t, "secure")
-	pgURL, pgPass := testenv.SecurePostgres(t, schema)
+	pgURL, pgPass := testservers.SecurePostgres(t, schema)
 	free := func() string { return "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)) }
 	env := append(os.Environ(), sec.Env...)
 	env = append(env, "EVENTPIPE_EVENTS_TABLE="+events, "EVENTPIPE_LEASES_TABLE="+leases, "EVENTPIPE_ANALYTICS_TABLE="+analytics,

@@ -15,11 +15,12 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/kafkabroker"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/dev/testservers"
 	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 func TestMain(m *testing.M) {
-	testenv.RunChildIfRequested()
+	testservers.RunChildIfRequested()
 	os.Exit(m.Run())
 }
 
@@ -54,7 +55,7 @@ func TestValidateRejectsNonLoopbackAndMissingDataDir(t *testing.T) {
 func TestCommittedOffsetsAndMessagesSurviveKill9(t *testing.T) {
 	testenv.Integration(t)
 	const total, consumedBeforeKill = 90, 40
-	broker := testenv.StartKafkaBroker(t, t.TempDir())
+	broker := testservers.StartKafkaBroker(t, t.TempDir())
 	brokers := []string{broker.Addr}
 	topic, group := "survive-kill", "survive-kill-group"
 

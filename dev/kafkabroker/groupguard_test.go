@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/dev/testservers"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
@@ -236,12 +237,12 @@ func guardName(guarded bool) string {
 	return "bare_kfake"
 }
 
-func startBroker(t *testing.T, guarded bool) *testenv.KafkaBrokerProcess {
-	cfg := testenv.KafkaBrokerConfig{DataDir: t.TempDir()}
+func startBroker(t *testing.T, guarded bool) *testservers.KafkaBrokerProcess {
+	cfg := testservers.KafkaBrokerConfig{DataDir: t.TempDir()}
 	if !guarded {
 		cfg.Args = []string{"--no-group-guard"}
 	}
-	return testenv.StartKafkaBrokerWithConfig(t, cfg)
+	return testservers.StartKafkaBrokerWithConfig(t, cfg)
 }
 
 // members returns the member ids the coordinator describes for group.

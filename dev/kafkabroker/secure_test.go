@@ -23,6 +23,7 @@ import (
 	"github.com/eventpipe/eventpipe/dev/certs"
 	"github.com/eventpipe/eventpipe/dev/kafkabroker"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/dev/testservers"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
@@ -62,7 +63,7 @@ func startSecureBroker(t *testing.T) *secureBroker {
 		t.Fatal(err)
 	}
 	defer logFile.Close()
-	args, env := testenv.KafkaBrokerCommand()
+	args, env := testservers.KafkaBrokerCommand()
 	cmd := exec.Command(args[0], "--addr", b.addr, "--data-dir", filepath.Join(dir, "data"), "--partitions", "3",
 		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-file", caFile,
 		"--sasl-mechanism", kafkabroker.SASLScramSHA512, "--sasl-username", b.user)

@@ -24,13 +24,14 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/stack"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/dev/testservers"
 	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
 
 func TestMain(m *testing.M) {
-	testenv.RunChildIfRequested()
+	testservers.RunChildIfRequested()
 	os.Exit(m.Run())
 }
 
@@ -60,8 +61,8 @@ func newThrowawayStackWith(t *testing.T, out *bytes.Buffer, mod func(*stack.Conf
 	ep.KafkaBrokers = []string{"127.0.0.1:" + port()}
 	ep.Postgres = "postgres://eventpipe@127.0.0.1:" + port() + "/eventpipe?sslmode=disable"
 	ep.Elasticsearch = "http://127.0.0.1:" + port()
-	cmd, env := testenv.KafkaBrokerCommand()
-	esCmd, esEnv := testenv.ESServerCommand()
+	cmd, env := testservers.KafkaBrokerCommand()
+	esCmd, esEnv := testservers.ESServerCommand()
 	main := endpoints.FromEnv().StackDir
 	if !filepath.IsAbs(main) {
 		main = filepath.Join(stack.RepoRoot(), main)

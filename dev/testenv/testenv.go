@@ -141,3 +141,10 @@ func SearchDocuments(tb testing.TB, es *esclient.Client, index string) map[strin
 	}
 	return out
 }
+
+// FreePort returns a loopback port that was free a moment ago
+// (integration.FreePort).
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	return integration.FreePort(tb)
+}

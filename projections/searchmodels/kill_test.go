@@ -24,6 +24,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/dev/testservers"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -188,7 +189,7 @@ func TestKilledElasticsearchServerLosesNoAcknowledgedWrite(t *testing.T) {
 	url := "http://" + addr
 	var server *exec.Cmd
 	startServer := func() {
-		args, env := testenv.ESServerCommand()
+		args, env := testservers.ESServerCommand()
 		server = exec.Command(args[0], "--addr", addr, "--data-dir", filepath.Join(dir, "es"))
 		server.Env = append(os.Environ(), env...)
 		server.Stdout, server.Stderr = os.Stderr, os.Stderr

@@ -13,6 +13,7 @@ import (
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/dev/testservers"
 	"github.com/eventpipe/eventpipe/domains/order"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -24,7 +25,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testenv.RunChildIfRequested()
+	testservers.RunChildIfRequested()
 	runConsumeChildIfRequested()
 	runVersionChildIfRequested()
 	os.Exit(m.Run())

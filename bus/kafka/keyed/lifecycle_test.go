@@ -13,6 +13,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/dev/testservers"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
@@ -127,7 +128,7 @@ func TestSubscriptionStopsWhenItsContextEnds(t *testing.T) {
 // default: SubscribeInitialize creates a missing topic with 5 partitions,
 // succeeds again on it, and leaves a topic that exists with 2 as it is.
 func TestSubscribeInitializeCreatesMissingTopicsWithBrokerDefaults(t *testing.T) {
-	broker := testenv.StartKafkaBrokerWithConfig(t, testenv.KafkaBrokerConfig{
+	broker := testservers.StartKafkaBrokerWithConfig(t, testservers.KafkaBrokerConfig{
 		DataDir: t.TempDir(), Partitions: 5, Args: []string{"--no-auto-create-topics"}})
 	brokers := []string{broker.Addr}
 	sub := newSubscriber(t, keyed.Config{Brokers: brokers, ConsumerGroup: "g"})

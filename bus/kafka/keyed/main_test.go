@@ -19,10 +19,11 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
 	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/dev/testservers"
 )
 
 func TestMain(m *testing.M) {
-	testenv.RunChildIfRequested() // a Kafka broker child
+	testservers.RunChildIfRequested() // a Kafka broker child
 	runConsumerChildIfRequested()
 	os.Exit(m.Run())
 }

@@ -1,4 +1,4 @@
-package testenv
+package testservers
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/esserver"
 	"github.com/eventpipe/eventpipe/dev/kafkabroker"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/probe"
 	"github.com/eventpipe/eventpipe/testkit/integration"
@@ -68,13 +69,6 @@ func KafkaBrokerCommand() (cmd []string, env []string) {
 // RunChildIfRequested); the caller appends the server flags.
 func ESServerCommand() (cmd []string, env []string) {
 	return []string{os.Args[0]}, []string{integration.EnvChild + "=" + mainESServer}
-}
-
-// FreePort returns a loopback port that was free a moment ago
-// (integration.FreePort).
-func FreePort(tb testing.TB) int {
-	tb.Helper()
-	return integration.FreePort(tb)
 }
 
 // KafkaBrokerProcess is a Kafka broker running as a child process of the
@@ -134,12 +128,12 @@ func (c KafkaBrokerConfig) Validate() error {
 // it when tb ends.
 func StartKafkaBrokerWithConfig(tb testing.TB, cfg KafkaBrokerConfig) *KafkaBrokerProcess {
 	tb.Helper()
-	Integration(tb)
+	testenv.Integration(tb)
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		tb.Fatal(err)
 	}
-	b := &KafkaBrokerProcess{Addr: "127.0.0.1:" + strconv.Itoa(FreePort(tb)), DataDir: cfg.DataDir, tb: tb, partitions: cfg.Partitions, args: cfg.Args,
+	b := &KafkaBrokerProcess{Addr: "127.0.0.1:" + strconv.Itoa(integration.FreePort(tb)), DataDir: cfg.DataDir, tb: tb, partitions: cfg.Partitions, args: cfg.Args,
 		env: cfg.Env, security: cfg.Security}
 	b.Start()
 	tb.Cleanup(func() { b.Kill() })
@@ -150,7 +144,7 @@ func StartKafkaBrokerWithConfig(tb testing.TB, cfg KafkaBrokerConfig) *KafkaBrok
 // dataDir, waits until it answers, and kills it when tb ends.
 func StartKafkaBroker(tb testing.TB, dataDir string) *KafkaBrokerProcess {
 	tb.Helper()
-	b := &KafkaBrokerProcess{Addr: "127.0.0.1:" + strconv.Itoa(FreePort(tb)), DataDir: dataDir, tb: tb}
+	b := &KafkaBrokerProcess{Addr: "127.0.0.1:" + strconv.Itoa(integration.FreePort(tb)), DataDir: dataDir, tb: tb}
 	b.Start()
 	tb.Cleanup(func() { b.Kill() })
 	return b

@@ -1,11 +1,11 @@
-package tracing_test
+package otlp_test
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/eventpipe/eventpipe/eventstore"
-	"github.com/eventpipe/eventpipe/tracing"
+	"github.com/eventpipe/eventpipe/tracing/otlp"
 )
 
 // TestConfigValidateNamesTheField: a bad config field is reported as an
@@ -15,7 +15,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		err   error
 		field string
 	}{
-		"bad endpoint": {tracing.Config{Endpoint: "ftp://x"}.Validate(), "Endpoint"},
+		"bad endpoint": {otlp.Config{Endpoint: "ftp://x"}.Validate(), "Endpoint"},
 	} {
 		var ve *eventstore.ValidationError
 		if !errors.As(tc.err, &ve) || ve.Field != tc.field {

@@ -1,4 +1,4 @@
-package testenv
+package testservers
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/eventpipe/eventpipe/dev/certs"
 	"github.com/eventpipe/eventpipe/dev/kafkabroker"
 	"github.com/eventpipe/eventpipe/dev/stack"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/internal/probe"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
@@ -58,7 +59,7 @@ const SecureKafkaUser = "eventpipe"
 // topic prefix and Postgres schema (SecurePostgresURL).
 func StartSecureServices(tb testing.TB) *SecureServices {
 	tb.Helper()
-	Integration(tb)
+	testenv.Integration(tb)
 	dir := tb.TempDir()
 	files, err := certs.WriteServer(dir, "eventpipe test CA", "127.0.0.1", "localhost")
 	if err != nil {
@@ -82,7 +83,7 @@ func StartSecureServices(tb testing.TB) *SecureServices {
 	credsFile := writeSecret(tb, dir, "es-credentials.json", string(creds))
 	apiKey := base64.StdEncoding.EncodeToString([]byte(id + ":" + key))
 	writeSecret(tb, dir, "es-api-key", apiKey)
-	esAddr := "127.0.0.1:" + strconv.Itoa(FreePort(tb))
+	esAddr := "127.0.0.1:" + strconv.Itoa(integration.FreePort(tb))
 	esSec := esclient.Security{APIKey: apiKey, TLS: tlsconfig.Config{CAFile: caFile}}
 	esURL := "https://" + esAddr
 	integration.StartChild(tb, integration.ChildConfig{
@@ -92,7 +93,7 @@ func StartSecureServices(tb testing.TB) *SecureServices {
 		Ready: func(ctx context.Context) error { return probe.Elasticsearch(ctx, esURL, esSec) },
 	})
 
-	ep := Endpoints()
+	ep := testenv.Endpoints()
 	ep.KafkaBrokers, ep.Kafka = []string{s.Broker.Addr}, sec
 	ep.Elasticsearch, ep.ElasticsearchSecurity = esURL, esSec
 	s.Endpoints = ep
@@ -116,8 +117,8 @@ func StartSecureServices(tb testing.TB) *SecureServices {
 // in the schemas PostgresSchema creates.
 func SecurePostgres(tb testing.TB, schema string) (pgURL, pgPassFile string) {
 	tb.Helper()
-	Integration(tb)
-	dir := Endpoints().StackDir
+	testenv.Integration(tb)
+	dir := testenv.Endpoints().StackDir
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(stack.RepoRoot(), dir)
 	}
@@ -125,7 +126,7 @@ func SecurePostgres(tb testing.TB, schema string) (pgURL, pgPassFile string) {
 	if err != nil {
 		tb.Fatalf("the stack's TLS material: %v", err)
 	}
-	u, err := url.Parse(Endpoints().Postgres)
+	u, err := url.Parse(testenv.Endpoints().Postgres)
 	if err != nil {
 		tb.Fatal(err)
 	}

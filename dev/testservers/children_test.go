@@ -1,17 +1,17 @@
-package testenv_test
+package testservers_test
 
 import (
 	"context"
 	"os"
 	"testing"
 
-	"github.com/eventpipe/eventpipe/dev/testenv"
+	"github.com/eventpipe/eventpipe/dev/testservers"
 	"github.com/eventpipe/eventpipe/internal/probe"
 )
 
 // TestMain runs the broker and Elasticsearch-API server children.
 func TestMain(m *testing.M) {
-	testenv.RunChildIfRequested()
+	testservers.RunChildIfRequested()
 	os.Exit(m.Run())
 }
 
@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 // and Elasticsearch-API server children, checks that each answers with
 // its security settings, and kills and restarts the broker on its data.
 func TestSecureChildrenStartAndTheBrokerRestarts(t *testing.T) {
-	s := testenv.StartSecureServices(t)
+	s := testservers.StartSecureServices(t)
 	ctx := context.Background()
 	ep := s.Endpoints
 	if err := probe.Elasticsearch(ctx, ep.Elasticsearch, ep.ElasticsearchSecurity); err != nil {
