@@ -303,3 +303,43 @@ func TestTokenLifetimeAndType(t *testing.T) {
 		t.Error("a 25h token passed the default maximum")
 	}
 }
+
+// TestFailedLoadsBackOff: before the first successful load, requests get
+// 503 without a fetch each: failed loads are retried with backoff (at
+// least 500ms after a first failure, jitter included), however long the
+// requests take on a busy machine; once the server answers, a load
+// after the backoff brings the keys.
+func TestFailedLoadsBackOff(t *testing.T) {
+	idp := authtest.New(t, issuer, audience)
+	var fetches atomic.Int64
+	var up atomic.Bool
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fetches.Add(1)
+		if !up.Load() {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write(idp.JWKS(t))
+	}))
+	t.Cleanup(srv.Close)
+	a := newAuth(t, auth.Config{JWKSURL: srv.URL, HTTPClient: srv.Client()})
+	h := a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	tok := idp.Sign(t, authtest.EdDSA, authtest.Claims{Subject: "alice"})
+	began := time.Now()
+	for range 30 {
+		if r := serve(t, h, "GET", "/todo/a", tok); r.status != 503 || r.body.Code != "auth_unavailable" {
+			t.Fatalf("while the JWKS server fails: %+v; want 503 auth_unavailable", r)
+		}
+	}
+	took := time.Since(began)
+	if n, most := fetches.Load(), 1+int64(took/(500*time.Millisecond)); n > most {
+		t.Errorf("30 requests in %v fetched the failing JWKS %d times; want at most %d", took, n, most)
+	}
+	up.Store(true)
+	integration.Await(t, "the keys load once the server answers", func() error {
+		if r := serve(t, h, "GET", "/todo/a", tok); r.status != 200 {
+			return fmt.Errorf("%d %+v", r.status, r.body)
+		}
+		return nil
+	})
+}
