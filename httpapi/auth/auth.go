@@ -3,9 +3,11 @@
 //
 // A token must be a compact JWS signed with RS256, ES256 (P-256) or EdDSA
 // (Ed25519) by a key of the configured JWKS, carry the configured issuer
-// and audience and a subject, and be within its exp, nbf and iat (with a
-// small leeway). Anything else — no token, "none", HMAC, another
-// algorithm, an unknown key — is refused with 401. The verified identity
+// and audience and a subject, be within its exp, nbf and iat (with a
+// small leeway), live no longer than MaxLifetime and have no typ but JWT
+// or at+jwt. Anything else — no token, "none", HMAC, another algorithm,
+// an unknown key — is refused with 401. Keys come from a file or an
+// https:// URL and are loaded in the background (see Config.JWKSURL). The verified identity
 // is put in the request's context (FromContext); handlers that dispatch
 // commands ask the Policy with RequireCommand and RequireRead, and the
 // middleware asks it for every other resource, so that once auth is on
