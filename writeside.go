@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/analytics/analyticsapi"
@@ -66,11 +67,21 @@ type WriteSideConfig struct {
 	// OperatorAddr, when set, is the listen address of the operator
 	// surface: /metrics and the OperatorRoutes (and /healthz) are served
 	// there (NewOperatorHTTP) and not on the API's listener, which then
-	// serves the API and /healthz only. Keep it on loopback or a private
-	// network. Empty (the default): the operator surface shares the API's
-	// listener, as before. `serve` reads it from --operator-addr or
+	// serves the API and /healthz only. On a loopback address (127.0.0.0/8,
+	// ::1, localhost) it is open to the host's own processes; on any other
+	// address it is behind Auth (the policy's read grants of status and
+	// metrics), and without Auth the configuration is refused unless
+	// OperatorInsecure says otherwise (see OperatorAccess). Empty (the
+	// default): the operator surface shares the API's listener and its
+	// authentication. `serve` reads it from --operator-addr or
 	// EVENTPIPE_OPERATOR_ADDR.
 	OperatorAddr string
+	// OperatorInsecure serves OperatorAddr open when it is not a loopback
+	// address and Auth is nil: anyone who reaches it reads the metrics and
+	// the status page (the policy, topics, groups, operator actions). For
+	// a private network you trust only; `serve --operator-insecure` sets
+	// it and warns at start.
+	OperatorInsecure bool
 	// OperatorRoutes, when set, mounts the operator surface's own routes
 	// beside /metrics: on the API's server (NewHTTP), behind its
 	// authentication, when OperatorAddr is empty, else on the operator
@@ -83,8 +94,8 @@ type WriteSideConfig struct {
 	// /healthz needs a valid token, the todo API asks the policy before
 	// each command and read and records the token's subject as the
 	// events' actor, and every other resource needs the policy's read or
-	// write grant. The operator listener (OperatorAddr) is not covered:
-	// keep it on loopback or a private network. `serve` reads it from the
+	// write grant. The operator listener (OperatorAddr) is behind it too
+	// unless it is bound to loopback. `serve` reads it from the
 	// EVENTPIPE_AUTH_* variables. Nil: NewHTTP refuses to serve unless
 	// NoAuth says the API is meant to be open.
 	Auth *auth.Config
@@ -152,6 +163,10 @@ func (c WriteSideConfig) validate() error {
 		if c.OperatorAddr == c.Endpoints.HTTPAddr {
 			return invalid("OperatorAddr", fmt.Sprintf("%q is the API's own address", c.OperatorAddr))
 		}
+		if c.OperatorAccess() == OperatorRefused {
+			return invalid("OperatorAddr", fmt.Sprintf("%q is not a loopback address and the HTTP API has no authentication, so the operator listener would be open to anyone who reaches it: "+
+				"bind it to loopback (127.0.0.1), configure JWT auth, or set OperatorInsecure (serve --operator-insecure) if the network is trusted", c.OperatorAddr))
+		}
 	}
 	if err := validCommandKey(c.CommandKey); err != nil {
 		return err
@@ -160,6 +175,63 @@ func (c WriteSideConfig) validate() error {
 		return invalid("ConsumerGroup", err.Error())
 	}
 	return nil
+}
+
+// OperatorAccess is how the operator surface is guarded
+// (WriteSideConfig.OperatorAccess).
+type OperatorAccess string
+
+// The ways the operator surface can be guarded.
+const (
+	// OperatorOnAPI: no OperatorAddr; the surface is on the API's
+	// listener, behind its authentication (or open with NoAuth).
+	OperatorOnAPI OperatorAccess = "on the API's listener"
+	// OperatorLoopback: OperatorAddr is a loopback address, open to the
+	// host's own processes (Prometheus beside the process, an SSH
+	// tunnel).
+	OperatorLoopback OperatorAccess = "loopback, without authentication"
+	// OperatorAuthenticated: OperatorAddr is not loopback and is behind
+	// Auth, the same JWT and policy as the API: reading /status and
+	// /status.json needs a read grant of status, /metrics one of metrics.
+	OperatorAuthenticated OperatorAccess = "JWT authentication (read grants status and metrics)"
+	// OperatorOpen: OperatorAddr is not loopback, without authentication,
+	// because OperatorInsecure says so.
+	OperatorOpen OperatorAccess = "WITHOUT AUTHENTICATION off loopback (OperatorInsecure)"
+	// OperatorRefused: OperatorAddr is not loopback and nothing would
+	// guard it; Validate refuses the configuration.
+	OperatorRefused OperatorAccess = "refused: open off loopback"
+)
+
+// OperatorAccess says how the operator surface is guarded: on the API's
+// listener, on loopback (open), behind Auth, open because
+// OperatorInsecure says so, or refused.
+func (c WriteSideConfig) OperatorAccess() OperatorAccess {
+	switch {
+	case c.OperatorAddr == "":
+		return OperatorOnAPI
+	case isLoopback(c.OperatorAddr):
+		return OperatorLoopback
+	case c.Auth != nil:
+		return OperatorAuthenticated
+	case c.OperatorInsecure:
+		return OperatorOpen
+	}
+	return OperatorRefused
+}
+
+// isLoopback reports whether addr (host:port) listens on loopback only:
+// an IP of 127.0.0.0/8 or ::1, or localhost. An empty host (every
+// interface) or another name is not.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (c WriteSideConfig) topics() bus.Topics {
@@ -406,13 +478,27 @@ func (s *WriteSide) NewHTTP() (*httpapi.Server, error) {
 }
 
 // NewOperatorHTTP returns the operator surface on OperatorAddr: /healthz,
-// /metrics and the OperatorRoutes. It is an error when OperatorAddr is
-// not set (NewHTTP serves them then).
+// /metrics and the OperatorRoutes, behind Auth unless OperatorAddr is a
+// loopback address (see WriteSideConfig.OperatorAccess); it logs which
+// at INFO, or at WARN when it is open off loopback. It is an error when
+// OperatorAddr is not set (NewHTTP serves them then).
 func (s *WriteSide) NewOperatorHTTP() (*httpapi.Server, error) {
 	if s.cfg.OperatorAddr == "" {
 		return nil, errors.New("write side: no OperatorAddr: the operator surface is on the API's listener")
 	}
-	srv, err := httpapi.New(httpapi.Config{Addr: s.cfg.OperatorAddr, Registry: s.Registry, Logger: s.cfg.Logger})
+	hc := httpapi.Config{Addr: s.cfg.OperatorAddr, Registry: s.Registry, Logger: s.cfg.Logger}
+	switch access := s.cfg.OperatorAccess(); access {
+	case OperatorAuthenticated:
+		hc.Middleware = s.auth.Middleware
+		s.cfg.Logger.Info("operator listener behind JWT authentication: /status and /status.json need a read grant of status, /metrics one of metrics", "addr", s.cfg.OperatorAddr)
+	case OperatorLoopback:
+		s.cfg.Logger.Info("operator listener on loopback, without authentication: open to this host's processes", "addr", s.cfg.OperatorAddr)
+	case OperatorOpen:
+		s.cfg.Logger.Warn("THE OPERATOR LISTENER IS UNAUTHENTICATED OFF LOOPBACK (--operator-insecure): anyone who reaches "+s.cfg.OperatorAddr+" reads the metrics and the status page (policy, topics, groups, operator actions)", "addr", s.cfg.OperatorAddr)
+	default:
+		return nil, fmt.Errorf("write side: operator listener %s: %s", s.cfg.OperatorAddr, access)
+	}
+	srv, err := httpapi.New(hc)
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func TestHTTPAuth(t *testing.T) {
 	ep := rigs.Endpoints(t)
 	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep}, ConsumerGroup: testenv.UniqueName(t, "g"),
-		Auth: &auth.Config{JWKSURL: idp.Serve(t), Issuer: iss, Audience: aud, MinRefreshInterval: 100 * time.Millisecond,
+		Auth: &auth.Config{JWKSURL: idp.Serve(t), HTTPClient: idp.HTTPClient(), Issuer: iss, Audience: aud, MinRefreshInterval: 100 * time.Millisecond,
 			Policy: &auth.Policy{Rules: []auth.Rule{
 				{Subjects: []string{"alice"}, Commands: []string{todo.CreateTodo, todo.UpdateTodo}, Read: []string{"todo"}},
 				{Scopes: []string{"todo:write"}, Commands: []string{todo.CreateTodo}},

@@ -39,7 +39,7 @@ func MountStatusPage(srv *httpapi.Server, w *eventpipe.WriteSide) (io.Closer, er
 func access(cfg eventpipe.WriteSideConfig) statuspage.Access {
 	a := statuspage.Access{Mode: statuspage.AccessOpen, Operator: "on the API's listener, open like the API"}
 	if cfg.OperatorAddr != "" {
-		a.Operator = "on their own listener " + cfg.OperatorAddr + ", without authentication (keep it on loopback or a private network)"
+		a.Operator = "on their own listener " + cfg.OperatorAddr + ": " + string(cfg.OperatorAccess())
 	}
 	if cfg.Auth == nil {
 		return a

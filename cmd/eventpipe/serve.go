@@ -15,7 +15,7 @@ import (
 
 func serveCommand() *cobra.Command {
 	var group, operatorAddr string
-	var noAuth bool
+	var noAuth, operatorInsecure bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the command handlers (one consumer group) and the HTTP API",
@@ -23,15 +23,20 @@ func serveCommand() *cobra.Command {
 against the DynamoDB event store and publishes the result on commands.replies.
 It also serves the HTTP API (the todo, orders and analytics resources,
 /healthz) on EVENTPIPE_HTTP_ADDR, and the operator surface (/metrics, the
-status page /status and /status.json) on the same listener, or on its own
-with --operator-addr (EVENTPIPE_OPERATOR_ADDR): set it in production, on
-loopback or a private network, so that the API's listener serves only the
-API. It stops gracefully on SIGINT/SIGTERM.
+status page /status and /status.json) on the same listener, behind its
+authentication, or on its own with --operator-addr
+(EVENTPIPE_OPERATOR_ADDR), so that the API's listener serves only the API.
+The operator listener is open on a loopback address (127.0.0.1, ::1,
+localhost); on any other address it needs the API's JWT with a read grant
+of status (the status page) or metrics (/metrics), and with --no-auth serve
+refuses to start unless --operator-insecure says the network is trusted.
+serve says at start which it is. It stops gracefully on SIGINT/SIGTERM.
 
 The API needs JWT bearer authentication, configured from the environment
 only: EVENTPIPE_AUTH_ISSUER, EVENTPIPE_AUTH_AUDIENCE,
 EVENTPIPE_AUTH_POLICY_FILE and EVENTPIPE_AUTH_JWKS_FILE or
-EVENTPIPE_AUTH_JWKS_URL (optional EVENTPIPE_AUTH_LEEWAY); see
+EVENTPIPE_AUTH_JWKS_URL (https:// only; optional EVENTPIPE_AUTH_LEEWAY and
+EVENTPIPE_AUTH_MAX_TOKEN_LIFETIME, default 24h); see
 docs/security.md. Without it serve refuses to start, unless --no-auth (or
 EVENTPIPE_AUTH=off) says the API is meant to be open: for local
 development only, and serve says so loudly at start.
@@ -65,7 +70,7 @@ least 32 bytes, the same for serve and consume.`,
 			// The status page is the operator surface's own route, on the
 			// API's listener or on --operator-addr's (package operator).
 			svc, err := eventpipe.NewWriteSide(cmd.Context(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Catalog: catalog, Logger: slog.Default()}, ConsumerGroup: group,
-				OperatorAddr: operatorAddr, OperatorRoutes: operator.MountStatusPage, Auth: authCfg, NoAuth: authCfg == nil && noAuth,
+				OperatorAddr: operatorAddr, OperatorInsecure: operatorInsecure, OperatorRoutes: operator.MountStatusPage, Auth: authCfg, NoAuth: authCfg == nil && noAuth,
 				CommandKey: key})
 			if err != nil {
 				return err
@@ -77,7 +82,7 @@ least 32 bytes, the same for serve and consume.`,
 			} else {
 				slog.Info("HTTP API authentication on", "issuer", authCfg.Issuer, "audience", authCfg.Audience, "rules", len(authCfg.Policy.Rules))
 			}
-			slog.Info("serving", "http", svc.Endpoints().HTTPAddr, "operator", cmp.Or(operatorAddr, svc.Endpoints().HTTPAddr),
+			slog.Info("serving", "http", svc.Endpoints().HTTPAddr, "operator", cmp.Or(operatorAddr, svc.Endpoints().HTTPAddr), "operator_access", string(svc.Config().OperatorAccess()),
 				"commands", svc.Dispatcher.Topics(), "group", group)
 			return svc.Run(cmd.Context())
 		},
@@ -85,7 +90,8 @@ least 32 bytes, the same for serve and consume.`,
 	addTracingFlag(cmd)
 	cmd.Flags().StringVar(&group, "group", eventpipe.DefaultCommandGroup, "consumer group of the command handlers")
 	cmd.Flags().BoolVar(&noAuth, "no-auth", false, "serve the HTTP API without authentication: local development only (default $"+auth.EnvAuth+"=off)")
-	cmd.Flags().StringVar(&operatorAddr, "operator-addr", "", "serve /metrics, /status and /status.json here instead of on the API's listener (default $"+envOperatorAddr+"; empty: the API's listener)")
+	cmd.Flags().StringVar(&operatorAddr, "operator-addr", "", "serve /metrics, /status and /status.json here instead of on the API's listener: open on loopback, elsewhere behind the API's JWT auth (read grants status, metrics) (default $"+envOperatorAddr+"; empty: the API's listener)")
+	cmd.Flags().BoolVar(&operatorInsecure, "operator-insecure", false, "with --no-auth, serve --operator-addr off loopback without authentication: a trusted private network only (serve warns at start)")
 	return cmd
 }
 

@@ -3,9 +3,11 @@
 //
 // A token must be a compact JWS signed with RS256, ES256 (P-256) or EdDSA
 // (Ed25519) by a key of the configured JWKS, carry the configured issuer
-// and audience and a subject, and be within its exp, nbf and iat (with a
-// small leeway). Anything else — no token, "none", HMAC, another
-// algorithm, an unknown key — is refused with 401. The verified identity
+// and audience and a subject, be within its exp, nbf and iat (with a
+// small leeway), live no longer than MaxLifetime and have no typ but JWT
+// or at+jwt. Anything else — no token, "none", HMAC, another algorithm,
+// an unknown key — is refused with 401. Keys come from a file or an
+// https:// URL and are loaded in the background (see Config.JWKSURL). The verified identity
 // is put in the request's context (FromContext); handlers that dispatch
 // commands ask the Policy with RequireCommand and RequireRead, and the
 // middleware asks it for every other resource, so that once auth is on
@@ -22,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -45,15 +48,22 @@ const MaxTokenBytes = 8 << 10
 // Config configures an Authenticator. Exactly one of JWKSFile and JWKSURL
 // is required, and so are Issuer, Audience and Policy.
 type Config struct {
-	// JWKSFile is a JSON Web Key Set file. It is re-read when its size or
-	// modification time changes, and when a token names an unknown key
-	// (at most once per MinRefreshInterval), so a rotation needs no
-	// restart. A file that does not parse keeps the previous keys.
+	// JWKSFile is a JSON Web Key Set file. It is read again in the
+	// background when its size or modification time changes, and when a
+	// token names an unknown key (at most once per MinRefreshInterval),
+	// so a rotation needs no restart. A file that cannot be read or does
+	// not parse keeps the previous keys; a set with fewer keys (or none)
+	// replaces them.
 	JWKSFile string
 	// JWKSURL is a JSON Web Key Set URL (an identity provider's jwks_uri).
-	// It is fetched on the first request, again every RefreshInterval,
-	// and when a token names an unknown key (at most once per
-	// MinRefreshInterval). A failed fetch keeps the previous keys.
+	// It must be https:// (an http:// URL is refused: anyone on the path
+	// could hand out signing keys). It is fetched on the first request,
+	// again every RefreshInterval, and when a token names an unknown key
+	// (at most once per MinRefreshInterval), always in the background,
+	// one fetch at a time, without following redirects, within
+	// FetchTimeout and MaxJWKSBytes. A failed fetch keeps the previous
+	// keys and is retried with backoff; a set with fewer keys (or none)
+	// replaces them.
 	JWKSURL string
 	// Issuer is the required "iss" claim.
 	Issuer string
@@ -62,13 +72,24 @@ type Config struct {
 	// Leeway is the clock skew allowed on exp, nbf and iat (default 30s,
 	// at most 5m).
 	Leeway time.Duration
-	// RefreshInterval is how often JWKSURL is fetched again (default
-	// 15m).
+	// MaxLifetime is the longest lifetime a token may have: exp − iat,
+	// or exp − now when it has no iat (default DefaultMaxLifetime). A
+	// longer-lived token is refused, so a leaked token is not good for
+	// ever.
+	MaxLifetime time.Duration
+	// RefreshInterval is how often the key set is loaded again when
+	// tokens are verified (default 15m); it bounds how long a key removed
+	// from JWKSURL's set keeps verifying. A JWKSFile is instead read
+	// again when it changes.
 	RefreshInterval time.Duration
 	// MinRefreshInterval bounds the reloads that unknown key ids trigger
 	// (default 30s), so tokens with made-up kids cannot hammer the
-	// identity provider.
+	// identity provider; it is also the longest backoff between failed
+	// loads.
 	MinRefreshInterval time.Duration
+	// FetchTimeout bounds one load of the key set, from connecting to
+	// the last byte (default 10s).
+	FetchTimeout time.Duration
 	// Policy decides what each identity may do. Required: with auth on,
 	// what the policy does not grant is refused.
 	Policy *Policy
@@ -79,16 +100,26 @@ type Config struct {
 	// only authenticates requests to them. Every other resource needs the
 	// policy's Read grant for GET and HEAD and its Write grant otherwise.
 	Delegated []string
-	// HTTPClient fetches JWKSURL (default: a client with a 10s timeout).
+	// HTTPClient fetches JWKSURL (default: http.DefaultTransport). Its
+	// redirect policy is replaced: a redirect is never followed.
 	HTTPClient *http.Client
 	// Logger logs refused tokens at debug and key reloads (default
 	// slog.Default()). Tokens are never logged.
 	Logger *slog.Logger
 }
 
+// DefaultMaxLifetime is Config.MaxLifetime's default: a day.
+const DefaultMaxLifetime = 24 * time.Hour
+
+// MaxJWKSBytes bounds a key set document; a larger one is not loaded.
+const MaxJWKSBytes = 1 << 20
+
 func (c *Config) setDefaults() {
 	if c.Leeway == 0 {
 		c.Leeway = 30 * time.Second
+	}
+	if c.MaxLifetime == 0 {
+		c.MaxLifetime = DefaultMaxLifetime
 	}
 	if c.RefreshInterval == 0 {
 		c.RefreshInterval = 15 * time.Minute
@@ -96,11 +127,14 @@ func (c *Config) setDefaults() {
 	if c.MinRefreshInterval == 0 {
 		c.MinRefreshInterval = 30 * time.Second
 	}
+	if c.FetchTimeout == 0 {
+		c.FetchTimeout = 10 * time.Second
+	}
 	if c.Open == nil {
 		c.Open = []string{"/healthz"}
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		c.HTTPClient = &http.Client{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -115,20 +149,44 @@ func (c Config) Validate() error {
 	switch {
 	case (c.JWKSFile == "") == (c.JWKSURL == ""):
 		return invalid("JWKSFile/JWKSURL", "exactly one is required")
-	case c.JWKSURL != "" && !strings.HasPrefix(c.JWKSURL, "https://") && !strings.HasPrefix(c.JWKSURL, "http://"):
-		return invalid("JWKSURL", "not an http(s) URL")
+	case c.JWKSURL != "":
+		if err := validJWKSURL(c.JWKSURL); err != "" {
+			return invalid("JWKSURL", err)
+		}
+	}
+	switch {
 	case c.Issuer == "":
 		return invalid("Issuer", "required")
 	case c.Audience == "":
 		return invalid("Audience", "required")
 	case c.Leeway < 0 || c.Leeway > 5*time.Minute:
 		return invalid("Leeway", "must be between 0 and 5m")
+	case c.MaxLifetime < 0:
+		return invalid("MaxLifetime", "negative")
 	case c.RefreshInterval < 0 || c.MinRefreshInterval < 0:
 		return invalid("RefreshInterval", "negative")
+	case c.FetchTimeout < 0:
+		return invalid("FetchTimeout", "negative")
 	case c.Policy == nil:
 		return invalid("Policy", "required (deny by default: an empty policy refuses everything)")
 	}
 	return c.Policy.Validate()
+}
+
+// validJWKSURL returns why u cannot be a JWKS URL, or "".
+func validJWKSURL(u string) string {
+	parsed, err := url.Parse(u)
+	switch {
+	case err != nil:
+		return "not a URL"
+	case strings.EqualFold(parsed.Scheme, "http"):
+		return "http:// is refused: signing keys must come over https:// (or from a file, " + EnvJWKSFile + "), or anyone on the path could hand out keys"
+	case !strings.EqualFold(parsed.Scheme, "https") || parsed.Host == "":
+		return "not an https:// URL"
+	case parsed.User != nil:
+		return "must not carry credentials"
+	}
+	return ""
 }
 
 // Identity is an authenticated caller.
@@ -163,17 +221,19 @@ type Authenticator struct {
 
 // New returns an Authenticator. It does not read or fetch the keys: that
 // happens on the first request, so a JWKS URL that is down at start does
-// not stop the server (its requests get 503 until it answers).
+// not stop the server (its requests get 503 until it answers; failed
+// loads are retried with backoff, not on every request). An
+// Authenticator is safe for concurrent use.
 func New(cfg Config) (*Authenticator, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	k := &keyring{minInterval: cfg.MinRefreshInterval, logger: cfg.Logger}
+	var k *keyring
 	if cfg.JWKSFile != "" {
-		k.source, k.load, k.due = "file "+cfg.JWKSFile, fileLoader(cfg.JWKSFile), fileChanged(cfg.JWKSFile)
+		k = newKeyring(cfg, "file "+cfg.JWKSFile, fileSource(cfg.JWKSFile))
 	} else {
-		k.source, k.load, k.due = "url "+cfg.JWKSURL, urlLoader(cfg.HTTPClient, cfg.JWKSURL), olderThan(cfg.RefreshInterval)
+		k = newKeyring(cfg, "url "+cfg.JWKSURL, urlSource(cfg.HTTPClient, cfg.JWKSURL))
 	}
 	return &Authenticator{cfg: cfg, keys: k}, nil
 }
@@ -285,6 +345,9 @@ func (a *Authenticator) VerifyToken(ctx context.Context, raw string) (Identity, 
 	if err != nil {
 		return Identity{}, &TokenError{Reason: reason(err), Err: err}
 	}
+	if err := a.checkLifetime(tok); err != nil {
+		return Identity{}, err
+	}
 	id := Identity{}
 	id.Subject, _ = tok.Subject()
 	id.Issuer, _ = tok.Issuer()
@@ -303,6 +366,29 @@ func (a *Authenticator) VerifyToken(ctx context.Context, raw string) (Identity, 
 		}
 	}
 	return id, nil
+}
+
+// checkLifetime refuses a token whose lifetime (exp − iat, or exp − now
+// without iat) exceeds MaxLifetime.
+func (a *Authenticator) checkLifetime(tok jwt.Token) error {
+	exp, _ := tok.Expiration() // required: Parse checked it is there
+	from, ok := tok.IssuedAt()
+	if !ok {
+		from = time.Now()
+	}
+	if life := exp.Sub(from); life > a.cfg.MaxLifetime {
+		return &TokenError{Reason: fmt.Sprintf("the token's lifetime exceeds the maximum of %v", a.cfg.MaxLifetime)}
+	}
+	return nil
+}
+
+// acceptedType reports whether a JWS "typ" header is one a token may
+// carry: none, JWT or at+jwt (RFC 8725 §3.11, RFC 9068 §2.1), in any
+// case and with or without the "application/" prefix (RFC 7515 §4.1.9).
+func acceptedType(typ string) bool {
+	t := strings.ToLower(typ)
+	t = strings.TrimPrefix(t, "application/")
+	return t == "jwt" || t == "at+jwt"
 }
 
 // reason turns a jwx error into a short, client-safe description.
@@ -324,6 +410,8 @@ func reason(err error) string {
 		return "signature algorithm not accepted (RS256, ES256, EdDSA)"
 	case errors.Is(err, errUnknownKey):
 		return "unknown signing key"
+	case errors.Is(err, errType):
+		return "token type not accepted (typ must be JWT or at+jwt)"
 	}
 	return "invalid token"
 }
@@ -331,6 +419,7 @@ func reason(err error) string {
 var (
 	errAlgorithm  = errors.New("signature algorithm not accepted")
 	errUnknownKey = errors.New("unknown signing key")
+	errType       = errors.New("token type not accepted")
 )
 
 // accepted maps each accepted algorithm to a check of the public key type.
@@ -361,6 +450,9 @@ func (a *Authenticator) key(ctx context.Context, sig *jws.Signature) (any, jwa.S
 	fits, ok := accepted[alg.String()]
 	if !ok {
 		return nil, alg, fmt.Errorf("%w: %q", errAlgorithm, alg.String())
+	}
+	if typ, ok := h.Type(); ok && !acceptedType(typ) {
+		return nil, alg, fmt.Errorf("%w: %q", errType, typ)
 	}
 	kid, _ := h.KeyID()
 	jk, err := a.keys.lookup(ctx, kid)

@@ -46,7 +46,7 @@ func newAuth(t *testing.T, cfg auth.Config) *auth.Authenticator {
 // algorithm by a key of the JWKS gives its subject and scopes.
 func TestVerifyAcceptsEachAlgorithm(t *testing.T) {
 	idp := authtest.New(t, issuer, audience)
-	a := newAuth(t, auth.Config{JWKSURL: idp.Serve(t)})
+	a := newAuth(t, auth.Config{JWKSURL: idp.Serve(t), HTTPClient: idp.HTTPClient()})
 	for _, alg := range authtest.Algorithms {
 		tok := idp.Sign(t, alg, authtest.Claims{Subject: "alice-" + alg, Scope: "todo:write ops"})
 		id, err := a.Verify(context.Background(), "Bearer "+tok)
@@ -90,7 +90,7 @@ func refusals(t testing.TB, idp *authtest.Provider) map[string]string {
 // key are all refused with a *TokenError.
 func TestVerifyRefusesBadTokens(t *testing.T) {
 	idp := authtest.New(t, issuer, audience)
-	a := newAuth(t, auth.Config{JWKSURL: idp.Serve(t), Leeway: 30 * time.Second})
+	a := newAuth(t, auth.Config{JWKSURL: idp.Serve(t), HTTPClient: idp.HTTPClient(), Leeway: 30 * time.Second})
 	for name, tok := range refusals(t, idp) {
 		id, err := a.Verify(context.Background(), "Bearer "+tok)
 		var te *auth.TokenError
@@ -170,7 +170,7 @@ func serve(t *testing.T, h http.Handler, method, path, token string) response {
 // context.
 func TestMiddleware(t *testing.T) {
 	idp := authtest.New(t, issuer, audience)
-	a := newAuth(t, auth.Config{JWKSURL: idp.Serve(t), Delegated: []string{"todo"}})
+	a := newAuth(t, auth.Config{JWKSURL: idp.Serve(t), HTTPClient: idp.HTTPClient(), Delegated: []string{"todo"}})
 	h := a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, _ := auth.FromContext(r.Context())
 		_, _ = io.WriteString(w, id.Subject)
@@ -251,7 +251,7 @@ func TestRequireCommandAndRead(t *testing.T) {
 func TestJWKSURLRotation(t *testing.T) {
 	idp := authtest.New(t, issuer, audience)
 	const minRefresh = 200 * time.Millisecond
-	a := newAuth(t, auth.Config{JWKSURL: idp.Serve(t), RefreshInterval: time.Hour, MinRefreshInterval: minRefresh})
+	a := newAuth(t, auth.Config{JWKSURL: idp.Serve(t), HTTPClient: idp.HTTPClient(), RefreshInterval: time.Hour, MinRefreshInterval: minRefresh})
 	ctx := context.Background()
 	oldTok := idp.Sign(t, authtest.RS256, authtest.Claims{Subject: "alice"})
 	if _, err := a.Verify(ctx, "Bearer "+oldTok); err != nil {
@@ -323,9 +323,9 @@ func TestJWKSFileRotation(t *testing.T) {
 // ErrKeysUnavailable and the middleware answers 503.
 func TestUnreachableJWKS(t *testing.T) {
 	idp := authtest.New(t, issuer, audience)
-	srv := httptest.NewServer(http.NotFoundHandler())
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
 	srv.Close()
-	a := newAuth(t, auth.Config{JWKSURL: srv.URL})
+	a := newAuth(t, auth.Config{JWKSURL: srv.URL, HTTPClient: srv.Client()})
 	tok := idp.Sign(t, authtest.RS256, authtest.Claims{Subject: "alice"})
 	if _, err := a.Verify(context.Background(), "Bearer "+tok); !errors.Is(err, auth.ErrKeysUnavailable) {
 		t.Fatalf("Verify: %v", err)

@@ -20,6 +20,9 @@ const (
 	EnvAudience   = "EVENTPIPE_AUTH_AUDIENCE"
 	EnvPolicyFile = "EVENTPIPE_AUTH_POLICY_FILE"
 	EnvLeeway     = "EVENTPIPE_AUTH_LEEWAY"
+	// EnvMaxLifetime is the longest token lifetime accepted, a Go
+	// duration (Config.MaxLifetime; default DefaultMaxLifetime).
+	EnvMaxLifetime = "EVENTPIPE_AUTH_MAX_TOKEN_LIFETIME"
 	// EnvAuth=off serves the API without authentication (local
 	// development only); `serve --no-auth` is the same.
 	EnvAuth = "EVENTPIPE_AUTH"
@@ -42,16 +45,22 @@ func configFromLookup(lookup func(string) (string, bool)) (*Config, error) {
 	var cfg Config
 	cfg.JWKSFile, cfg.JWKSURL = get(EnvJWKSFile), get(EnvJWKSURL)
 	cfg.Issuer, cfg.Audience = get(EnvIssuer), get(EnvAudience)
-	policy, leeway := get(EnvPolicyFile), get(EnvLeeway)
-	if cfg.JWKSFile == "" && cfg.JWKSURL == "" && cfg.Issuer == "" && cfg.Audience == "" && policy == "" && leeway == "" {
+	policy, leeway, lifetime := get(EnvPolicyFile), get(EnvLeeway), get(EnvMaxLifetime)
+	if cfg.JWKSFile == "" && cfg.JWKSURL == "" && cfg.Issuer == "" && cfg.Audience == "" && policy == "" && leeway == "" && lifetime == "" {
 		return nil, nil
 	}
-	if leeway != "" {
-		d, err := time.ParseDuration(leeway)
-		if err != nil {
-			return nil, &eventstore.ValidationError{Field: EnvLeeway, Reason: err.Error()}
+	for _, d := range []struct {
+		env, value string
+		to         *time.Duration
+	}{{EnvLeeway, leeway, &cfg.Leeway}, {EnvMaxLifetime, lifetime, &cfg.MaxLifetime}} {
+		if d.value == "" {
+			continue
 		}
-		cfg.Leeway = d
+		v, err := time.ParseDuration(d.value)
+		if err != nil {
+			return nil, &eventstore.ValidationError{Field: d.env, Reason: err.Error()}
+		}
+		*d.to = v
 	}
 	if policy == "" {
 		return nil, &eventstore.ValidationError{Field: EnvPolicyFile, Reason: "required when auth is configured"}

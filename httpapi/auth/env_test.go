@@ -24,9 +24,9 @@ func TestConfigFromEnv(t *testing.T) {
 	if cfg, err := configFromLookup(lookup(map[string]string{EnvIssuer: "  "})); cfg != nil || err != nil {
 		t.Fatalf("blank variables: %+v %v; want auth off", cfg, err)
 	}
-	full := map[string]string{EnvJWKSURL: "https://idp.test/jwks", EnvIssuer: "https://idp.test/", EnvAudience: "api", EnvPolicyFile: policy, EnvLeeway: "10s"}
+	full := map[string]string{EnvJWKSURL: "https://idp.test/jwks", EnvIssuer: "https://idp.test/", EnvAudience: "api", EnvPolicyFile: policy, EnvLeeway: "10s", EnvMaxLifetime: "1h"}
 	cfg, err := configFromLookup(lookup(full))
-	if err != nil || cfg.Issuer != "https://idp.test/" || cfg.Leeway != 10*time.Second || len(cfg.Policy.Rules) != 1 || !cfg.Policy.AllowsCommand(Identity{Subject: "alice"}, "CreateTodo") {
+	if err != nil || cfg.Issuer != "https://idp.test/" || cfg.Leeway != 10*time.Second || cfg.MaxLifetime != time.Hour || len(cfg.Policy.Rules) != 1 || !cfg.Policy.AllowsCommand(Identity{Subject: "alice"}, "CreateTodo") {
 		t.Fatalf("full: %+v %v", cfg, err)
 	}
 	var ve *eventstore.ValidationError
@@ -41,6 +41,16 @@ func TestConfigFromEnv(t *testing.T) {
 			t.Errorf("without %s: %+v %v; want a *eventstore.ValidationError", drop, cfg, err)
 		}
 	}
+	full[EnvJWKSURL] = "http://idp.test/jwks"
+	if _, err := configFromLookup(lookup(full)); !errors.As(err, &ve) || ve.Field != "auth JWKSURL" {
+		t.Errorf("http:// JWKS URL: %v; want a *eventstore.ValidationError on auth JWKSURL", err)
+	}
+	full[EnvJWKSURL] = "https://idp.test/jwks"
+	full[EnvMaxLifetime] = "a while"
+	if _, err := configFromLookup(lookup(full)); !errors.As(err, &ve) || ve.Field != EnvMaxLifetime {
+		t.Errorf("bad max lifetime: %v", err)
+	}
+	full[EnvMaxLifetime] = ""
 	full[EnvLeeway] = "soon"
 	if _, err := configFromLookup(lookup(full)); !errors.As(err, &ve) {
 		t.Errorf("bad leeway: %v", err)

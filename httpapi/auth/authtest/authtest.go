@@ -26,6 +26,7 @@ import (
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jws"
 	"github.com/lestrrat-go/jwx/v3/jwt"
 )
 
@@ -49,6 +50,7 @@ type Provider struct {
 	keys    map[string]jwk.Key // alg → private key with its kid
 	gen     int
 	fetches atomic.Int64
+	client  *http.Client
 }
 
 // New returns a provider with one fresh key per algorithm.
@@ -129,17 +131,30 @@ func (p *Provider) JWKS(t testing.TB) []byte {
 	return b
 }
 
-// Serve serves the current JWKS on an httptest server closed at the end
-// of the test, and returns its URL.
+// Serve serves the current JWKS over HTTPS on an httptest server closed
+// at the end of the test, and returns its URL; HTTPClient trusts its
+// certificate.
 func (p *Provider) Serve(t testing.TB) string {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		p.fetches.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(p.JWKS(t))
 	}))
 	t.Cleanup(srv.Close)
+	p.mu.Lock()
+	p.client = srv.Client()
+	p.mu.Unlock()
 	return srv.URL
+}
+
+// HTTPClient returns a client that trusts the certificate of Serve's
+// server (the auth.Config.HTTPClient to fetch its URL with); nil before
+// Serve.
+func (p *Provider) HTTPClient() *http.Client {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.client
 }
 
 // Fetches counts the requests Serve's server answered.
@@ -163,6 +178,10 @@ type Claims struct {
 	Expires  time.Time // default now + 5m
 	// NotBefore is left out when zero.
 	NotBefore time.Time
+	// NoIssuedAt leaves "iat" out.
+	NoIssuedAt bool
+	// Type is the header's "typ" (default JWT).
+	Type string
 }
 
 func (p *Provider) fill(c Claims) Claims {
@@ -187,7 +206,10 @@ func (p *Provider) fill(c Claims) Claims {
 func (p *Provider) Sign(t testing.TB, alg string, c Claims) string {
 	t.Helper()
 	c = p.fill(c)
-	b := jwt.NewBuilder().Subject(c.Subject).Issuer(c.Issuer).Audience([]string{c.Audience}).IssuedAt(c.IssuedAt).Expiration(c.Expires)
+	b := jwt.NewBuilder().Subject(c.Subject).Issuer(c.Issuer).Audience([]string{c.Audience}).Expiration(c.Expires)
+	if !c.NoIssuedAt {
+		b = b.IssuedAt(c.IssuedAt)
+	}
 	if !c.NotBefore.IsZero() {
 		b = b.NotBefore(c.NotBefore)
 	}
@@ -205,7 +227,13 @@ func (p *Provider) Sign(t testing.TB, alg string, c Claims) string {
 	if !ok {
 		t.Fatalf("authtest: unknown algorithm %q", alg)
 	}
-	signed, err := jwt.Sign(tok, jwt.WithKey(sa, key))
+	hdrs := jws.NewHeaders()
+	if c.Type != "" {
+		if err := hdrs.Set(jws.TypeKey, c.Type); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signed, err := jwt.Sign(tok, jwt.WithKey(sa, key, jws.WithProtectedHeaders(hdrs)))
 	if err != nil {
 		t.Fatal(err)
 	}
