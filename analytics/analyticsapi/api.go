@@ -80,9 +80,11 @@ type EventResult struct {
 	Error  string           `json:"error,omitempty"`
 }
 
-// Events is the body of GET /sources/{id}/sessions/{sessionId}/events.
+// Events is a page of GET /sources/{id}/sessions/{sessionId}/events
+// (Next as in Sessions).
 type Events struct {
 	Events []analytics.Event `json:"events"`
+	Next   string            `json:"next,omitempty"`
 }
 
 // Sessions is a page of sessions; Next is the cursor of the following
@@ -103,7 +105,8 @@ type Aggregations struct {
 //
 //	POST /sources/{id}/events                      one event, or {"events":[…]}: 201 + Ingested
 //	                                               (optional header Idempotency-Key)
-//	GET  /sources/{id}/sessions/{sessionId}/events  the session's events in ULID order (AP2)
+//	GET  /sources/{id}/sessions/{sessionId}/events?limit=&cursor=
+//	                                               the session's events in ULID order (AP2)
 //	GET  /sources/{id}/sessions/{sessionId}         the session (AP3); 404 if unknown
 //	GET  /sources/{id}/sessions?limit=&cursor=      recent sessions first (AP4)
 //	GET  /users/{userId}/sessions?limit=&cursor=    a user's sessions, recent first (AP5)
@@ -112,6 +115,11 @@ type Aggregations struct {
 //	GET  /sources/{id}/aggregations?period=…&from=&to=
 //	                                               the buckets from..to inclusive, oldest first
 //	                                               (AP7; RFC 3339 times or YYYY-MM-DD days)
+//
+// Every listing pages: limit (default analytics.Config.PageSize, 50; at
+// most analytics.MaxPageSize, 1000) and cursor (the "next" of the
+// previous page, absent on the last); a limit out of range or a cursor
+// another listing returned answers 400 "invalid" naming the parameter.
 //
 // An event is {"eventId", "type", "sessionId", "userId", "url",
 // "referrer", "properties", "userAgent", "createdAt"} (see
@@ -275,12 +283,17 @@ func decodeEvents(w http.ResponseWriter, r *http.Request) ([]eventRequest, bool)
 }
 
 func (h *api) sessionEvents(w http.ResponseWriter, r *http.Request) {
-	events, err := h.store.SessionEvents(r.Context(), r.PathValue("id"), r.PathValue("sessionId"))
+	limit, err := limitParam(r)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, Events{Events: events})
+	events, next, err := h.store.SessionEventsPage(r.Context(), r.PathValue("id"), r.PathValue("sessionId"), limit, r.URL.Query().Get("cursor"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, Events{Events: events, Next: next})
 }
 
 func (h *api) session(w http.ResponseWriter, r *http.Request) {
