@@ -11,7 +11,7 @@
 //	SOURCE#<id>            SESSION#<sessionId>                  a session; with a user, gsi1pk USER#<userId> and gsi1sk SESSION#<sessionId>; ttl 90 days
 //	SOURCE#<id>            AGG#hourly#<YYYY-MM-DDTHH:00:00Z>    the aggregation of one UTC hour
 //	SOURCE#<id>            AGG#daily#<YYYY-MM-DD>               the aggregation of one UTC day
-//	SOURCE#<id>            IDEMPOTENCY#<key>                    an idempotency key: fingerprint, firstUsedAt; ttl = first use + Config.IdempotencyTTL
+//	SOURCE#<id>            IDEMPOTENCY#<key>                    an idempotency key (of a caller: caller:<hash of caller and key>): fingerprint, firstUsedAt; ttl = first use + Config.IdempotencyTTL
 //
 // An event with an id — the client's EventID, or one derived from an
 // idempotency key — is on the shard its id hashes to (FNV-1a of the id

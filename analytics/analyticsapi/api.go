@@ -16,6 +16,7 @@ import (
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/httpapi"
+	"github.com/eventpipe/eventpipe/httpapi/auth"
 )
 
 // Config is what the analytics API needs.
@@ -135,9 +136,12 @@ type Aggregations struct {
 // key's first use, so posting the same body with the same key again
 // within 24 hours (analytics.Config.IdempotencyTTL) stores nothing twice
 // and answers as the first post did; the same key with another body
-// answers 422 "idempotency_key_reused" and stores nothing. Without an
-// eventId or a key, every post stores its events again: a retry may
-// double count.
+// answers 422 "idempotency_key_reused" and stores nothing. A key is the
+// caller's: with authentication on, the same key sent by two subjects is
+// two keys (analytics.IngestOptions.Caller), so callers neither dedupe
+// against nor replay each other's batches; without it (--no-auth) a key
+// is shared by every caller of the source. Without an eventId or a
+// key, every post stores its events again: a retry may double count.
 //
 // The answer to a POST is an Ingested: "results" has, per event of the
 // request, its index, eventId, shard, createdAt and status ("stored",
@@ -193,14 +197,19 @@ func (h *api) ingest(w http.ResponseWriter, r *http.Request) {
 			in[i].CreatedAt = &t
 		}
 	}
-	// The key is the batch's, per source (the store keeps it under the
-	// source), not per caller.
-	key, _, err := httpapi.ParseIdempotencyKey(r, "")
+	// The key is the caller's (the authenticated subject's) on the
+	// source: callers never dedupe against each other. Without
+	// authentication there is no caller and the key is the source's.
+	subject := ""
+	if caller, ok := auth.FromContext(r.Context()); ok {
+		subject = caller.Subject
+	}
+	key, _, err := httpapi.ParseIdempotencyKey(r, subject)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	opts := analytics.IngestOptions{IdempotencyKey: key.Key}
+	opts := analytics.IngestOptions{IdempotencyKey: key.Key, Caller: key.Subject}
 	results, err := h.store.IngestBatch(r.Context(), r.PathValue("id"), in, opts)
 	if results == nil {
 		h.fail(w, r, err)
