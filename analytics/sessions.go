@@ -81,6 +81,9 @@ func (s *Store) SessionEventsPage(ctx context.Context, sourceID, sessionID strin
 			in.FilterExpression = aws.String("#sid = :sid")
 			in.ExpressionAttributeNames["#sid"] = AttrSessionID
 			in.ExpressionAttributeValues[":sid"] = ddbattr.S(sessionID)
+			// Each call evaluates at most a page or 100 items (not 1 MB),
+			// so a session that fills a shard is not read far past a page.
+			in.Limit = aws.Int32(int32(max(limit+2, 100)))
 			// limit+1 after the cursor's own event: one more than a page
 			// tells whether there is a next one.
 			items, err := s.queryUntil(gctx, in, func(got []item) bool { return len(got) > limit+1 })
