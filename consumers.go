@@ -194,7 +194,7 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 		needs.Elasticsearch = needs.Elasticsearch || n.Elasticsearch
 		needs.Parking = needs.Parking || (n.Parking && !cfg.NoParking)
 	}
-	store, err := storeOr(ctx, cfg.Store, cfg.Endpoints, cfg.Catalog, cfg.Logger)
+	store, err := storeOr(ctx, cfg.Store, cfg.Endpoints, cfg.Catalog, cfg.Logger, DefaultCommandRetention)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -127,26 +128,41 @@ func OpenDynamoDB(ctx context.Context, ep Endpoints) (*dynamodb.Client, error) {
 
 // storeOr returns given, or, when it is nil, the DynamoDB store of ep
 // (OpenStore): a config's Store field, defaulted.
-func storeOr(ctx context.Context, given eventstore.Store, ep Endpoints, c *Catalog, logger *slog.Logger) (eventstore.Store, error) {
+func storeOr(ctx context.Context, given eventstore.Store, ep Endpoints, c *Catalog, logger *slog.Logger, retention time.Duration) (eventstore.Store, error) {
 	if given != nil {
 		return given, nil
 	}
-	s, err := OpenStore(ctx, ep, c, logger)
+	s, err := openStore(ctx, ep, c, logger, retention)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
+// DefaultCommandRetention is how long the event store keeps a command
+// record (COMMAND#<id>: the answer of an applied or refused command, and
+// an Idempotency-Key's claim) before DynamoDB's TTL may delete it: 7
+// days, Kafka's default retention of the commands topics, and well past
+// the 24 hours an HTTP client is told it may retry with the same
+// Idempotency-Key. A command delivered again after its record expired is
+// applied again.
+const DefaultCommandRetention = 7 * 24 * time.Hour
+
 // OpenStore connects to the events table of ep (DynamoDB Local, or AWS
 // when ep.DynamoDB is "aws") with c's schema: the event types of its
-// domains and its upcasters. logger may be nil (slog's default).
+// domains and its upcasters. The command records it writes expire after
+// DefaultCommandRetention (WriteSideConfig.CommandRetention sets the write
+// side's). logger may be nil (slog's default).
 func OpenStore(ctx context.Context, ep Endpoints, c *Catalog, logger *slog.Logger) (*ddbstore.Store, error) {
+	return openStore(ctx, ep, c, logger, DefaultCommandRetention)
+}
+
+func openStore(ctx context.Context, ep Endpoints, c *Catalog, logger *slog.Logger, retention time.Duration) (*ddbstore.Store, error) {
 	client, err := dynamoclient.New(ctx, dynamoConfig(ep))
 	if err != nil {
 		return nil, err
 	}
-	return ddbstore.New(ddbstore.Config{Client: client, Table: ep.EventsTable, Schema: c.Schema(), Logger: logger})
+	return ddbstore.New(ddbstore.Config{Client: client, Table: ep.EventsTable, Schema: c.Schema(), Logger: logger, CommandRetention: retention})
 }
 
 // OpenAnalytics connects to the analytics table of ep (seed 001's raw

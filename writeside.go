@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/analytics/analyticsapi"
@@ -59,6 +60,13 @@ type WriteSideConfig struct {
 	// is the caller's, such as the in-memory eventstore/memstore.Store of
 	// package testkit/pipeline (tests and local experiments only).
 	Store eventstore.Store
+	// CommandRetention is how long the default Store keeps each command
+	// record and Idempotency-Key claim (their DynamoDB ttl): a command or
+	// an HTTP request retried within it is answered from its record, one
+	// retried later runs again. Default DefaultCommandRetention (7 days);
+	// not applied to a given Store. `serve` reads it from
+	// --command-retention.
+	CommandRetention time.Duration
 	// Middlewares wrap the dispatcher inside the standard chain (poison,
 	// retry, recoverer), in order, outermost first: a handler middleware
 	// sees each command message after it was decoded from Kafka and
@@ -121,6 +129,9 @@ func (c *WriteSideConfig) setDefaults() {
 	if c.ConsumerGroup == "" {
 		c.ConsumerGroup = DefaultCommandGroup
 	}
+	if c.CommandRetention == 0 {
+		c.CommandRetention = DefaultCommandRetention
+	}
 	if c.NewSubscriber == nil {
 		c.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: c.Endpoints.KafkaBrokers, Security: c.Endpoints.Kafka, InstanceID: c.Endpoints.KafkaInstanceID, ClientID: "eventpipe-serve",
 			Logger: watermill.NewSlogLogger(c.Logger)})
@@ -147,6 +158,9 @@ func (c WriteSideConfig) validate() error {
 	}
 	if c.Endpoints.EventsTable == "" {
 		return invalid("Endpoints.EventsTable", "is empty")
+	}
+	if c.CommandRetention < 0 {
+		return invalid("CommandRetention", fmt.Sprintf("%v is negative", c.CommandRetention))
 	}
 	if c.Auth != nil {
 		if c.NoAuth {
@@ -294,7 +308,7 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 			return nil, fmt.Errorf("write side: %w", err)
 		}
 	}
-	store, err := storeOr(ctx, cfg.Store, cfg.Endpoints, cfg.Catalog, cfg.Logger)
+	store, err := storeOr(ctx, cfg.Store, cfg.Endpoints, cfg.Catalog, cfg.Logger, cfg.CommandRetention)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@
 //	SOURCE#<id>            SESSION#<sessionId>                  a session; with a user, gsi1pk USER#<userId> and gsi1sk SESSION#<sessionId>; ttl 90 days
 //	SOURCE#<id>            AGG#hourly#<YYYY-MM-DDTHH:00:00Z>    the aggregation of one UTC hour
 //	SOURCE#<id>            AGG#daily#<YYYY-MM-DD>               the aggregation of one UTC day
-//	SOURCE#<id>            IDEMPOTENCY#<key>                    an idempotency key: fingerprint, firstUsedAt; ttl = first use + Config.IdempotencyTTL
+//	SOURCE#<id>            IDEMPOTENCY#<key>                    an idempotency key (of a caller: caller:<hash of caller and key>): fingerprint, firstUsedAt; ttl = first use + Config.IdempotencyTTL
 //
 // An event with an id — the client's EventID, or one derived from an
 // idempotency key — is on the shard its id hashes to (FNV-1a of the id
@@ -48,7 +48,7 @@
 //
 //	AP1 ingest events               conditional PutItem (events with an id) or  Store.IngestBatch, Store.Ingest
 //	                                BatchWriteItem (the others)
-//	AP2 a session's events          one Query per shard in parallel, filtered   Store.SessionEvents
+//	AP2 a session's events          one Query per shard in parallel, filtered   Store.SessionEventsPage, Store.SessionEvents
 //	AP3 a session                   GetItem                                     Store.Session
 //	AP4 a source's recent sessions  Query SESSION#, descending                  Store.RecentSessions
 //	AP5 a user's sessions           Query gsi1 USER#<userId>, descending        Store.UserSessions
@@ -62,8 +62,9 @@
 // written; a stored item that does not decode is a
 // *eventstore.DecodeError.
 //
-// Listings (AP4–AP6) page with opaque cursors: the base64url encoding
-// (no padding) of DynamoDB's LastEvaluatedKey as a JSON object of its
-// string attributes. A cursor is only valid for the listing that
+// Listings (AP2 paged, AP4–AP6) page with opaque cursors: the base64url
+// encoding (no padding) of a JSON object of string attributes —
+// DynamoDB's LastEvaluatedKey, or for a session's events its session id
+// and last event id. A cursor is only valid for the listing that
 // returned it. Reads other than Session are eventually consistent.
 package analytics

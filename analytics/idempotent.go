@@ -3,6 +3,7 @@ package analytics
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -45,6 +46,23 @@ func derivedID(sourceID, key string, index int, createdAt time.Time) ulid.ULID {
 	return id
 }
 
+// scopedKey is the idempotency key as the table keeps it and event ids
+// derive from it: key itself without a caller (or without a key), else
+// "caller:" and the unpadded base64url SHA-256 of the caller and key, so
+// that the same key of two callers is two keys.
+func scopedKey(caller, key string) string {
+	if caller == "" || key == "" {
+		return key
+	}
+	h := sha256.New()
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(caller)))
+	h.Write(n[:])
+	h.Write([]byte(caller))
+	h.Write([]byte(key))
+	return "caller:" + base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
 // validKey checks an idempotency key: 1–255 printable ASCII characters
 // (an HTTP header's sf-string).
 func validKey(key string) error {
@@ -70,12 +88,13 @@ func fingerprint(sourceID string, in []EventInput) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// claimKey remembers key for a batch with fingerprint fp, first used
-// now, unless it is remembered (and not expired) already. It returns when
-// the key was first used, or a *KeyReuseError when that was with another
+// claimKey remembers scoped (scopedKey of the client's key) for a batch
+// with fingerprint fp, first used now, unless it is remembered (and not
+// expired) already. It returns when the key was first used, or a
+// *KeyReuseError naming the client's key when that was with another
 // batch.
-func (s *Store) claimKey(ctx context.Context, sourceID, key, fp string, now time.Time) (time.Time, error) {
-	k := IdempotencyKeyKey(sourceID, key)
+func (s *Store) claimKey(ctx context.Context, sourceID, scoped, key, fp string, now time.Time) (time.Time, error) {
+	k := IdempotencyKeyKey(sourceID, scoped)
 	for attempt := 0; attempt < 3; attempt++ {
 		it := k.Attributes()
 		it[AttrSourceID] = ddbattr.S(sourceID)

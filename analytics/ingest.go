@@ -90,7 +90,7 @@ func (s *Store) IngestBatch(ctx context.Context, sourceID string, in []EventInpu
 		return nil, fmt.Errorf("ingest %s: %w", sourceID, err)
 	}
 	if opts.IdempotencyKey != "" {
-		first, err := s.claimKey(ctx, sourceID, opts.IdempotencyKey, fingerprint(sourceID, in), b.now)
+		first, err := s.claimKey(ctx, sourceID, b.key, opts.IdempotencyKey, fingerprint(sourceID, in), b.now)
 		if err != nil {
 			return nil, fmt.Errorf("ingest %s: %w", sourceID, err)
 		}
@@ -109,7 +109,7 @@ func (s *Store) IngestBatch(ctx context.Context, sourceID string, in []EventInpu
 // batch is a checked IngestBatch input.
 type batch struct {
 	sourceID string
-	key      string
+	key      string // scopedKey of the options' key and caller; "" for none
 	now      time.Time
 	in       []EventInput
 	checked  []checkedEvent
@@ -135,7 +135,7 @@ func (s *Store) prepare(sourceID string, in []EventInput, opts IngestOptions) (*
 	if len(in) == 0 || len(in) > s.cfg.MaxBatch {
 		return nil, invalid("events", "has %d events, want 1–%d", len(in), s.cfg.MaxBatch)
 	}
-	b := &batch{sourceID: sourceID, key: opts.IdempotencyKey, now: s.cfg.Now(), in: in, checked: make([]checkedEvent, len(in))}
+	b := &batch{sourceID: sourceID, key: scopedKey(opts.Caller, opts.IdempotencyKey), now: s.cfg.Now(), in: in, checked: make([]checkedEvent, len(in))}
 	for i, e := range in {
 		c, err := s.check(e, b.now)
 		if err != nil {

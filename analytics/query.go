@@ -72,8 +72,14 @@ func (s *Store) page(ctx context.Context, r keyRange, limit int, cursor string) 
 
 // queryAll reads every page of in.
 func (s *Store) queryAll(ctx context.Context, in *dynamodb.QueryInput) ([]item, error) {
+	return s.queryUntil(ctx, in, func([]item) bool { return false })
+}
+
+// queryUntil reads pages of in until enough says the items read so far
+// suffice, or there are no more.
+func (s *Store) queryUntil(ctx context.Context, in *dynamodb.QueryInput, enough func([]item) bool) ([]item, error) {
 	var items []item
-	for p := dynamodb.NewQueryPaginator(s.cfg.Client, in); p.HasMorePages(); {
+	for p := dynamodb.NewQueryPaginator(s.cfg.Client, in); p.HasMorePages() && !enough(items); {
 		out, err := p.NextPage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("query: %w", err)

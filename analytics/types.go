@@ -110,6 +110,13 @@ type IngestOptions struct {
 	// *KeyReuseError and nothing is stored. 1–255 printable ASCII
 	// characters. Empty: no key.
 	IdempotencyKey string
+	// Caller scopes IdempotencyKey to whoever sent it (the authenticated
+	// subject): the same key of two callers is two keys, each with its
+	// own fingerprint and derived event ids, so callers neither dedupe
+	// against nor replay each other's batches. Empty: the key is the
+	// source's, shared by every caller of it (an API without
+	// authentication).
+	Caller string
 }
 
 // Status is what IngestBatch did with one event.

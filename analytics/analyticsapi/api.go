@@ -16,6 +16,7 @@ import (
 	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/httpapi"
+	"github.com/eventpipe/eventpipe/httpapi/auth"
 )
 
 // Config is what the analytics API needs.
@@ -80,9 +81,11 @@ type EventResult struct {
 	Error  string           `json:"error,omitempty"`
 }
 
-// Events is the body of GET /sources/{id}/sessions/{sessionId}/events.
+// Events is a page of GET /sources/{id}/sessions/{sessionId}/events
+// (Next as in Sessions).
 type Events struct {
 	Events []analytics.Event `json:"events"`
+	Next   string            `json:"next,omitempty"`
 }
 
 // Sessions is a page of sessions; Next is the cursor of the following
@@ -103,7 +106,8 @@ type Aggregations struct {
 //
 //	POST /sources/{id}/events                      one event, or {"events":[…]}: 201 + Ingested
 //	                                               (optional header Idempotency-Key)
-//	GET  /sources/{id}/sessions/{sessionId}/events  the session's events in ULID order (AP2)
+//	GET  /sources/{id}/sessions/{sessionId}/events?limit=&cursor=
+//	                                               the session's events in ULID order (AP2)
 //	GET  /sources/{id}/sessions/{sessionId}         the session (AP3); 404 if unknown
 //	GET  /sources/{id}/sessions?limit=&cursor=      recent sessions first (AP4)
 //	GET  /users/{userId}/sessions?limit=&cursor=    a user's sessions, recent first (AP5)
@@ -112,6 +116,11 @@ type Aggregations struct {
 //	GET  /sources/{id}/aggregations?period=…&from=&to=
 //	                                               the buckets from..to inclusive, oldest first
 //	                                               (AP7; RFC 3339 times or YYYY-MM-DD days)
+//
+// Every listing pages: limit (default analytics.Config.PageSize, 50; at
+// most analytics.MaxPageSize, 1000) and cursor (the "next" of the
+// previous page, absent on the last); a limit out of range or a cursor
+// another listing returned answers 400 "invalid" naming the parameter.
 //
 // An event is {"eventId", "type", "sessionId", "userId", "url",
 // "referrer", "properties", "userAgent", "createdAt"} (see
@@ -127,9 +136,12 @@ type Aggregations struct {
 // key's first use, so posting the same body with the same key again
 // within 24 hours (analytics.Config.IdempotencyTTL) stores nothing twice
 // and answers as the first post did; the same key with another body
-// answers 422 "idempotency_key_reused" and stores nothing. Without an
-// eventId or a key, every post stores its events again: a retry may
-// double count.
+// answers 422 "idempotency_key_reused" and stores nothing. A key is the
+// caller's: with authentication on, the same key sent by two subjects is
+// two keys (analytics.IngestOptions.Caller), so callers neither dedupe
+// against nor replay each other's batches; without it (--no-auth) a key
+// is shared by every caller of the source. Without an eventId or a
+// key, every post stores its events again: a retry may double count.
 //
 // The answer to a POST is an Ingested: "results" has, per event of the
 // request, its index, eventId, shard, createdAt and status ("stored",
@@ -185,14 +197,19 @@ func (h *api) ingest(w http.ResponseWriter, r *http.Request) {
 			in[i].CreatedAt = &t
 		}
 	}
-	// The key is the batch's, per source (the store keeps it under the
-	// source), not per caller.
-	key, _, err := httpapi.ParseIdempotencyKey(r, "")
+	// The key is the caller's (the authenticated subject's) on the
+	// source: callers never dedupe against each other. Without
+	// authentication there is no caller and the key is the source's.
+	subject := ""
+	if caller, ok := auth.FromContext(r.Context()); ok {
+		subject = caller.Subject
+	}
+	key, _, err := httpapi.ParseIdempotencyKey(r, subject)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	opts := analytics.IngestOptions{IdempotencyKey: key.Key}
+	opts := analytics.IngestOptions{IdempotencyKey: key.Key, Caller: key.Subject}
 	results, err := h.store.IngestBatch(r.Context(), r.PathValue("id"), in, opts)
 	if results == nil {
 		h.fail(w, r, err)
@@ -275,12 +292,17 @@ func decodeEvents(w http.ResponseWriter, r *http.Request) ([]eventRequest, bool)
 }
 
 func (h *api) sessionEvents(w http.ResponseWriter, r *http.Request) {
-	events, err := h.store.SessionEvents(r.Context(), r.PathValue("id"), r.PathValue("sessionId"))
+	limit, err := limitParam(r)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, Events{Events: events})
+	events, next, err := h.store.SessionEventsPage(r.Context(), r.PathValue("id"), r.PathValue("sessionId"), limit, r.URL.Query().Get("cursor"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, Events{Events: events, Next: next})
 }
 
 func (h *api) session(w http.ResponseWriter, r *http.Request) {

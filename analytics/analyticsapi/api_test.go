@@ -20,6 +20,7 @@ import (
 	"github.com/eventpipe/eventpipe/analytics/analyticsapi"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/httpapi"
+	"github.com/eventpipe/eventpipe/httpapi/auth"
 	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
 )
 
@@ -32,7 +33,8 @@ type api struct {
 }
 
 // newAPI serves the analytics API on table (a fresh one when empty) with
-// a body limit of 4 KiB.
+// a body limit of 4 KiB; a request's X-Subject header, when set, is its
+// authenticated subject.
 func newAPI(t *testing.T, table string) *api {
 	t.Helper()
 	db := testenv.DynamoDB(t)
@@ -47,7 +49,14 @@ func newAPI(t *testing.T, table string) *api {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := httpapi.New(httpapi.Config{MaxBodyBytes: 4 << 10})
+	srv, err := httpapi.New(httpapi.Config{MaxBodyBytes: 4 << 10, Middleware: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s := r.Header.Get("X-Subject"); s != "" {
+				r = r.WithContext(auth.WithIdentity(r.Context(), auth.Identity{Subject: s}))
+			}
+			next.ServeHTTP(w, r)
+		})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

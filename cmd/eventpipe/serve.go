@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +17,7 @@ import (
 func serveCommand() *cobra.Command {
 	var group, operatorAddr string
 	var noAuth, operatorInsecure bool
+	var retention time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the command handlers (one consumer group) and the HTTP API",
@@ -71,7 +73,7 @@ least 32 bytes, the same for serve and consume.`,
 			// API's listener or on --operator-addr's (package operator).
 			svc, err := eventpipe.NewWriteSide(cmd.Context(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Catalog: catalog, Logger: slog.Default()}, ConsumerGroup: group,
 				OperatorAddr: operatorAddr, OperatorInsecure: operatorInsecure, OperatorRoutes: operator.MountStatusPage, Auth: authCfg, NoAuth: authCfg == nil && noAuth,
-				CommandKey: key})
+				CommandKey: key, CommandRetention: retention})
 			if err != nil {
 				return err
 			}
@@ -90,6 +92,7 @@ least 32 bytes, the same for serve and consume.`,
 	addTracingFlag(cmd)
 	cmd.Flags().StringVar(&group, "group", eventpipe.DefaultCommandGroup, "consumer group of the command handlers")
 	cmd.Flags().BoolVar(&noAuth, "no-auth", false, "serve the HTTP API without authentication: local development only (default $"+auth.EnvAuth+"=off)")
+	cmd.Flags().DurationVar(&retention, "command-retention", eventpipe.DefaultCommandRetention, "how long each command record and Idempotency-Key claim is kept (DynamoDB ttl): a command or request retried later runs again")
 	cmd.Flags().StringVar(&operatorAddr, "operator-addr", "", "serve /metrics, /status and /status.json here instead of on the API's listener: open on loopback, elsewhere behind the API's JWT auth (read grants status, metrics) (default $"+envOperatorAddr+"; empty: the API's listener)")
 	cmd.Flags().BoolVar(&operatorInsecure, "operator-insecure", false, "with --no-auth, serve --operator-addr off loopback without authentication: a trusted private network only (serve warns at start)")
 	return cmd

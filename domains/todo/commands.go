@@ -37,8 +37,12 @@ func NewFacet(store eventstore.Store, upcasters *eventstore.Upcasters) (*eventst
 	return eventstore.NewFacet(eventstore.FacetConfig[Todo]{Store: store, AggregateType: AggregateType, Processor: Processor(), Upcasters: upcasters})
 }
 
-// validate checks a todo's fields.
-func validate(d TodoData) error {
+// Validate checks a todo's fields: a title that is not blank, at most
+// MaxTitleLength bytes, a message of at most MaxMessageLength; a
+// *eventstore.ValidationError naming the field. The commands decide with
+// it, and the HTTP API checks a request with it before it claims an
+// Idempotency-Key.
+func (d TodoData) Validate() error {
 	if strings.TrimSpace(d.Title) == "" {
 		return &eventstore.ValidationError{Field: "title", Reason: "is empty"}
 	}
@@ -52,7 +56,7 @@ func validate(d TodoData) error {
 }
 
 func decideCreate(cur eventstore.State[Todo], cmd commands.Command, d TodoData) ([]eventstore.NewEvent, error) {
-	if err := validate(d); err != nil {
+	if err := d.Validate(); err != nil {
 		return nil, err
 	}
 	if cur.Item.Exists || cur.Item.Deleted {
@@ -62,7 +66,7 @@ func decideCreate(cur eventstore.State[Todo], cmd commands.Command, d TodoData) 
 }
 
 func decideUpdate(cur eventstore.State[Todo], cmd commands.Command, d TodoData) ([]eventstore.NewEvent, error) {
-	if err := validate(d); err != nil {
+	if err := d.Validate(); err != nil {
 		return nil, err
 	}
 	if !cur.Item.Exists {

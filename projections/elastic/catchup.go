@@ -45,7 +45,7 @@ type storedCatchUp struct {
 // readCatchUp reads the catch-up document id of the catch-up index.
 func (a *Applier) readCatchUp(ctx context.Context, id string) (storedCatchUp, error) {
 	var res storedCatchUp
-	err := esclient.Do(ctx, a.cfg.Client, esapi.GetRequest{Index: a.cfg.CatchUpIndex, DocumentID: id}, &res)
+	err := esclient.Do(ctx, a.cfg.Client, esapi.GetRequest{Index: a.cfg.CatchUpIndex, DocumentID: esclient.PathSegment(id)}, &res)
 	if esclient.IsNotFound(err) {
 		return storedCatchUp{}, nil
 	}
@@ -97,11 +97,11 @@ func (a *Applier) ApplyCatchUp(ctx context.Context, events []eventstore.Envelope
 
 // putCatchUp stores st as the catch-up document id, whatever is stored.
 func (a *Applier) putCatchUp(ctx context.Context, id string, st projections.CatchUpState) error {
-	err := esclient.Do(ctx, a.cfg.Client, esapi.IndexRequest{Index: a.cfg.CatchUpIndex, DocumentID: id, Body: esclient.JSONBody(catchUpDocOf(st)), Refresh: "true"}, nil)
+	err := esclient.Do(ctx, a.cfg.Client, esapi.IndexRequest{Index: a.cfg.CatchUpIndex, DocumentID: esclient.PathSegment(id), Body: esclient.JSONBody(catchUpDocOf(st)), Refresh: "true"}, nil)
 	if esclient.IsNotFound(err) { // no catch-up index yet
 		err = esclient.Do(ctx, a.cfg.Client, esapi.IndicesCreateRequest{Index: a.cfg.CatchUpIndex, Body: esclient.JSONBody(catchUpMappings)}, nil)
 		if err == nil || isAlreadyExists(err) {
-			err = esclient.Do(ctx, a.cfg.Client, esapi.IndexRequest{Index: a.cfg.CatchUpIndex, DocumentID: id, Body: esclient.JSONBody(catchUpDocOf(st)), Refresh: "true"}, nil)
+			err = esclient.Do(ctx, a.cfg.Client, esapi.IndexRequest{Index: a.cfg.CatchUpIndex, DocumentID: esclient.PathSegment(id), Body: esclient.JSONBody(catchUpDocOf(st)), Refresh: "true"}, nil)
 		}
 	}
 	return err
@@ -123,7 +123,7 @@ func (a *Applier) recordCatchUp(ctx context.Context, id string, st projections.C
 	for {
 		cur, err := a.readCatchUp(ctx, id)
 		if esclient.IsNotFound(err) || (err == nil && !cur.Found) {
-			err = esclient.Do(ctx, a.cfg.Client, esapi.IndexRequest{Index: a.cfg.CatchUpIndex, DocumentID: id, OpType: "create",
+			err = esclient.Do(ctx, a.cfg.Client, esapi.IndexRequest{Index: a.cfg.CatchUpIndex, DocumentID: esclient.PathSegment(id), OpType: "create",
 				Body: esclient.JSONBody(doc), Refresh: "true"}, nil)
 			if esclient.IsNotFound(err) { // no catch-up index yet
 				err = esclient.Do(ctx, a.cfg.Client, esapi.IndicesCreateRequest{Index: a.cfg.CatchUpIndex, Body: esclient.JSONBody(catchUpMappings)}, nil)
@@ -143,7 +143,7 @@ func (a *Applier) recordCatchUp(ctx context.Context, id string, st projections.C
 			return nil
 		}
 		seq, term := cur.SeqNo, cur.PrimaryTerm
-		err = esclient.Do(ctx, a.cfg.Client, esapi.IndexRequest{Index: a.cfg.CatchUpIndex, DocumentID: id, Body: esclient.JSONBody(doc),
+		err = esclient.Do(ctx, a.cfg.Client, esapi.IndexRequest{Index: a.cfg.CatchUpIndex, DocumentID: esclient.PathSegment(id), Body: esclient.JSONBody(doc),
 			IfSeqNo: &seq, IfPrimaryTerm: &term, Refresh: "true"}, nil)
 		if !esclient.IsConflict(err) {
 			return err

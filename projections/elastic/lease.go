@@ -45,14 +45,14 @@ func acquireLease(ctx context.Context, es esapi.Transport, alias string, ttl tim
 	_, _ = rand.Read(b)
 	l := &lease{es: es, id: alias, holder: hex.EncodeToString(b), ttl: ttl}
 	var w writeAnswer
-	err := esclient.Do(ctx, es, esapi.IndexRequest{Index: LockIndex, DocumentID: l.id, OpType: "create", Body: l.body(), Refresh: "true"}, &w)
+	err := esclient.Do(ctx, es, esapi.IndexRequest{Index: LockIndex, DocumentID: esclient.PathSegment(l.id), OpType: "create", Body: l.body(), Refresh: "true"}, &w)
 	if esclient.IsConflict(err) {
 		var cur struct {
 			SeqNo       int      `json:"_seq_no"`
 			PrimaryTerm int      `json:"_primary_term"`
 			Source      leaseDoc `json:"_source"`
 		}
-		if err := esclient.Do(ctx, es, esapi.GetRequest{Index: LockIndex, DocumentID: l.id}, &cur); err != nil {
+		if err := esclient.Do(ctx, es, esapi.GetRequest{Index: LockIndex, DocumentID: esclient.PathSegment(l.id)}, &cur); err != nil {
 			return nil, fmt.Errorf("elastic: read the replay lock of %s: %w", alias, err)
 		}
 		if time.UnixMilli(cur.Source.ExpiresAt).After(time.Now()) {
@@ -83,7 +83,7 @@ func (l *lease) body() io.Reader {
 func (l *lease) renew(ctx context.Context) error {
 	seq, term := l.seqNo, l.pterm
 	var w writeAnswer
-	if err := esclient.Do(ctx, l.es, esapi.IndexRequest{Index: LockIndex, DocumentID: l.id, Body: l.body(), IfSeqNo: &seq, IfPrimaryTerm: &term, Refresh: "true"}, &w); err != nil {
+	if err := esclient.Do(ctx, l.es, esapi.IndexRequest{Index: LockIndex, DocumentID: esclient.PathSegment(l.id), Body: l.body(), IfSeqNo: &seq, IfPrimaryTerm: &term, Refresh: "true"}, &w); err != nil {
 		return fmt.Errorf("elastic: renew the replay lock of %s: %w", l.id, err)
 	}
 	l.seqNo, l.pterm = w.SeqNo, w.PrimaryTerm
@@ -111,7 +111,7 @@ func (l *lease) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 // release deletes the lease if it is still ours.
 func (l *lease) release(ctx context.Context) error {
 	seq, term := l.seqNo, l.pterm
-	err := esclient.Do(ctx, l.es, esapi.DeleteRequest{Index: LockIndex, DocumentID: l.id, IfSeqNo: &seq, IfPrimaryTerm: &term, Refresh: "true"}, nil)
+	err := esclient.Do(ctx, l.es, esapi.DeleteRequest{Index: LockIndex, DocumentID: esclient.PathSegment(l.id), IfSeqNo: &seq, IfPrimaryTerm: &term, Refresh: "true"}, nil)
 	if err != nil && !esclient.IsNotFound(err) {
 		return fmt.Errorf("elastic: release the replay lock of %s: %w", l.id, err)
 	}

@@ -248,7 +248,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (_ projections.ReplayResult, 
 	if err := states.putCatchUp(ctx, alias, built); err != nil {
 		return res, wrap("record the rebuilt model's catch-up state", err)
 	}
-	if err := esclient.Do(ctx, es, esapi.DeleteRequest{Index: cfg.CatchUpIndex, DocumentID: fresh, Refresh: "true"}, nil); err != nil && !esclient.IsNotFound(err) {
+	if err := esclient.Do(ctx, es, esapi.DeleteRequest{Index: cfg.CatchUpIndex, DocumentID: esclient.PathSegment(fresh), Refresh: "true"}, nil); err != nil && !esclient.IsNotFound(err) {
 		cfg.Logger.Warn("replay: could not delete the rebuilt index's catch-up state", "projection", p.Name(), "index", fresh, "err", err)
 	}
 	res.Elapsed = time.Since(began)

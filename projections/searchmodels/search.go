@@ -179,7 +179,7 @@ func (x TodoIndex) Get(ctx context.Context, id string) (TodoDoc, bool, error) {
 		Found  bool    `json:"found"`
 		Source TodoDoc `json:"_source"`
 	}
-	err := esclient.Do(ctx, x.Client, esapi.GetRequest{Index: x.Alias, DocumentID: id}, &res)
+	err := esclient.Do(ctx, x.Client, esapi.GetRequest{Index: x.Alias, DocumentID: esclient.PathSegment(id)}, &res)
 	var re *esclient.ResponseError
 	if errors.As(err, &re) && re.Status == 404 && re.Type != "index_not_found_exception" {
 		return TodoDoc{}, false, nil

@@ -109,7 +109,8 @@ type writeOp struct {
 }
 
 // write runs op once the Policy allows the caller to send its command
-// type. Without a key it dispatches a fresh command. With one it
+// type and the todo's id and fields are valid (400 otherwise, before
+// anything is written). Without a key it dispatches a fresh command. With one it
 // refuses a key in flight in this process (409), claims the key for this
 // request's fingerprint (422 if claimed for another), answers again what
 // the key's command was answered when the event store recorded it, and otherwise
@@ -119,12 +120,20 @@ func (h *todoAPI) write(w http.ResponseWriter, r *http.Request, key *httpapi.Ide
 	if !h.authorized(w, r, op.typ) {
 		return
 	}
-	commandID := ""
-	if key != nil {
-		if err := (eventstore.Ref{Type: todo.AggregateType, ID: op.id}).Validate(); err != nil {
+	// A request the command would refuse as invalid is answered here,
+	// before a key is claimed: an invalid request writes nothing.
+	if err := (eventstore.Ref{Type: todo.AggregateType, ID: op.id}).Validate(); err != nil {
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
+	if p, ok := op.payload.(interface{ Validate() error }); ok {
+		if err := p.Validate(); err != nil {
 			httpapi.WriteError(w, http.StatusBadRequest, "invalid", err.Error())
 			return
 		}
+	}
+	commandID := ""
+	if key != nil {
 		release, ok := h.inflight.Acquire(*key)
 		if !ok {
 			httpapi.WriteError(w, http.StatusConflict, CodeKeyInUse, fmt.Sprintf("a request with Idempotency-Key %q is still being handled; retry later", key.Key))

@@ -126,6 +126,13 @@ func (r todoRequest) view(id string, version int64) View {
 //	                    the todo as the search model holds it, ETag its
 //	                    sequence (seed 004's read from the read store)
 //
+// An id is what the event store takes as an aggregate id
+// (eventstore.ValidateName: 1–256 bytes of UTF-8 without '#' or NUL); any
+// other is 400 "invalid" before anything is read. An id reaches
+// Elasticsearch as one escaped path segment (esclient.PathSegment), so
+// "/todo/x%3Frefresh%3Dtrue?read=search" reads the document
+// "x?refresh=true" and nothing else.
+//
 // Bodies of a create and an update are {"id", "title", "message"} as the
 // reference design writes them, plus an optional "completed"; unknown
 // fields are refused. The ETag is the todo's version: 1 after its
@@ -222,6 +229,12 @@ func canonical(req todoRequest) []byte {
 
 func (h *todoAPI) get(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	// Checked before either read: the id goes into Elasticsearch's URL
+	// (as one escaped segment) as well as into the store's keys.
+	if err := (eventstore.Ref{Type: todo.AggregateType, ID: id}).Validate(); err != nil {
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
 	switch read := r.URL.Query().Get("read"); {
 	case read == "search" && h.searcher != nil:
 		h.getFromSearch(w, r, id)

@@ -254,6 +254,14 @@ func responseError(status int, body []byte) *ResponseError {
 	return re
 }
 
+// PathSegment escapes s as one segment of a request path. esapi writes a
+// request's DocumentID (and Index) into the URL's path as it is given, so
+// a document id such as "x?refresh=true" would end the path and add a
+// query parameter, and "a/b" would add a segment: every DocumentID
+// eventpipe sends goes through PathSegment, and Elasticsearch decodes it
+// back to the one id.
+func PathSegment(s string) string { return url.PathEscape(s) }
+
 // JSONBody encodes v (a map or struct of the caller's) as a request body.
 func JSONBody(v any) io.Reader {
 	b, err := json.Marshal(v)
