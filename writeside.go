@@ -78,6 +78,11 @@ type WriteSideConfig struct {
 	// it (operator.MountStatusPage: GET /status and /status.json). Nil:
 	// the operator surface is /metrics alone.
 	OperatorRoutes OperatorRoutes
+	// HTTPLimits bound each connection of the API's and the operator's
+	// listeners: read, write and idle time and header size (zero fields:
+	// httpapi's defaults). `serve` reads them from its --http-* flags or
+	// the EVENTPIPE_HTTP_* variables (httpapi.LimitsFromEnv).
+	HTTPLimits httpapi.Limits
 	// Auth, when set, turns on JWT bearer authentication and its policy on
 	// the API's listener (package httpapi/auth): every request but
 	// /healthz needs a valid token, the todo API asks the policy before
@@ -136,6 +141,13 @@ func (c WriteSideConfig) validate() error {
 	}
 	if c.Endpoints.EventsTable == "" {
 		return invalid("Endpoints.EventsTable", "is empty")
+	}
+	if err := c.HTTPLimits.Validate(); err != nil {
+		var ve *eventstore.ValidationError
+		if errors.As(err, &ve) {
+			return invalid("HTTP"+ve.Field, ve.Reason)
+		}
+		return err
 	}
 	if c.Auth != nil {
 		if c.NoAuth {
@@ -384,7 +396,7 @@ func (s *WriteSide) NewHTTP() (*httpapi.Server, error) {
 		return nil, ErrNoAuth
 	}
 	separate := s.cfg.OperatorAddr != ""
-	hc := httpapi.Config{Addr: s.cfg.Endpoints.HTTPAddr, Registry: s.Registry, OmitMetrics: separate, Logger: s.cfg.Logger}
+	hc := httpapi.Config{Addr: s.cfg.Endpoints.HTTPAddr, Registry: s.Registry, OmitMetrics: separate, Logger: s.cfg.Logger, Limits: s.cfg.HTTPLimits}
 	if s.auth != nil {
 		hc.Middleware = s.auth.Middleware
 	}
@@ -412,7 +424,7 @@ func (s *WriteSide) NewOperatorHTTP() (*httpapi.Server, error) {
 	if s.cfg.OperatorAddr == "" {
 		return nil, errors.New("write side: no OperatorAddr: the operator surface is on the API's listener")
 	}
-	srv, err := httpapi.New(httpapi.Config{Addr: s.cfg.OperatorAddr, Registry: s.Registry, Logger: s.cfg.Logger})
+	srv, err := httpapi.New(httpapi.Config{Addr: s.cfg.OperatorAddr, Registry: s.Registry, Logger: s.cfg.Logger, Limits: s.cfg.HTTPLimits})
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,9 @@ type Config struct {
 	Middleware func(http.Handler) http.Handler
 	// Logger logs one line per failed request (default slog.Default()).
 	Logger *slog.Logger
+	// Limits bound each connection's time and header size (zero fields:
+	// the defaults, see Limits).
+	Limits Limits
 }
 
 // DefaultAddr is the API's listen address when none is given: loopback.
@@ -75,6 +78,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 0 {
 		return fmt.Errorf("httpapi: Config: %w", &eventstore.ValidationError{Field: "MaxBodyBytes", Reason: fmt.Sprintf("%d is negative", c.MaxBodyBytes)})
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("httpapi: Config: %w", err)
 	}
 	return nil
 }
@@ -120,8 +126,8 @@ func (s *Server) Handler() http.Handler {
 	}))
 }
 
-// Run listens on Addr and serves until ctx ends, then shuts down
-// gracefully within ShutdownTimeout. ready, if not nil, receives the bound
+// Run listens on Addr and serves, within Config.Limits, until ctx ends,
+// then shuts down gracefully within ShutdownTimeout. ready, if not nil, receives the bound
 // address once listening.
 func (s *Server) Run(ctx context.Context, ready chan<- string) error {
 	l, err := net.Listen("tcp", s.cfg.Addr)
@@ -129,10 +135,10 @@ func (s *Server) Run(ctx context.Context, ready chan<- string) error {
 		return fmt.Errorf("httpapi: listen %s: %w", s.cfg.Addr, err)
 	}
 	srv := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+		Handler:  s.Handler(),
+		ErrorLog: slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
 	}
+	s.cfg.Limits.apply(srv)
 	if ready != nil {
 		ready <- l.Addr().String()
 	}
