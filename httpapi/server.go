@@ -109,7 +109,8 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Handler returns the server's handler with the body size limit and
-// Config.Middleware applied.
+// Config.Middleware applied. Every answer carries a fresh correlation id
+// in X-Request-Id (RequestID; see WriteServerError).
 // Each request is traced (a server span continuing an incoming W3C
 // traceparent header; see package tracing).
 func (s *Server) Handler() http.Handler {
@@ -118,6 +119,7 @@ func (s *Server) Handler() http.Handler {
 		routes = s.cfg.Middleware(routes)
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = withRequest(w, r, s.cfg.Logger)
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 		routes.ServeHTTP(w, r)
 	})
@@ -161,11 +163,21 @@ func (s *Server) Run(ctx context.Context, ready chan<- string) error {
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// RequestID is the request's correlation id on a 5xx answer (the
+	// X-Request-Id header's), which the server's log names.
+	RequestID string `json:"requestId,omitempty"`
 }
 
-// WriteError writes {"code":…, "message":…} with status.
+// WriteError writes {"code":…, "message":…} with status; a 5xx also
+// carries the request's correlation id (the X-Request-Id header the
+// Server set). msg must be fit for any client: a backend's error goes
+// through WriteServerError instead.
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
-	WriteJSON(w, status, Error{Code: code, Message: msg})
+	e := Error{Code: code, Message: msg}
+	if status >= 500 {
+		e.RequestID = w.Header().Get(HeaderRequestID)
+	}
+	WriteJSON(w, status, e)
 }
 
 // WriteJSON writes v as JSON with status.
