@@ -16,6 +16,7 @@ import (
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/tlsconfig"
 )
 
 // Environment variable names. `eventpipe stack env` prints them.
@@ -82,6 +83,12 @@ type Endpoints struct {
 	// process (a StatefulSet's pod name), never a fleet;
 	// EVENTPIPE_KAFKA_INSTANCE_ID.
 	KafkaInstanceID string
+	// AllowCleartextCredentials lets the Postgres password go without TLS
+	// (sslmode disable, allow or prefer) to a host that is not loopback;
+	// refused otherwise. From EVENTPIPE_ALLOW_CLEARTEXT_CREDENTIALS, which
+	// sets Kafka's and Elasticsearch's AllowCleartextCredentials too (see
+	// tlsconfig.EnvAllowCleartextCredentials).
+	AllowCleartextCredentials bool
 
 	// err is what reading the security settings from the environment
 	// failed with (an unreadable secret file, a bad mechanism); Err
@@ -132,7 +139,10 @@ func fromLookup(lookup func(string) (string, bool)) Endpoints {
 	str(EnvAWSRoleARN, &e.AWSRoleARN)
 	str(EnvKafkaInstanceID, &e.KafkaInstanceID)
 	var err error
-	if e.Kafka, err = kafka.SecurityFromEnv(lookup); err != nil {
+	if e.AllowCleartextCredentials, err = tlsconfig.AllowCleartextFromEnv(lookup); err != nil {
+		e.err = err
+	}
+	if e.Kafka, err = kafka.SecurityFromEnv(lookup); err != nil && e.err == nil {
 		e.err = fmt.Errorf("kafka settings: %w", err)
 	}
 	if e.ElasticsearchSecurity, err = esclient.SecurityFromEnv(lookup); err != nil && e.err == nil {
@@ -191,6 +201,7 @@ func fill(e, def Endpoints) Endpoints {
 	if len(e.KafkaBrokers) == 0 {
 		e.KafkaBrokers = append([]string(nil), def.KafkaBrokers...)
 	}
+	e.AllowCleartextCredentials = e.AllowCleartextCredentials || def.AllowCleartextCredentials
 	return e
 }
 
