@@ -19,7 +19,7 @@ import (
 // takes its limits from here.
 type Limits struct {
 	// ReadHeaderTimeout bounds reading a request's headers (default
-	// DefaultReadHeaderTimeout).
+	// DefaultReadHeaderTimeout, or ReadTimeout when that is shorter).
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, headers and body
 	// (default DefaultReadTimeout); a client that trickles its body is
@@ -64,8 +64,8 @@ func (l Limits) WithDefaults() Limits {
 			*d = def
 		}
 	}
-	set(&l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	set(&l.ReadTimeout, DefaultReadTimeout)
+	set(&l.ReadHeaderTimeout, min(DefaultReadHeaderTimeout, l.ReadTimeout))
 	set(&l.WriteTimeout, DefaultWriteTimeout)
 	set(&l.IdleTimeout, DefaultIdleTimeout)
 	if l.MaxHeaderBytes == 0 {

@@ -152,6 +152,12 @@ func TestLimitsValidateAndComeFromTheEnvironment(t *testing.T) {
 			t.Errorf("%s: Validate = %v, want an *eventstore.ValidationError on %s", name, tc.err, tc.field)
 		}
 	}
+	if err := (httpapi.Limits{ReadTimeout: time.Second}).Validate(); err != nil {
+		t.Errorf("a read timeout under the default header timeout: %v, want the header timeout to follow it", err)
+	}
+	if l := (httpapi.Limits{ReadTimeout: time.Second}).WithDefaults(); l.ReadHeaderTimeout != time.Second {
+		t.Errorf("WithDefaults of a 1s read timeout: header timeout %s, want 1s", l.ReadHeaderTimeout)
+	}
 	env := map[string]string{httpapi.EnvReadTimeout: "45s", httpapi.EnvIdleTimeout: "1m", httpapi.EnvMaxHeaderBytes: "8192"}
 	l, err := httpapi.LimitsFromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil || l != (httpapi.Limits{ReadTimeout: 45 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 8192}) {
