@@ -19,6 +19,7 @@ import (
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 	"github.com/eventpipe/eventpipe/projections/searchmodels"
@@ -343,6 +344,11 @@ func TestConfigsRefuseABadFieldNamingIt(t *testing.T) {
 		{"ConsumersConfig", "Names", eventpipe.ConsumersConfig{}.Validate()},
 		{"RelayConfig", "Stream", eventpipe.RelayConfig{Stream: "nope"}.Validate()},
 		{"WriteSideConfig", "CommandKey", eventpipe.WriteSideConfig{CommandKey: []byte("short")}.Validate()},
+		{"WriteSideConfig", "HTTPLimits.IdleTimeout", eventpipe.WriteSideConfig{HTTPLimits: httpapi.Limits{IdleTimeout: -time.Second}}.Validate()},
+		{"PostgresSchema", "Endpoints.Postgres", func() error {
+			_, err := eventpipe.PostgresSchema(eventpipe.Endpoints{Postgres: "postgres://u:p@db.internal/app?sslmode=disable"})
+			return err
+		}()},
 		{"HandlerConfig", "Topics", eventpipe.HandlerConfig{Name: "h"}.Validate()},
 	} {
 		var ve *eventstore.ValidationError

@@ -2,6 +2,8 @@ package eventpipe
 
 import (
 	"context"
+	"fmt"
+	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -17,9 +19,15 @@ func NewMetricsRegistry() *prometheus.Registry {
 	return reg
 }
 
-// ServeMetrics serves reg on addr (/metrics and /healthz) until ctx ends.
+// ServeMetrics serves reg on addr (/metrics and /healthz) until ctx ends,
+// within httpapi's connection limits as the EVENTPIPE_HTTP_* variables
+// set them (httpapi.LimitsFromEnv; the defaults when unset).
 func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry) error {
-	srv, err := httpapi.New(httpapi.Config{Addr: addr, Registry: reg})
+	limits, err := httpapi.LimitsFromEnv(os.LookupEnv)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	srv, err := httpapi.New(httpapi.Config{Addr: addr, Registry: reg, Limits: limits})
 	if err != nil {
 		return err
 	}

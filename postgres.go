@@ -7,10 +7,12 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe/eventstore"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
+	"github.com/eventpipe/eventpipe/tlsconfig"
 )
 
 // DefaultPostgresSchema is the Postgres schema of the read models when
@@ -73,6 +75,9 @@ func postgresConfig(ep Endpoints) (*pgxpool.Config, string, error) {
 		// pgx's message quotes the URL with its password redacted.
 		return nil, "", fmt.Errorf("postgres url: %w", &eventstore.ValidationError{Field: "Endpoints.Postgres", Reason: err.Error()})
 	}
+	if err := refuseCleartextPassword(cfg.ConnConfig.Config, ep.AllowCleartextCredentials); err != nil {
+		return nil, "", fmt.Errorf("postgres url: %w", err)
+	}
 	params := cfg.ConnConfig.RuntimeParams
 	if strings.Contains(params["options"], "search_path") {
 		return nil, "", fmt.Errorf("postgres url: %w", &eventstore.ValidationError{Field: "Endpoints.Postgres",
@@ -84,6 +89,28 @@ func postgresConfig(ep Endpoints) (*pgxpool.Config, string, error) {
 	}
 	params["search_path"] = pgx.Identifier{schema}.Sanitize()
 	return cfg, schema, nil
+}
+
+// refuseCleartextPassword refuses a password (from the URL, PGPASSWORD
+// or a passfile) that a connection of cfg could send without TLS to a
+// host that is not loopback: sslmode disable, or allow or prefer, whose
+// plain-text fallback an attacker on the path can force. Unless allow
+// (Endpoints.AllowCleartextCredentials).
+func refuseCleartextPassword(cfg pgconn.Config, allow bool) error {
+	if cfg.Password == "" {
+		return nil
+	}
+	tried := []*pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port, TLSConfig: cfg.TLSConfig}}
+	for _, f := range append(tried, cfg.Fallbacks...) {
+		if f.TLSConfig != nil {
+			continue
+		}
+		if err := tlsconfig.RefuseCleartext("Endpoints.Postgres", "the password could go without TLS",
+			"use sslmode=require, verify-ca or verify-full", []string{f.Host}, allow); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parseSearchPath returns the one schema a search_path value names, as

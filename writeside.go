@@ -97,6 +97,11 @@ type WriteSideConfig struct {
 	// it (operator.MountStatusPage: GET /status and /status.json). Nil:
 	// the operator surface is /metrics alone.
 	OperatorRoutes OperatorRoutes
+	// HTTPLimits bound each connection of the API's and the operator's
+	// listeners: read, write and idle time and header size (zero fields:
+	// httpapi's defaults). `serve` reads them from its --http-* flags or
+	// the EVENTPIPE_HTTP_* variables (httpapi.LimitsFromEnv).
+	HTTPLimits httpapi.Limits
 	// Auth, when set, turns on JWT bearer authentication and its policy on
 	// the API's listener (package httpapi/auth): every request but
 	// /healthz needs a valid token, the todo API asks the policy before
@@ -161,6 +166,13 @@ func (c WriteSideConfig) validate() error {
 	}
 	if c.CommandRetention < 0 {
 		return invalid("CommandRetention", fmt.Sprintf("%v is negative", c.CommandRetention))
+	}
+	if err := c.HTTPLimits.Validate(); err != nil {
+		var ve *eventstore.ValidationError
+		if errors.As(err, &ve) {
+			return invalid("HTTP"+ve.Field, ve.Reason)
+		}
+		return err
 	}
 	if c.Auth != nil {
 		if c.NoAuth {
@@ -470,7 +482,7 @@ func (s *WriteSide) NewHTTP() (*httpapi.Server, error) {
 		return nil, ErrNoAuth
 	}
 	separate := s.cfg.OperatorAddr != ""
-	hc := httpapi.Config{Addr: s.cfg.Endpoints.HTTPAddr, Registry: s.Registry, OmitMetrics: separate, Logger: s.cfg.Logger}
+	hc := httpapi.Config{Addr: s.cfg.Endpoints.HTTPAddr, Registry: s.Registry, OmitMetrics: separate, Logger: s.cfg.Logger, Limits: s.cfg.HTTPLimits}
 	if s.auth != nil {
 		hc.Middleware = s.auth.Middleware
 	}
@@ -500,7 +512,7 @@ func (s *WriteSide) NewOperatorHTTP() (*httpapi.Server, error) {
 	if s.cfg.OperatorAddr == "" {
 		return nil, errors.New("write side: no OperatorAddr: the operator surface is on the API's listener")
 	}
-	hc := httpapi.Config{Addr: s.cfg.OperatorAddr, Registry: s.Registry, Logger: s.cfg.Logger}
+	hc := httpapi.Config{Addr: s.cfg.OperatorAddr, Registry: s.Registry, Logger: s.cfg.Logger, Limits: s.cfg.HTTPLimits}
 	switch access := s.cfg.OperatorAccess(); access {
 	case OperatorAuthenticated:
 		hc.Middleware = s.auth.Middleware

@@ -7,6 +7,7 @@ package endpoints
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 	"github.com/eventpipe/eventpipe/relay"
+	"github.com/eventpipe/eventpipe/tlsconfig"
 )
 
 // Environment variable names. `eventpipe stack env` prints them.
@@ -82,6 +84,12 @@ type Endpoints struct {
 	// process (a StatefulSet's pod name), never a fleet;
 	// EVENTPIPE_KAFKA_INSTANCE_ID.
 	KafkaInstanceID string
+	// AllowCleartextCredentials lets the Postgres password go without TLS
+	// (sslmode disable, allow or prefer) to a host that is not loopback;
+	// refused otherwise. From EVENTPIPE_ALLOW_CLEARTEXT_CREDENTIALS, which
+	// sets Kafka's and Elasticsearch's AllowCleartextCredentials too (see
+	// tlsconfig.EnvAllowCleartextCredentials).
+	AllowCleartextCredentials bool
 
 	// err is what reading the security settings from the environment
 	// failed with (an unreadable secret file, a bad mechanism); Err
@@ -132,7 +140,10 @@ func fromLookup(lookup func(string) (string, bool)) Endpoints {
 	str(EnvAWSRoleARN, &e.AWSRoleARN)
 	str(EnvKafkaInstanceID, &e.KafkaInstanceID)
 	var err error
-	if e.Kafka, err = kafka.SecurityFromEnv(lookup); err != nil {
+	if e.AllowCleartextCredentials, err = tlsconfig.AllowCleartextFromEnv(lookup); err != nil {
+		e.err = err
+	}
+	if e.Kafka, err = kafka.SecurityFromEnv(lookup); err != nil && e.err == nil {
 		e.err = fmt.Errorf("kafka settings: %w", err)
 	}
 	if e.ElasticsearchSecurity, err = esclient.SecurityFromEnv(lookup); err != nil && e.err == nil {
@@ -191,6 +202,7 @@ func fill(e, def Endpoints) Endpoints {
 	if len(e.KafkaBrokers) == 0 {
 		e.KafkaBrokers = append([]string(nil), def.KafkaBrokers...)
 	}
+	e.AllowCleartextCredentials = e.AllowCleartextCredentials || def.AllowCleartextCredentials
 	return e
 }
 
@@ -205,7 +217,50 @@ func SplitList(s string) []string {
 	return out
 }
 
-// Exports renders the endpoints as shell `export` lines, in a stable order.
+// Redact returns raw, a URL or a comma-separated list of URLs (or a
+// key=value connection string), with every password masked
+// (url.URL.Redacted's "xxxxx": in the user info, and in a password
+// parameter), and whether it masked one. Every URL eventpipe prints goes
+// through it.
+func Redact(raw string) (string, bool) {
+	if strings.Contains(raw, "password=") && !strings.Contains(raw, "://") { // key=value form
+		masked := false
+		fields := strings.Fields(raw)
+		for i, f := range fields {
+			if k, _, ok := strings.Cut(f, "="); ok && k == "password" {
+				fields[i], masked = "password=xxxxx", true
+			}
+		}
+		return strings.Join(fields, " "), masked
+	}
+	parts := strings.Split(raw, ",")
+	masked := false
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.Scheme == "" {
+			continue
+		}
+		hide := false
+		if _, ok := u.User.Password(); ok {
+			hide = true
+		}
+		if q := u.Query(); q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery, hide = q.Encode(), true
+		}
+		if hide {
+			parts[i], masked = u.Redacted(), true
+		}
+	}
+	return strings.Join(parts, ","), masked
+}
+
+// Exports renders the endpoints as shell `export` lines, in a stable
+// order. A URL holding a password is not exported: its line is a shell
+// comment showing it masked (Redact), so that evaluating the lines
+// leaves the variable as the environment has it and no password is
+// printed; keep the password in PGPASSFILE or ELASTICSEARCH_PASSWORD_FILE
+// instead (docs/security.md).
 func (e Endpoints) Exports() []string {
 	kv := [][2]string{
 		{EnvDynamoDB, e.DynamoDB},
@@ -222,7 +277,13 @@ func (e Endpoints) Exports() []string {
 	if e.AWSRoleARN != "" {
 		kv = append(kv, [2]string{EnvAWSRoleARN, e.AWSRoleARN})
 	}
-	return ExportLines(kv)
+	lines := ExportLines(kv)
+	for i, p := range kv {
+		if masked, ok := Redact(p[1]); ok {
+			lines[i] = fmt.Sprintf("# %s=%s is not exported: it holds a password (kept as your environment has it; prefer a password file, see docs/security.md)", p[0], masked)
+		}
+	}
+	return lines
 }
 
 // ExportLines renders name/value pairs as shell `export` lines, each

@@ -60,7 +60,7 @@ func TestFillCoversEveryField(t *testing.T) {
 	def := Endpoints{DynamoDB: "d", KafkaBrokers: []string{"k"}, Postgres: "p", Elasticsearch: "e", HTTPAddr: "h",
 		EventsTable: "ev", LeasesTable: "l", AnalyticsTable: "a", StackDir: "s", TopicPrefix: "t.",
 		Kafka:                 kafka.Security{SASL: kafka.SASL{Mechanism: kafka.SASLPlain, Username: "u", Password: "p"}},
-		ElasticsearchSecurity: esclient.Security{APIKey: "k"}, AWSRoleARN: "arn:aws:iam::1:role/r", KafkaInstanceID: "pod-0",
+		ElasticsearchSecurity: esclient.Security{APIKey: "k"}, AWSRoleARN: "arn:aws:iam::1:role/r", KafkaInstanceID: "pod-0", AllowCleartextCredentials: true,
 		err: errors.New("env")}
 	v := reflect.ValueOf(def)
 	for i := range v.NumField() {

@@ -45,6 +45,9 @@ type Config struct {
 	Middleware func(http.Handler) http.Handler
 	// Logger logs one line per failed request (default slog.Default()).
 	Logger *slog.Logger
+	// Limits bound each connection's time and header size (zero fields:
+	// the defaults, see Limits).
+	Limits Limits
 }
 
 // DefaultAddr is the API's listen address when none is given: loopback.
@@ -76,6 +79,9 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		return fmt.Errorf("httpapi: Config: %w", &eventstore.ValidationError{Field: "MaxBodyBytes", Reason: fmt.Sprintf("%d is negative", c.MaxBodyBytes)})
 	}
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("httpapi: Config: %w", err)
+	}
 	return nil
 }
 
@@ -103,7 +109,8 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Handler returns the server's handler with the body size limit and
-// Config.Middleware applied.
+// Config.Middleware applied. Every answer carries a fresh correlation id
+// in X-Request-Id (RequestID; see WriteServerError).
 // Each request is traced (a server span continuing an incoming W3C
 // traceparent header; see package tracing).
 func (s *Server) Handler() http.Handler {
@@ -112,6 +119,7 @@ func (s *Server) Handler() http.Handler {
 		routes = s.cfg.Middleware(routes)
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = withRequest(w, r, s.cfg.Logger)
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 		routes.ServeHTTP(w, r)
 	})
@@ -120,8 +128,8 @@ func (s *Server) Handler() http.Handler {
 	}))
 }
 
-// Run listens on Addr and serves until ctx ends, then shuts down
-// gracefully within ShutdownTimeout. ready, if not nil, receives the bound
+// Run listens on Addr and serves, within Config.Limits, until ctx ends,
+// then shuts down gracefully within ShutdownTimeout. ready, if not nil, receives the bound
 // address once listening.
 func (s *Server) Run(ctx context.Context, ready chan<- string) error {
 	l, err := net.Listen("tcp", s.cfg.Addr)
@@ -129,10 +137,10 @@ func (s *Server) Run(ctx context.Context, ready chan<- string) error {
 		return fmt.Errorf("httpapi: listen %s: %w", s.cfg.Addr, err)
 	}
 	srv := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+		Handler:  s.Handler(),
+		ErrorLog: slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
 	}
+	s.cfg.Limits.apply(srv)
 	if ready != nil {
 		ready <- l.Addr().String()
 	}
@@ -155,11 +163,21 @@ func (s *Server) Run(ctx context.Context, ready chan<- string) error {
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// RequestID is the request's correlation id on a 5xx answer (the
+	// X-Request-Id header's), which the server's log names.
+	RequestID string `json:"requestId,omitempty"`
 }
 
-// WriteError writes {"code":…, "message":…} with status.
+// WriteError writes {"code":…, "message":…} with status; a 5xx also
+// carries the request's correlation id (the X-Request-Id header the
+// Server set). msg must be fit for any client: a backend's error goes
+// through WriteServerError instead.
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
-	WriteJSON(w, status, Error{Code: code, Message: msg})
+	e := Error{Code: code, Message: msg}
+	if status >= 500 {
+		e.RequestID = w.Header().Get(HeaderRequestID)
+	}
+	WriteJSON(w, status, e)
 }
 
 // WriteJSON writes v as JSON with status.

@@ -66,6 +66,14 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.start()
 	select {
 	case <-p.first:
+	default:
+		// The first reading may take up to ReadTimeout, as long as the
+		// server's write limit (httpapi.Limits): give this answer that
+		// time and a margin.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.cfg.ReadTimeout + 10*time.Second))
+	}
+	select {
+	case <-p.first:
 	case <-p.done:
 	case <-r.Context().Done():
 	}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/eventpipe/eventpipe/httpapi"
 )
 
 //go:embed status.html
@@ -177,8 +179,7 @@ func (p *Page) render(w http.ResponseWriter, r *http.Request, rep Report) {
 	}
 	var buf bytes.Buffer
 	if err := pageTemplate.Execute(&buf, v); err != nil {
-		p.cfg.Logger.ErrorContext(r.Context(), "status page: render", "err", err)
-		http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
+		httpapi.WriteServerError(w, r, http.StatusInternalServerError, "internal", fmt.Errorf("status page: render: %w", err))
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

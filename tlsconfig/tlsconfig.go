@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -137,4 +138,58 @@ func (c Config) Exports(prefix string) [][2]string {
 		}
 	}
 	return kv
+}
+
+// EnvAllowCleartextCredentials, set to 1 (true), lets every client send
+// credentials without TLS to a host that is not loopback: SASL PLAIN or
+// SCRAM to Kafka, an API key or password to Elasticsearch over http://,
+// a password to Postgres without sslmode=require (or stricter). Unset, such
+// settings are refused; loopback hosts are always allowed.
+const EnvAllowCleartextCredentials = "EVENTPIPE_ALLOW_CLEARTEXT_CREDENTIALS"
+
+// AllowCleartextFromEnv reads EVENTPIPE_ALLOW_CLEARTEXT_CREDENTIALS
+// (true/false/1/0, unset false).
+func AllowCleartextFromEnv(lookup func(string) (string, bool)) (bool, error) {
+	v, _ := lookup(EnvAllowCleartextCredentials)
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "0", "false", "no", "off":
+		return false, nil
+	case "1", "true", "yes", "on":
+		return true, nil
+	default:
+		return false, &eventstore.ValidationError{Field: EnvAllowCleartextCredentials, Reason: fmt.Sprintf("%q is not a boolean", v)}
+	}
+}
+
+// IsLoopback reports whether host (a name, an IP or host:port) is this
+// machine: localhost, 127.0.0.0/8, ::1, or a Unix socket's path.
+func IsLoopback(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if strings.EqualFold(host, "localhost") || strings.HasPrefix(host, "/") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// RefuseCleartext returns the *eventstore.ValidationError of field when
+// credentials would cross the network in clear text: allow is false and
+// one of hosts is not loopback (IsLoopback). what says which credentials
+// go where and how, fix how to turn encryption on; the error names both
+// and how to allow it anyway. Nil otherwise.
+func RefuseCleartext(field, what, fix string, hosts []string, allow bool) error {
+	if allow {
+		return nil
+	}
+	for _, h := range hosts {
+		if !IsLoopback(h) {
+			return &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf(
+				"%s to %s, which is not loopback, in clear text: %s, or allow it with AllowCleartextCredentials (%s=1)",
+				what, h, fix, EnvAllowCleartextCredentials)}
+		}
+	}
+	return nil
 }

@@ -51,6 +51,10 @@ type Ingested struct {
 	// some events are in the table, "unavailable" when none is.
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
+	// RequestID is set on a 503 only: the request's correlation id (the
+	// X-Request-Id header's), which the server's log line of the failure
+	// names.
+	RequestID string `json:"requestId,omitempty"`
 	// Events are the events that are in the table, in request order:
 	// on a 201 every event of the request.
 	Events []IngestedEvent `json:"events"`
@@ -235,13 +239,14 @@ func (h *api) ingest(w http.ResponseWriter, r *http.Request) {
 		out.Events = append(out.Events, e)
 	}
 	if err != nil {
-		h.logger.ErrorContext(r.Context(), "analytics ingestion partly failed", "path", r.URL.Path,
+		h.logger.ErrorContext(r.Context(), "analytics ingestion partly failed", "request_id", httpapi.RequestID(r.Context()), "path", r.URL.Path,
 			"stored", out.Stored, "duplicates", out.Duplicates, "failed", out.Failed, "err", err)
 		out.Code = "partially_stored"
 		if len(out.Events) == 0 {
 			out.Code = "unavailable"
 		}
 		out.Message = fmt.Sprintf("%d of %d events were not stored (see results); post them again", out.Failed, len(results))
+		out.RequestID = httpapi.RequestID(r.Context())
 		w.Header().Set("Retry-After", "1")
 		httpapi.WriteJSON(w, http.StatusServiceUnavailable, out)
 		return
@@ -426,6 +431,6 @@ func (h *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		httpapi.WriteError(w, http.StatusUnprocessableEntity, "idempotency_key_reused", reuse.Error())
 		return
 	}
-	h.logger.ErrorContext(r.Context(), "analytics request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	h.logger.ErrorContext(r.Context(), "analytics request failed", "request_id", httpapi.RequestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
 	httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the analytics table cannot be read or written now")
 }

@@ -81,7 +81,7 @@ func (c PublisherConfig) Validate() error {
 	if len(c.Brokers) == 0 {
 		return fmt.Errorf("kafka: PublisherConfig: %w", &eventstore.ValidationError{Field: "Brokers", Reason: "is empty"})
 	}
-	if err := c.Security.Validate(); err != nil {
+	if err := c.Security.ValidateFor(c.Brokers); err != nil {
 		return fmt.Errorf("kafka: PublisherConfig.Security: %w", err)
 	}
 	return nil
@@ -247,7 +247,7 @@ func (c SubscriberConfig) Validate() error {
 	if c.InstanceID != "" && (len(c.InstanceID) >= maxInstanceID || !validInstanceID(c.InstanceID)) {
 		return bad("InstanceID", "%q: at most %d letters, digits, '.', '_' or '-'", c.InstanceID, maxInstanceID-1)
 	}
-	if err := c.Security.Validate(); err != nil {
+	if err := c.Security.ValidateFor(c.Brokers); err != nil {
 		return fmt.Errorf("kafka: SubscriberConfig.Security: %w", err)
 	}
 	return nil

@@ -79,7 +79,7 @@ func (c LagConfig) Validate() error {
 	case c.Interval < 0:
 		return bad("Interval", "is negative (%s)", c.Interval)
 	}
-	if err := c.Security.Validate(); err != nil {
+	if err := c.Security.ValidateFor(c.Brokers); err != nil {
 		return fmt.Errorf("kafka: LagConfig.Security: %w", err)
 	}
 	return nil
@@ -228,7 +228,7 @@ func TopicMessages(ctx context.Context, cluster Cluster, topics []string) (map[s
 	if len(cluster.Brokers) == 0 {
 		return nil, errors.New("kafka: TopicMessages: Cluster.Brokers is empty")
 	}
-	if err := cluster.Security.Validate(); err != nil {
+	if err := cluster.Security.ValidateFor(cluster.Brokers); err != nil {
 		return nil, fmt.Errorf("kafka: TopicMessages: Cluster.Security: %w", err)
 	}
 	r, err := NewOffsetReader(cluster)

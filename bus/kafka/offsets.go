@@ -40,7 +40,7 @@ func NewOffsetReader(cluster Cluster) (*OffsetReader, error) {
 	if len(cluster.Brokers) == 0 {
 		return nil, errors.New("kafka: OffsetReader: Cluster.Brokers is empty")
 	}
-	secOpts, err := cluster.Security.KgoOpts()
+	secOpts, err := cluster.kgoOpts()
 	if err != nil {
 		return nil, fmt.Errorf("kafka: OffsetReader: %w", err)
 	}

@@ -24,7 +24,7 @@ func Ping(ctx context.Context, cluster Cluster) error {
 	if len(cluster.Brokers) == 0 {
 		return errors.New("kafka: ping: Cluster.Brokers is empty")
 	}
-	secOpts, err := cluster.Security.KgoOpts()
+	secOpts, err := cluster.kgoOpts()
 	if err != nil {
 		return fmt.Errorf("kafka: ping %v: %w", cluster.Brokers, err)
 	}
@@ -39,4 +39,12 @@ func Ping(ctx context.Context, cluster Cluster) error {
 		return cluster.Security.wrapConnErr("ping", cluster.Brokers, err)
 	}
 	return nil
+}
+
+// kgoOpts is Security.KgoOpts after Security.ValidateFor(Brokers).
+func (c Cluster) kgoOpts() ([]kgo.Opt, error) {
+	if err := c.Security.ValidateFor(c.Brokers); err != nil {
+		return nil, fmt.Errorf("kafka: security: %w", err)
+	}
+	return c.Security.KgoOpts()
 }

@@ -71,7 +71,7 @@ func newReadClient(cluster Cluster, clientID string, opts ...kgo.Opt) (*kgo.Clie
 	if len(cluster.Brokers) == 0 {
 		return nil, errors.New("Cluster.Brokers is empty")
 	}
-	secOpts, err := cluster.Security.KgoOpts()
+	secOpts, err := cluster.kgoOpts()
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +242,7 @@ func (c TopicReaderConfig) Validate() error {
 	case c.MaxWait < 0:
 		return bad("MaxWait", "%s is negative", c.MaxWait)
 	}
-	if err := c.Cluster.Security.Validate(); err != nil {
+	if err := c.Cluster.Security.ValidateFor(c.Cluster.Brokers); err != nil {
 		return fmt.Errorf("kafka: TopicReaderConfig.Cluster.Security: %w", err)
 	}
 	return nil

@@ -55,6 +55,10 @@ const (
 type Security struct {
 	TLS  tlsconfig.Config
 	SASL SASL
+	// AllowCleartextCredentials lets SASL PLAIN or SCRAM run without TLS
+	// to brokers that are not loopback (ValidateFor refuses it otherwise;
+	// EVENTPIPE_ALLOW_CLEARTEXT_CREDENTIALS, see tlsconfig).
+	AllowCleartextCredentials bool
 }
 
 // SASL selects the SASL mechanism and its credentials.
@@ -122,9 +126,29 @@ func (s Security) Validate() error {
 	return nil
 }
 
+// ValidateFor is Validate, and also refuses SASL PLAIN or SCRAM without
+// TLS (their password or its proof readable on the wire) when a broker
+// is not loopback, unless AllowCleartextCredentials: an
+// *eventstore.ValidationError naming SASL.Mechanism. Every config of this
+// package that has brokers validates its Security with it.
+func (s Security) ValidateFor(brokers []string) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	switch s.SASL.Mechanism {
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		if !s.TLS.On() {
+			return tlsconfig.RefuseCleartext("SASL.Mechanism", "SASL "+s.SASL.Mechanism+" would send its credentials",
+				"turn TLS on ("+EnvPrefix+"TLS=1 or a CA file)", brokers, s.AllowCleartextCredentials)
+		}
+	}
+	return nil
+}
+
 // SecurityFromEnv reads a Security from EVENTPIPE_KAFKA_TLS* (see
 // tlsconfig.FromEnv) and EVENTPIPE_KAFKA_SASL_*; the password from
-// EVENTPIPE_KAFKA_SASL_PASSWORD_FILE or EVENTPIPE_KAFKA_SASL_PASSWORD.
+// EVENTPIPE_KAFKA_SASL_PASSWORD_FILE or EVENTPIPE_KAFKA_SASL_PASSWORD;
+// AllowCleartextCredentials from EVENTPIPE_ALLOW_CLEARTEXT_CREDENTIALS.
 func SecurityFromEnv(lookup func(string) (string, bool)) (Security, error) {
 	t, err := tlsconfig.FromEnv(EnvPrefix, lookup)
 	if err != nil {
@@ -139,6 +163,9 @@ func SecurityFromEnv(lookup func(string) (string, bool)) (Security, error) {
 		AWSProfile: get(EnvSASLAWSProfile),
 	}}
 	if s.SASL.Password, err = secretenv.Lookup(lookup, EnvSASLPassword); err != nil {
+		return Security{}, err
+	}
+	if s.AllowCleartextCredentials, err = tlsconfig.AllowCleartextFromEnv(lookup); err != nil {
 		return Security{}, err
 	}
 	return s, s.Validate()

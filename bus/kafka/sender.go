@@ -54,7 +54,7 @@ func (c SenderConfig) Validate() error {
 	if len(c.Brokers) == 0 {
 		return fmt.Errorf("kafka: SenderConfig: %w", &eventstore.ValidationError{Field: "Brokers", Reason: "is empty"})
 	}
-	if err := c.Security.Validate(); err != nil {
+	if err := c.Security.ValidateFor(c.Brokers); err != nil {
 		return fmt.Errorf("kafka: SenderConfig.Security: %w", err)
 	}
 	if c.ReplyPartition != nil && *c.ReplyPartition < 0 {

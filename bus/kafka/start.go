@@ -73,7 +73,7 @@ func (c GroupStartConfig) Validate() error {
 	case c.Timeout < 0:
 		return bad("Timeout", "%v is negative", c.Timeout)
 	}
-	if err := c.Security.Validate(); err != nil {
+	if err := c.Security.ValidateFor(c.Brokers); err != nil {
 		return fmt.Errorf("kafka: GroupStartConfig.Security: %w", err)
 	}
 	return nil

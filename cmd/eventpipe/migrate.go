@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/endpoints"
 )
 
 func migrateCommand() *cobra.Command {
@@ -30,10 +31,13 @@ subcommand reads the same URL, so they all use that schema.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "dynamodb tables %s, %s and %s ready at %s\n", m.EventsTable, m.LeasesTable, m.AnalyticsTable, ep.DynamoDB)
+			// URLs are printed with their passwords masked.
+			dynamo, _ := endpoints.Redact(ep.DynamoDB)
+			es, _ := endpoints.Redact(ep.Elasticsearch)
+			fmt.Fprintf(cmd.OutOrStdout(), "dynamodb tables %s, %s and %s ready at %s\n", m.EventsTable, m.LeasesTable, m.AnalyticsTable, dynamo)
 			fmt.Fprintf(cmd.OutOrStdout(), "postgres schema %s at version %d (read models, projection positions)\n", m.PostgresSchema, m.PostgresVersion)
 			for _, alias := range slices.Sorted(maps.Keys(m.SearchIndices)) {
-				fmt.Fprintf(cmd.OutOrStdout(), "elasticsearch alias %s on index %s at %s\n", alias, m.SearchIndices[alias], ep.Elasticsearch)
+				fmt.Fprintf(cmd.OutOrStdout(), "elasticsearch alias %s on index %s at %s\n", alias, m.SearchIndices[alias], es)
 			}
 			return nil
 		},

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/httpapi/auth"
 	"github.com/eventpipe/eventpipe/operator"
 )
@@ -18,6 +19,7 @@ func serveCommand() *cobra.Command {
 	var group, operatorAddr string
 	var noAuth, operatorInsecure bool
 	var retention time.Duration
+	var httpLimits func() (httpapi.Limits, error)
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the command handlers (one consumer group) and the HTTP API",
@@ -69,11 +71,15 @@ least 32 bytes, the same for serve and consume.`,
 			if err != nil {
 				return err
 			}
+			limits, err := httpLimits()
+			if err != nil {
+				return err
+			}
 			// The status page is the operator surface's own route, on the
 			// API's listener or on --operator-addr's (package operator).
 			svc, err := eventpipe.NewWriteSide(cmd.Context(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Catalog: catalog, Logger: slog.Default()}, ConsumerGroup: group,
 				OperatorAddr: operatorAddr, OperatorInsecure: operatorInsecure, OperatorRoutes: operator.MountStatusPage, Auth: authCfg, NoAuth: authCfg == nil && noAuth,
-				CommandKey: key, CommandRetention: retention})
+				CommandKey: key, CommandRetention: retention, HTTPLimits: limits})
 			if err != nil {
 				return err
 			}
@@ -90,6 +96,7 @@ least 32 bytes, the same for serve and consume.`,
 		},
 	}
 	addTracingFlag(cmd)
+	httpLimits = addHTTPLimitFlags(cmd)
 	cmd.Flags().StringVar(&group, "group", eventpipe.DefaultCommandGroup, "consumer group of the command handlers")
 	cmd.Flags().BoolVar(&noAuth, "no-auth", false, "serve the HTTP API without authentication: local development only (default $"+auth.EnvAuth+"=off)")
 	cmd.Flags().DurationVar(&retention, "command-retention", eventpipe.DefaultCommandRetention, "how long each command record and Idempotency-Key claim is kept (DynamoDB ttl): a command or request retried later runs again")
@@ -100,3 +107,44 @@ least 32 bytes, the same for serve and consume.`,
 
 // envOperatorAddr is serve's --operator-addr default.
 const envOperatorAddr = "EVENTPIPE_OPERATOR_ADDR"
+
+// addHTTPLimitFlags adds the --http-* flags of the listeners' connection
+// limits to cmd; the function it returns gives the limits: the
+// EVENTPIPE_HTTP_* variables' (httpapi.LimitsFromEnv), each overridden by
+// its flag when given.
+func addHTTPLimitFlags(cmd *cobra.Command) func() (httpapi.Limits, error) {
+	var flags httpapi.Limits
+	durations := []struct {
+		name, env, usage string
+		field            func(*httpapi.Limits) *time.Duration
+		def              time.Duration
+	}{
+		{"http-read-header-timeout", httpapi.EnvReadHeaderTimeout, "time a client has to send a request's headers",
+			func(l *httpapi.Limits) *time.Duration { return &l.ReadHeaderTimeout }, httpapi.DefaultReadHeaderTimeout},
+		{"http-read-timeout", httpapi.EnvReadTimeout, "time a client has to send a whole request, body included",
+			func(l *httpapi.Limits) *time.Duration { return &l.ReadTimeout }, httpapi.DefaultReadTimeout},
+		{"http-write-timeout", httpapi.EnvWriteTimeout, "time an answer has, from the end of the request's headers",
+			func(l *httpapi.Limits) *time.Duration { return &l.WriteTimeout }, httpapi.DefaultWriteTimeout},
+		{"http-idle-timeout", httpapi.EnvIdleTimeout, "time an idle keep-alive connection stays open",
+			func(l *httpapi.Limits) *time.Duration { return &l.IdleTimeout }, httpapi.DefaultIdleTimeout},
+	}
+	for _, d := range durations {
+		cmd.Flags().DurationVar(d.field(&flags), d.name, 0, fmt.Sprintf("%s, on the API's and the operator's listeners (default $%s, else %s)", d.usage, d.env, d.def))
+	}
+	cmd.Flags().IntVar(&flags.MaxHeaderBytes, "http-max-header-bytes", 0, fmt.Sprintf("largest request line and headers in bytes; larger get 431 (default $%s, else %d)", httpapi.EnvMaxHeaderBytes, httpapi.DefaultMaxHeaderBytes))
+	return func() (httpapi.Limits, error) {
+		l, err := httpapi.LimitsFromEnv(os.LookupEnv)
+		if err != nil {
+			return l, err
+		}
+		for _, d := range durations {
+			if cmd.Flags().Changed(d.name) {
+				*d.field(&l) = *d.field(&flags)
+			}
+		}
+		if cmd.Flags().Changed("http-max-header-bytes") {
+			l.MaxHeaderBytes = flags.MaxHeaderBytes
+		}
+		return l, l.Validate()
+	}
+}

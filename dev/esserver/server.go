@@ -243,7 +243,10 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	s.addrMu.Lock()
 	s.addr = ln.Addr().String()
 	s.addrMu.Unlock()
+	// Limits of a local server: a large _bulk body has minutes, an idle
+	// connection two.
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 30 * time.Second,
+		ReadTimeout: 5 * time.Minute, WriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 1 << 20,
 		// TLS handshake failures (a client not trusting the CA) are the
 		// client's to report; keep them out of the server's error output.
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}

@@ -431,7 +431,8 @@ func (s *Stack) Status(ctx context.Context) []ComponentStatus {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st := ComponentStatus{Name: c.name, Address: c.addr, Managed: c.managed}
+			addr, _ := endpoints.Redact(c.addr) // never a password
+			st := ComponentStatus{Name: c.name, Address: addr, Managed: c.managed}
 			if c.managed {
 				st.LogFile = s.logPath(c)
 				if pid, ok := s.runningPID(c); ok {

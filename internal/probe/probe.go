@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -81,6 +82,9 @@ func Elasticsearch(ctx context.Context, baseURL string, sec esclient.Security) e
 	es, err := esclient.NewClient(baseURL, sec)
 	if err != nil {
 		return err
+	}
+	if u, err := url.Parse(baseURL); err == nil {
+		baseURL = u.Redacted() // errors name it without its password
 	}
 	resp, err := es.Info(es.Info.WithContext(ctx))
 	if err != nil {

@@ -2,6 +2,7 @@ package probe_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka/kafkatest"
 	"github.com/eventpipe/eventpipe/dev/certs"
 	"github.com/eventpipe/eventpipe/internal/probe"
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 	"github.com/eventpipe/eventpipe/tlsconfig"
 )
@@ -61,5 +63,20 @@ func TestKafkaProbeUsesSecurity(t *testing.T) {
 	}
 	if err := probe.Kafka(ctx, brokers, kafka.Security{SASL: kafka.SASL{Mechanism: "NOPE"}}); err == nil {
 		t.Fatal("probe accepted an invalid Security")
+	}
+}
+
+// TestProbeErrorsCarryNoPassword: a failed probe of an Elasticsearch or
+// Postgres URL holding a password names the URL with it masked.
+func TestProbeErrorsCarryNoPassword(t *testing.T) {
+	ctx := context.Background()
+	port := strconv.Itoa(integration.FreePort(t)) // nothing listens
+	for name, err := range map[string]error{
+		"elasticsearch": probe.Elasticsearch(ctx, "http://elastic:s3cretPW@127.0.0.1:"+port, esclient.Security{}),
+		"postgres":      probe.Postgres(ctx, "postgres://u:s3cretPW@127.0.0.1:"+port+"/db?sslmode=disable"),
+	} {
+		if err == nil || strings.Contains(err.Error(), "s3cretPW") || !strings.Contains(err.Error(), "127.0.0.1:"+port) {
+			t.Errorf("%s probe of a closed port: %v; want an error naming the address without the password", name, err)
+		}
 	}
 }

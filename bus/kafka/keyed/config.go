@@ -20,7 +20,7 @@ var ErrClosed = errors.New("keyed: subscriber closed")
 // Deprecated: ConfigError is an alias of *eventstore.ValidationError, the
 // one config error type of the library, kept for compatibility; match
 // *eventstore.ValidationError instead. A Security error is the
-// *eventstore.ValidationError of Security.Validate, wrapped.
+// *eventstore.ValidationError of Security.ValidateFor, wrapped.
 type ConfigError = eventstore.ValidationError
 
 // Config configures a Subscriber. The group timeouts are those of
@@ -163,7 +163,7 @@ func (c Config) validate() error {
 	if c.CloseTimeout <= 0 {
 		return &eventstore.ValidationError{Field: "CloseTimeout", Reason: "must be positive"}
 	}
-	if err := c.Security.Validate(); err != nil {
+	if err := c.Security.ValidateFor(c.Brokers); err != nil {
 		return fmt.Errorf("field Security: %w", err)
 	}
 	sc, err := c.groupConfig().SaramaConfig()

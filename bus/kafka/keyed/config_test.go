@@ -9,6 +9,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 
+	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/bus/kafka/keyed"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/eventstore"
@@ -46,6 +47,10 @@ func TestNewRejectsInvalidConfigNamingTheField(t *testing.T) {
 		}},
 		{"credentials without a mechanism", "SASL.Mechanism", func(c *keyed.Config) {
 			c.Security.SASL.Username, c.Security.SASL.Password = "u", "p"
+		}},
+		{"SCRAM without TLS off loopback", "SASL.Mechanism", func(c *keyed.Config) {
+			c.Brokers = []string{"kafka-1.internal:9092"}
+			c.Security.SASL = kafka.SASL{Mechanism: kafka.SASLScramSHA512, Username: "u", Password: "p"}
 		}},
 	} {
 		cfg := base

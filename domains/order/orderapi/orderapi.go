@@ -69,7 +69,7 @@ func Mount(srv *httpapi.Server, cfg Config) error {
 		}
 		res, err := cfg.Search.Search(r.Context(), q)
 		if err != nil {
-			cfg.Logger.ErrorContext(r.Context(), "search orders", "err", err)
+			cfg.Logger.ErrorContext(r.Context(), "search orders", "request_id", httpapi.RequestID(r.Context()), "err", err)
 			httpapi.WriteError(w, http.StatusServiceUnavailable, "search_unavailable", "the orders search model cannot be read now (is Elasticsearch up and `eventpipe consume orders-search` running?)")
 			return
 		}

@@ -50,7 +50,7 @@ func serveRollups(w http.ResponseWriter, r *http.Request, cfg Config) {
 		return
 	}
 	if err != nil {
-		cfg.Logger.ErrorContext(r.Context(), "read the order roll-ups", "err", err)
+		cfg.Logger.ErrorContext(r.Context(), "read the order roll-ups", "request_id", httpapi.RequestID(r.Context()), "err", err)
 		httpapi.WriteError(w, http.StatusServiceUnavailable, "rollups_unavailable",
 			"the order roll-ups cannot be read now (is Postgres up and migrated, and `eventpipe consume "+rollups.OrdersName+"` running?)")
 		return

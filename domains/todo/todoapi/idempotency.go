@@ -84,10 +84,10 @@ func (h *todoAPI) claim(w http.ResponseWriter, r *http.Request, key httpapi.Idem
 			key.Key, firstRequest))
 		return false
 	case errors.As(err, &prior):
-		httpapi.WriteError(w, http.StatusInternalServerError, "internal", fmt.Sprintf("claim of Idempotency-Key: unexpected record: %v", err))
+		httpapi.WriteServerError(w, r, http.StatusInternalServerError, "internal", fmt.Errorf("claim of Idempotency-Key: unexpected record: %w", err))
 		return false
 	default:
-		httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+		httpapi.WriteServerError(w, r, http.StatusServiceUnavailable, "unavailable", err)
 		return false
 	}
 }
@@ -160,7 +160,7 @@ func (h *todoAPI) write(w http.ResponseWriter, r *http.Request, key *httpapi.Ide
 			httpapi.WriteError(w, http.StatusBadRequest, "invalid", invalid.Error())
 			return
 		case !errors.Is(err, eventstore.ErrCommandNotFound):
-			httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+			httpapi.WriteServerError(w, r, http.StatusServiceUnavailable, "unavailable", err)
 			return
 		}
 	}

@@ -40,7 +40,7 @@ func (h *todoAPI) listPage(w http.ResponseWriter, r *http.Request) {
 	}
 	items, err := h.list(r.Context(), r.URL.Query().Get("after"), limit)
 	if err != nil {
-		h.logger.ErrorContext(r.Context(), "list todos", "err", err)
+		h.logger.ErrorContext(r.Context(), "list todos", "request_id", httpapi.RequestID(r.Context()), "err", err)
 		httpapi.WriteError(w, http.StatusServiceUnavailable, "read_model_unavailable", "the todo read model cannot be read now (is Postgres up and `eventpipe migrate` run?)")
 		return
 	}

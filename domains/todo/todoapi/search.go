@@ -25,7 +25,7 @@ func (h *todoAPI) search(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := h.searcher.Search(r.Context(), q)
 	if err != nil {
-		h.logger.ErrorContext(r.Context(), "search todos", "err", err)
+		h.logger.ErrorContext(r.Context(), "search todos", "request_id", httpapi.RequestID(r.Context()), "err", err)
 		httpapi.WriteError(w, http.StatusServiceUnavailable, "search_unavailable", "the todos search model cannot be read now (is Elasticsearch up and `eventpipe consume todos-search` running?)")
 		return
 	}
@@ -38,7 +38,7 @@ func (h *todoAPI) getFromSearch(w http.ResponseWriter, r *http.Request, id strin
 	d, ok, err := h.searcher.Get(r.Context(), id)
 	switch {
 	case err != nil:
-		h.logger.ErrorContext(r.Context(), "read a todo from the search model", "id", id, "err", err)
+		h.logger.ErrorContext(r.Context(), "read a todo from the search model", "id", id, "request_id", httpapi.RequestID(r.Context()), "err", err)
 		httpapi.WriteError(w, http.StatusServiceUnavailable, "search_unavailable", "the todos search model cannot be read now")
 	case !ok:
 		httpapi.WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("todo %s is not in the search model", id))

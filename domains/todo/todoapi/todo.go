@@ -251,7 +251,7 @@ func (h *todoAPI) get(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &ve):
 		httpapi.WriteError(w, http.StatusBadRequest, "invalid", ve.Error())
 	case err != nil:
-		httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+		httpapi.WriteServerError(w, r, http.StatusServiceUnavailable, "unavailable", err)
 	default:
 		writeTodo(w, http.StatusOK, View{ID: id, Title: st.Item.Title, Message: st.Item.Message, Completed: st.Item.Completed, Version: st.Seq})
 	}
@@ -338,7 +338,7 @@ func (h *todoAPI) run(w http.ResponseWriter, r *http.Request, typ, id, commandID
 	case errors.As(err, &invalid):
 		httpapi.WriteError(w, http.StatusBadRequest, "invalid", invalid.Err.Error())
 	case err != nil:
-		httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+		httpapi.WriteServerError(w, r, http.StatusServiceUnavailable, "unavailable", err)
 	case res.Status == commands.StatusAccepted:
 		return res, true
 	default:

@@ -71,6 +71,8 @@ type Client struct {
 // An empty url means ELASTICSEARCH_URL (comma-separated URLs), else
 // DefaultURL, as with the official client. Credentials in the URL
 // (https://user:password@host) are sent as basic auth, before sec's.
+// Credentials over http:// to a host that is not loopback are refused
+// (Security.ValidateFor).
 func NewClient(url string, sec Security) (*Client, error) {
 	c, err := newClient(url, sec)
 	if err != nil {
@@ -88,7 +90,7 @@ func redact(raw string) string {
 }
 
 func newClient(rawURL string, sec Security) (*Client, error) {
-	if err := sec.Validate(); err != nil {
+	if err := sec.ValidateFor(rawURL); err != nil {
 		return nil, err
 	}
 	urls, err := parseURLs(rawURL)

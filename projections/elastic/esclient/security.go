@@ -39,6 +39,10 @@ type Security struct {
 	// SHA-256 of its DER bytes (as Elasticsearch prints at first start),
 	// instead of verifying the chain.
 	Fingerprint string
+	// AllowCleartextCredentials lets the API key or password go over
+	// http:// to a host that is not loopback (ValidateFor refuses it
+	// otherwise; EVENTPIPE_ALLOW_CLEARTEXT_CREDENTIALS, see tlsconfig).
+	AllowCleartextCredentials bool
 }
 
 // Validate reports settings that cannot work together.
@@ -53,6 +57,43 @@ func (s Security) Validate() error {
 		return &eventstore.ValidationError{Field: "Elasticsearch.Fingerprint", Reason: "want the hex SHA-256 of a certificate (64 hex digits)"}
 	}
 	return s.TLS.Validate()
+}
+
+// ValidateFor is Validate, and also refuses credentials (an API key, a
+// username and password, or user:password in the URL) sent over http://
+// to a node that is not loopback, unless AllowCleartextCredentials: an
+// *eventstore.ValidationError naming the credential. rawURL is as
+// NewClient takes it (empty: ELASTICSEARCH_URL, else DefaultURL);
+// NewClient validates with it.
+func (s Security) ValidateFor(rawURL string) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	urls, err := parseURLs(rawURL)
+	if err != nil {
+		return err
+	}
+	for _, u := range urls {
+		if u.Scheme == "https" {
+			continue
+		}
+		field := ""
+		switch {
+		case u.User != nil:
+			field = "URL"
+		case s.APIKey != "":
+			field = "Elasticsearch.APIKey"
+		case s.Username != "":
+			field = "Elasticsearch.Username"
+		default:
+			continue
+		}
+		if err := tlsconfig.RefuseCleartext(field, "the credentials would go over "+u.Scheme+"://", "use an https:// URL",
+			[]string{u.Host}, s.AllowCleartextCredentials); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // String describes s without its secrets, for logs.
@@ -74,7 +115,8 @@ func (s Security) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// SecurityFromEnv reads a Security from the ELASTICSEARCH_* variables.
+// SecurityFromEnv reads a Security from the ELASTICSEARCH_* variables,
+// AllowCleartextCredentials from EVENTPIPE_ALLOW_CLEARTEXT_CREDENTIALS.
 func SecurityFromEnv(lookup func(string) (string, bool)) (Security, error) {
 	t, err := tlsconfig.FromEnv(EnvPrefix, lookup)
 	if err != nil {
@@ -89,6 +131,9 @@ func SecurityFromEnv(lookup func(string) (string, bool)) (Security, error) {
 		return Security{}, err
 	}
 	if s.Password, err = secretenv.Lookup(lookup, EnvPassword); err != nil {
+		return Security{}, err
+	}
+	if s.AllowCleartextCredentials, err = tlsconfig.AllowCleartextFromEnv(lookup); err != nil {
 		return Security{}, err
 	}
 	if err := s.Validate(); err != nil {
