@@ -211,8 +211,14 @@ func writeCanonical(h hash.Hash, cmd Command, replyTo string) {
 	if !cmd.IssuedAt.IsZero() {
 		issued = cmd.IssuedAt.UTC().Format(time.RFC3339Nano)
 	}
-	for _, part := range []string{"eventpipe.command.v2", cmd.ID, cmd.Type, cmd.AggregateType, cmd.AggregateID,
-		canonicalPayload(cmd.Payload), version, replyTo, cmd.Actor, cmd.IP, issued} {
+	writeParts(h, "eventpipe.command.v2", cmd.ID, cmd.Type, cmd.AggregateType, cmd.AggregateID,
+		canonicalPayload(cmd.Payload), version, replyTo, cmd.Actor, cmd.IP, issued)
+}
+
+// writeParts writes each part length-prefixed (uvarint), so that no two
+// lists of parts write the same bytes.
+func writeParts(h hash.Hash, parts ...string) {
+	for _, part := range parts {
 		var n [binary.MaxVarintLen64]byte
 		h.Write(n[:binary.PutUvarint(n[:], uint64(len(part)))])
 		h.Write([]byte(part))
@@ -240,12 +246,7 @@ func SignResult(key []byte, commandSignature string, res Result) string {
 	mac := hmac.New(sha256.New, key)
 	parts := []string{"eventpipe.result.v1", commandSignature, res.CommandID, string(res.Status), string(res.Code), res.Reason,
 		res.AggregateType, res.AggregateID, strconv.FormatInt(res.Version, 10), strconv.FormatBool(res.Duplicate)}
-	parts = append(parts, res.EventIDs...)
-	for _, part := range parts {
-		var n [binary.MaxVarintLen64]byte
-		mac.Write(n[:binary.PutUvarint(n[:], uint64(len(part)))])
-		mac.Write([]byte(part))
-	}
+	writeParts(mac, append(parts, res.EventIDs...)...)
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
