@@ -290,7 +290,13 @@ func (d *Dispatcher) record(ctx context.Context, cmd Command, res Result, cause 
 // id. Malformed messages, unknown types and invalid input publish a
 // StatusInvalid result (when the command id is known) and return an
 // *InvalidError, which is permanent (eventstore.IsPermanent), so the
-// poison middleware parks them with the reason.
+// poison middleware parks them with the reason. Before it runs, a
+// command's signature is checked (DispatcherConfig.Keys, Signed,
+// RequireSigned): a refused one is answered the same way with its code
+// (ErrUnsigned, ErrBadSignature, ErrReservedID) and never recorded; a
+// signed one's events record their actor as eventstore.ActorSigned, an
+// unsigned one's as eventstore.ActorClaimed, and the answer to a signed
+// one carries Result.Signature.
 // Transient failures return an error for retry and redelivery; the
 // recorded answer makes a redelivered command append nothing twice and
 // answer what it answered first.
@@ -312,7 +318,11 @@ func (d *Dispatcher) HandleMessage(msg *message.Message) error {
 	proof, refusal := d.verify(cmd, msg)
 	if refusal != nil {
 		// Answered but not recorded: the genuine command keeps its id.
-		err := &InvalidError{Err: fmt.Errorf("command %s: %w", cmd.ID, refusal)}
+		cause := error(refusal)
+		if refusal.Code == ErrReservedID {
+			cause = fmt.Errorf("%w: %w", refusal, ErrUnsignedReservedID)
+		}
+		err := &InvalidError{Err: fmt.Errorf("command %s: %w", cmd.ID, cause)}
 		d.cfg.Logger.Warn("command refused for its signature", "command_id", cmd.ID, "type", cmd.Type, "aggregate", cmd.AggregateType+"/"+cmd.AggregateID,
 			"key_id", msg.Metadata.Get(MetadataKeyID), "code", refusal.Code, "reason", refusal.Reason)
 		if perr := d.publish(Result{CommandID: cmd.ID, AggregateType: cmd.AggregateType, AggregateID: cmd.AggregateID,
@@ -364,7 +374,7 @@ func (d *Dispatcher) verify(cmd Command, msg *message.Message) (proof, *RefusalE
 	if sig == "" && keyID == "" {
 		switch {
 		case reserved:
-			return refuse(ErrReservedID, ErrUnsignedReservedID.Error())
+			return refuse(ErrReservedID, "the id is a saga's")
 		case d.cfg.RequireSigned:
 			return refuse(ErrUnsigned, "the command handlers require signed commands and this one is not signed")
 		}
@@ -380,7 +390,7 @@ func (d *Dispatcher) verify(cmd Command, msg *message.Message) (proof, *RefusalE
 	case !VerifyCommand(key, cmd, msg.Metadata.Get(MetadataReplyTo), sig):
 		return refuse(ErrBadSignature, fmt.Sprintf("the signature (key %q) does not match the command: it was changed after it was signed, or signed with another key", keyID))
 	case reserved && keyID != DeploymentKeyID:
-		return refuse(ErrReservedID, ErrUnsignedReservedID.Error())
+		return refuse(ErrReservedID, fmt.Sprintf("the id is a saga's and key %q is a producer's", keyID))
 	}
 	return proof{key: key, signature: sig}, nil
 }

@@ -213,3 +213,49 @@ func TestASignedCommandChangedAfterSigningIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestAReservedIDTakesOnlyTheDeploymentKeysSignature: a command under a
+// saga's id is refused with ErrReservedID (and ErrUnsignedReservedID)
+// when unsigned or signed with a producer key, and nothing is recorded;
+// signed with the deployment's key it runs, its actor recorded as signed.
+func TestAReservedIDTakesOnlyTheDeploymentKeysSignature(t *testing.T) {
+	deployment := []byte("0123456789abcdef0123456789abcdef-deployment")
+	store, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlers, err := todo.Domain().NewHandlers(store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reg commands.Registry
+	if err := reg.Register(handlers...); err != nil {
+		t.Fatal(err)
+	}
+	pub := &capture{}
+	d, err := commands.NewDispatcher(commands.DispatcherConfig{Registry: &reg, Outcomes: store, Replies: pub,
+		Keys: commands.Keys{"billing": producerKey}, Signed: commands.SignedIDs{Key: deployment, Prefixes: []string{"transfer."}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := todoCommand(t, "t3")
+	cmd.ID = "transfer.tr-1.credit"
+	for name, s := range map[string]commands.Signer{"unsigned": {}, "producer key": {KeyID: "billing", Key: producerKey}} {
+		err := d.HandleMessage(signedMessage(t, cmd, s))
+		if !errors.Is(err, commands.ErrReservedID) || !errors.Is(err, commands.ErrUnsignedReservedID) || !eventstore.IsPermanent(err) {
+			t.Fatalf("%s: %v; want a permanent ErrReservedID", name, err)
+		}
+		if res, _ := commands.ResultFromMessage(pub.take(t).msg); !errors.Is(res.Err(), commands.ErrReservedID) {
+			t.Fatalf("%s: answer %+v", name, res)
+		}
+		if _, err := store.CommandResult(t.Context(), eventstore.Ref{Type: todo.AggregateType, ID: "t3"}, cmd.ID); !errors.Is(err, eventstore.ErrCommandNotFound) {
+			t.Fatalf("%s: the refused command left a record: %v", name, err)
+		}
+	}
+	if err := d.HandleMessage(signedMessage(t, cmd, commands.Signer{KeyID: commands.DeploymentKeyID, Key: deployment})); err != nil {
+		t.Fatal(err)
+	}
+	if evs := stored(t, store, "t3"); len(evs) != 1 || evs[0].Metadata.ActorSource != eventstore.ActorSigned {
+		t.Fatalf("the saga's signed command: %d events (%+v)", len(evs), evs)
+	}
+}
