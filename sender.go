@@ -39,6 +39,14 @@ type SenderConfig struct {
 	// reads its answers on (default: one picked at random on first use;
 	// see bus/kafka.SenderConfig.ReplyPartition and docs/commands.md).
 	ReplyPartition *int32
+	// Signer signs the commands sent with a producer key the command
+	// handlers hold, so their actor is recorded as verified, and makes
+	// SendAndWait take only the answer signed for the command it sent
+	// (see bus/kafka.SenderConfig.Signer and docs/security.md). `send`
+	// reads it from EVENTPIPE_COMMAND_SIGNING_KEY_ID and
+	// EVENTPIPE_COMMAND_SIGNING_KEY(_FILE) (SignerFromEnv). Zero:
+	// unsigned, the actor recorded as claimed.
+	Signer commands.Signer
 }
 
 // Validate reports, as an *eventstore.ValidationError, the settings from
@@ -59,6 +67,9 @@ func (c SenderConfig) Validate() error {
 	if c.ReplyPartition != nil && *c.ReplyPartition < 0 {
 		return invalid("ReplyPartition", fmt.Sprintf("%d is negative", *c.ReplyPartition))
 	}
+	if err := c.Signer.Validate(); err != nil {
+		return invalidErr("Signer", err)
+	}
 	return nil
 }
 
@@ -77,6 +88,6 @@ func NewSender(cfg SenderConfig) (*kafka.Sender, error) {
 	}
 	return kafka.NewSender(kafka.SenderConfig{
 		Brokers: cfg.Endpoints.KafkaBrokers, Security: cfg.Endpoints.Kafka, Topics: bus.Topics{Prefix: cfg.Endpoints.TopicPrefix},
-		ReplyPartition: cfg.ReplyPartition, Logger: logger,
+		ReplyPartition: cfg.ReplyPartition, Signer: cfg.Signer, Logger: logger,
 	})
 }

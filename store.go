@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -202,4 +203,85 @@ func CommandKeyFromEnv() ([]byte, error) {
 		return nil, &eventstore.ValidationError{Field: "command key", Reason: fmt.Sprintf("has %d bytes, want at least %d (openssl rand -hex 32)", len(key), commands.MinKeyLength)}
 	}
 	return []byte(key), nil
+}
+
+// Environment variables of signed commands on the bus (docs/security.md,
+// "Verified actors on the bus"):
+//   - EVENTPIPE_COMMAND_PRODUCER_KEYS(_FILE): the producers' keys the
+//     command handlers verify with, one "<key id> <key>" a line
+//     (WriteSideConfig.ProducerKeys, ProducerKeysFromEnv);
+//   - EVENTPIPE_REQUIRE_SIGNED_COMMANDS=true: refuse unsigned commands
+//     (WriteSideConfig.RequireSignedCommands);
+//   - EVENTPIPE_COMMAND_SIGNING_KEY_ID and
+//     EVENTPIPE_COMMAND_SIGNING_KEY(_FILE): the producer key a sender
+//     signs with (SenderConfig.Signer, SignerFromEnv).
+const (
+	EnvCommandProducerKeys   = "EVENTPIPE_COMMAND_PRODUCER_KEYS"
+	EnvRequireSignedCommands = "EVENTPIPE_REQUIRE_SIGNED_COMMANDS"
+	EnvCommandSigningKeyID   = "EVENTPIPE_COMMAND_SIGNING_KEY_ID"
+	EnvCommandSigningKey     = "EVENTPIPE_COMMAND_SIGNING_KEY"
+)
+
+// ProducerKeysFromEnv returns the producer keys of
+// EVENTPIPE_COMMAND_PRODUCER_KEYS_FILE or EVENTPIPE_COMMAND_PRODUCER_KEYS
+// (commands.ParseKeys), nil when neither is set. A malformed line, a
+// short key or both variables set is an *eventstore.ValidationError that
+// names the variable and the line, never a key.
+func ProducerKeysFromEnv() (commands.Keys, error) {
+	text, err := secretenv.Lookup(os.LookupEnv, EnvCommandProducerKeys)
+	if err != nil || text == "" {
+		return nil, err
+	}
+	keys, err := commands.ParseKeys(text)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvCommandProducerKeys, err)
+	}
+	return keys, nil
+}
+
+// RequireSignedCommandsFromEnv reads EVENTPIPE_REQUIRE_SIGNED_COMMANDS
+// (true or false; unset: false).
+func RequireSignedCommandsFromEnv() (bool, error) {
+	v, ok := os.LookupEnv(EnvRequireSignedCommands)
+	if !ok || v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, &eventstore.ValidationError{Field: EnvRequireSignedCommands, Reason: fmt.Sprintf("%q is not true or false", v)}
+	}
+	return b, nil
+}
+
+// SignerFromEnv returns the signer of EVENTPIPE_COMMAND_SIGNING_KEY_ID and
+// EVENTPIPE_COMMAND_SIGNING_KEY_FILE (or …_KEY): the zero Signer when no
+// key is set; a key without an id (or an id without a key), a short key
+// or a bad id is an *eventstore.ValidationError.
+func SignerFromEnv() (commands.Signer, error) { return SignerFromEnvWithID("") }
+
+// SignerFromEnvWithID is SignerFromEnv with the key id keyID instead of
+// EVENTPIPE_COMMAND_SIGNING_KEY_ID's, unless keyID is empty (`send
+// --key-id`).
+func SignerFromEnvWithID(keyID string) (commands.Signer, error) {
+	key, err := secretenv.Lookup(os.LookupEnv, EnvCommandSigningKey)
+	if err != nil {
+		return commands.Signer{}, fmt.Errorf("command signing key: %w", err)
+	}
+	id := keyID
+	if id == "" {
+		id = os.Getenv(EnvCommandSigningKeyID)
+	}
+	switch {
+	case key == "" && id == "":
+		return commands.Signer{}, nil
+	case key == "":
+		return commands.Signer{}, &eventstore.ValidationError{Field: EnvCommandSigningKey, Reason: "is not set (nor its _FILE) but " + EnvCommandSigningKeyID + " is"}
+	case id == "":
+		return commands.Signer{}, &eventstore.ValidationError{Field: EnvCommandSigningKeyID, Reason: "is not set: say which producer key signs"}
+	}
+	s := commands.Signer{KeyID: id, Key: []byte(key)}
+	if err := s.Validate(); err != nil {
+		return commands.Signer{}, fmt.Errorf("command signing key: %w", err)
+	}
+	return s, nil
 }

@@ -127,6 +127,23 @@ type WriteSideConfig struct {
 	// those ids. `serve` reads it from EVENTPIPE_COMMAND_KEY_FILE or
 	// EVENTPIPE_COMMAND_KEY (CommandKeyFromEnv).
 	CommandKey []byte
+	// ProducerKeys are the keys, by key id, that producers of commands
+	// on the bus sign with (commands.Signer; `send` and NewSender's
+	// SenderConfig.Signer): a command signed with one has its actor
+	// recorded as verified (eventstore.ActorSigned) and its answer
+	// signed; one whose signature does not verify is refused
+	// (commands.ErrBadSignature). `serve` reads them from
+	// EVENTPIPE_COMMAND_PRODUCER_KEYS_FILE (ProducerKeysFromEnv).
+	ProducerKeys commands.Keys
+	// RequireSignedCommands refuses every command from the bus that is
+	// not signed with a ProducerKeys key or the CommandKey: answered
+	// invalid with commands.ErrUnsigned, poisoned, nothing stored. False
+	// (the default): an unsigned command runs and its events record
+	// their actor as claimed (eventstore.ActorClaimed). Commands of the
+	// HTTP API carry the verified token's subject either way. `serve`
+	// reads it from --require-signed-commands or
+	// EVENTPIPE_REQUIRE_SIGNED_COMMANDS.
+	RequireSignedCommands bool
 }
 
 func (c *WriteSideConfig) setDefaults() {
@@ -196,6 +213,12 @@ func (c WriteSideConfig) validate() error {
 	}
 	if err := validCommandKey(c.CommandKey); err != nil {
 		return err
+	}
+	if err := c.ProducerKeys.Validate(); err != nil {
+		return invalidErr("ProducerKeys", err)
+	}
+	if c.RequireSignedCommands && len(c.ProducerKeys) == 0 && len(c.CommandKey) == 0 {
+		return invalid("RequireSignedCommands", "no key to verify with: set ProducerKeys or CommandKey")
 	}
 	if err := bus.ValidateTopic(c.topics().Poison(c.ConsumerGroup)); err != nil {
 		return invalid("ConsumerGroup", err.Error())
@@ -349,7 +372,7 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 		cfg.Logger.Warn("no command key: any client can send a command under a saga's command id (set EVENTPIPE_COMMAND_KEY_FILE)", "sagas", cfg.Catalog.SagaNames())
 	}
 	disp, err := commands.NewDispatcher(commands.DispatcherConfig{Registry: handlers, Outcomes: store, Replies: pub, Topics: cfg.topics(),
-		Signed: signed, Logger: cfg.Logger})
+		Signed: signed, Keys: cfg.ProducerKeys, RequireSigned: cfg.RequireSignedCommands, Logger: cfg.Logger})
 	if err != nil {
 		closePub()
 		return nil, err

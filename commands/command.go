@@ -41,6 +41,21 @@ type Command struct {
 	IP              string          `json:"ip,omitempty"`
 	CorrelationID   string          `json:"correlation_id,omitempty"`
 	IssuedAt        time.Time       `json:"issued_at"`
+	// ActorSource says how Actor and IP were established
+	// (eventstore.ActorHTTP, ActorSigned, ActorClaimed), and is recorded
+	// with them in the events' metadata. It is never read from a message:
+	// the dispatcher sets it from the command's signature, the HTTP API
+	// from the verified token; a command with an actor or IP and no
+	// source is recorded as claimed.
+	ActorSource string `json:"-"`
+}
+
+// actorSource is the ActorSource the command's events record.
+func (c Command) actorSource() string {
+	if c.ActorSource == "" && (c.Actor != "" || c.IP != "") {
+		return eventstore.ActorClaimed
+	}
+	return c.ActorSource
 }
 
 // Metadata keys set on command messages besides the correlation id and

@@ -76,3 +76,33 @@ func mustJSON(v any) string {
 	}
 	return string(b)
 }
+
+// TestProducerKeysAreParsedAndBadOnesNamed: "<key id> <key>" lines, blank
+// lines and comments skipped; a malformed line, a short key, a bad or
+// repeated id, or the deployment key's id is an *eventstore.ValidationError
+// that never quotes a key.
+func TestProducerKeysAreParsedAndBadOnesNamed(t *testing.T) {
+	long := strings.Repeat("k", commands.MinKeyLength)
+	keys, err := commands.ParseKeys("# producers\n\nbilling " + long + "\nops-1 " + long + "x\n")
+	if err != nil || len(keys) != 2 || string(keys["billing"]) != long || string(keys["ops-1"]) != long+"x" {
+		t.Fatalf("ParseKeys: %v, %v", keys, err)
+	}
+	for name, text := range map[string]string{
+		"no key":         "billing\n",
+		"short key":      "billing short-secret",
+		"bad id":         "bil/ling " + long,
+		"repeated id":    "a " + long + "\na " + long,
+		"deployment id":  commands.DeploymentKeyID + " " + long,
+		"empty key text": "billing   ",
+	} {
+		_, err := commands.ParseKeys(text)
+		var ve *eventstore.ValidationError
+		if !errors.As(err, &ve) {
+			t.Errorf("%s: %v, want a ValidationError", name, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "short-secret") || strings.Contains(err.Error(), long) {
+			t.Errorf("%s: the error quotes the key: %v", name, err)
+		}
+	}
+}

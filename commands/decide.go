@@ -183,7 +183,7 @@ func (h *facetHandler[S]) Handle(ctx context.Context, cmd Command) (Result, erro
 			Events:    events,
 			CommandID: cmd.ID,
 			Metadata: eventstore.Metadata{CorrelationID: cmd.CorrelationID, CausationID: cmd.ID, Actor: cmd.Actor, IP: cmd.IP,
-				TraceParent: tracing.TraceParent(ctx)},
+				ActorSource: cmd.actorSource(), TraceParent: tracing.TraceParent(ctx)},
 		})
 		var conflict *eventstore.ConcurrencyError
 		switch {

@@ -93,11 +93,27 @@ type DispatcherConfig struct {
 	// Registry holds the handlers. Required.
 	Registry *Registry
 	// Signed reserves command ids (the sagas') for commands signed with
-	// the deployment's command key: such a command without a valid
-	// signature (MetadataSignature) is invalid, answered and poisoned
-	// without being recorded, so it cannot take the id from the saga.
-	// The zero SignedIDs reserves nothing.
+	// the deployment's command key (key id DeploymentKeyID): such a
+	// command without a valid signature is invalid (ErrReservedID),
+	// answered and poisoned without being recorded, so it cannot take
+	// the id from the saga. Signed.Key also verifies every command signed
+	// under DeploymentKeyID. The zero SignedIDs reserves nothing.
 	Signed SignedIDs
+	// Keys are the producers' keys, by key id: a command from the bus
+	// signed with one (Signer.SignMessage) has its actor recorded as
+	// verified (eventstore.ActorSigned), and its answer is signed
+	// (Result.Signature). A command whose signature does not verify (an
+	// unknown key id, a command changed after signing) is refused with
+	// ErrBadSignature whether or not signatures are required.
+	Keys Keys
+	// RequireSigned refuses every command from the bus that is not
+	// signed with Keys or the deployment's key (ErrUnsigned): answered
+	// invalid, poisoned, nothing recorded. False (the default): an
+	// unsigned command runs and its actor is recorded as claimed
+	// (eventstore.ActorClaimed). The HTTP API's commands (Dispatch,
+	// DispatchFresh) are not concerned: their actor is the verified
+	// token's.
+	RequireSigned bool
 	// Outcomes records refusals (usually the handlers' event store).
 	// Required.
 	Outcomes OutcomeRecorder
@@ -137,6 +153,11 @@ func (c DispatcherConfig) Validate() error {
 		return bad("Outcomes", "is nil")
 	case len(c.Signed.Key) > 0 && len(c.Signed.Key) < MinKeyLength:
 		return bad("Signed.Key", "has %d bytes, want at least %d", len(c.Signed.Key), MinKeyLength)
+	case c.RequireSigned && len(c.Keys) == 0 && len(c.Signed.Key) == 0:
+		return bad("RequireSigned", "no key to verify with: set Keys or Signed.Key")
+	}
+	if err := c.Keys.Validate(); err != nil {
+		return fmt.Errorf("commands: DispatcherConfig: %w", err)
 	}
 	return nil
 }
@@ -269,7 +290,13 @@ func (d *Dispatcher) record(ctx context.Context, cmd Command, res Result, cause 
 // id. Malformed messages, unknown types and invalid input publish a
 // StatusInvalid result (when the command id is known) and return an
 // *InvalidError, which is permanent (eventstore.IsPermanent), so the
-// poison middleware parks them with the reason.
+// poison middleware parks them with the reason. Before it runs, a
+// command's signature is checked (DispatcherConfig.Keys, Signed,
+// RequireSigned): a refused one is answered the same way with its code
+// (ErrUnsigned, ErrBadSignature, ErrReservedID) and never recorded; a
+// signed one's events record their actor as eventstore.ActorSigned, an
+// unsigned one's as eventstore.ActorClaimed, and the answer to a signed
+// one carries Result.Signature.
 // Transient failures return an error for retry and redelivery; the
 // recorded answer makes a redelivered command append nothing twice and
 // answer what it answered first.
@@ -288,20 +315,33 @@ func (d *Dispatcher) HandleMessage(msg *message.Message) error {
 		d.publish(res, cmd.CorrelationID, to)
 		return &InvalidError{Err: err}
 	}
-	if d.cfg.Signed.Reserved(cmd.ID) && !VerifyCommand(d.cfg.Signed.Key, cmd, msg.Metadata.Get(MetadataSignature)) {
-		// Answered but not recorded: the saga's own command keeps its id.
-		err := &InvalidError{Err: fmt.Errorf("command %s: %w", cmd.ID, ErrUnsignedReservedID)}
-		d.cfg.Logger.Warn("unsigned command under a reserved id refused", "command_id", cmd.ID, "type", cmd.Type, "aggregate", cmd.AggregateType+"/"+cmd.AggregateID)
+	proof, refusal := d.verify(cmd, msg)
+	if refusal != nil {
+		// Answered but not recorded: the genuine command keeps its id.
+		cause := error(refusal)
+		if refusal.Code == ErrReservedID {
+			cause = fmt.Errorf("%w: %w", refusal, ErrUnsignedReservedID)
+		}
+		err := &InvalidError{Err: fmt.Errorf("command %s: %w", cmd.ID, cause)}
+		d.cfg.Logger.Warn("command refused for its signature", "command_id", cmd.ID, "type", cmd.Type, "aggregate", cmd.AggregateType+"/"+cmd.AggregateID,
+			"key_id", msg.Metadata.Get(MetadataKeyID), "code", refusal.Code, "reason", refusal.Reason)
 		if perr := d.publish(Result{CommandID: cmd.ID, AggregateType: cmd.AggregateType, AggregateID: cmd.AggregateID,
-			Status: StatusInvalid, Reason: err.Error()}, cmd.CorrelationID, to); perr != nil {
+			Status: StatusInvalid, Code: refusal.Code, Reason: err.Error()}, cmd.CorrelationID, to); perr != nil {
 			return perr
 		}
 		return err
+	}
+	cmd.ActorSource = eventstore.ActorClaimed
+	if proof.key != nil {
+		cmd.ActorSource = eventstore.ActorSigned
 	}
 	res, err := d.Dispatch(ctx, cmd)
 	var invalid *InvalidError
 	if err != nil && !errors.As(err, &invalid) {
 		return fmt.Errorf("command %s (%s %s/%s): %w", cmd.ID, cmd.Type, cmd.AggregateType, cmd.AggregateID, err)
+	}
+	if proof.key != nil {
+		res.Signature = SignResult(proof.key, proof.signature, res)
 	}
 	if perr := d.publish(res, cmd.CorrelationID, to); perr != nil {
 		return perr
@@ -312,6 +352,47 @@ func (d *Dispatcher) HandleMessage(msg *message.Message) error {
 	d.cfg.Logger.Debug("command handled", "command_id", cmd.ID, "type", cmd.Type, "aggregate", cmd.AggregateID,
 		"status", res.Status, "version", res.Version, "duplicate", res.Duplicate)
 	return nil
+}
+
+// proof is a command's verified signature and the key it was made with
+// (nil key: the command is unsigned).
+type proof struct {
+	key       []byte
+	signature string
+}
+
+// verify checks cmd's signature, carried by msg: a valid one returns its
+// proof; an unsigned command the zero proof, unless signatures are
+// required or its id is reserved; anything else the refusal (a
+// *RefusalError with its code).
+func (d *Dispatcher) verify(cmd Command, msg *message.Message) (proof, *RefusalError) {
+	keyID, sig := msg.Metadata.Get(MetadataKeyID), msg.Metadata.Get(MetadataSignature)
+	reserved := d.cfg.Signed.Reserved(cmd.ID)
+	refuse := func(code eventstore.Code, reason string) (proof, *RefusalError) {
+		return proof{}, &RefusalError{Status: StatusInvalid, Code: code, Reason: reason}
+	}
+	if sig == "" && keyID == "" {
+		switch {
+		case reserved:
+			return refuse(ErrReservedID, "the id is a saga's")
+		case d.cfg.RequireSigned:
+			return refuse(ErrUnsigned, "the command handlers require signed commands and this one is not signed")
+		}
+		return proof{}, nil
+	}
+	key := d.cfg.Keys[keyID]
+	if keyID == DeploymentKeyID {
+		key = d.cfg.Signed.Key
+	}
+	switch {
+	case len(key) == 0:
+		return refuse(ErrBadSignature, fmt.Sprintf("signed with key %q, which the command handlers do not hold", keyID))
+	case !VerifyCommand(key, cmd, msg.Metadata.Get(MetadataReplyTo), sig):
+		return refuse(ErrBadSignature, fmt.Sprintf("the signature (key %q) does not match the command: it was changed after it was signed, or signed with another key", keyID))
+	case reserved && keyID != DeploymentKeyID:
+		return refuse(ErrReservedID, fmt.Sprintf("the id is a saga's and key %q is a producer's", keyID))
+	}
+	return proof{key: key, signature: sig}, nil
 }
 
 // replyTo is where a command's answer goes: a replies topic and, when

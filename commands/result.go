@@ -47,6 +47,11 @@ type Result struct {
 	Version       int64           `json:"version"`             // the aggregate's version after the command
 	EventIDs      []string        `json:"event_ids,omitempty"` // events the command appended
 	Duplicate     bool            `json:"duplicate,omitempty"` // the command id had been answered before: this repeats the recorded answer
+	// Signature, on the answer to a signed command, binds the answer to
+	// that command (its signature) under the key that signed it
+	// (SignResult): a sender holding the key takes only answers that
+	// verify (VerifyResult). Empty for an unsigned command.
+	Signature string `json:"signature,omitempty"`
 }
 
 // Err returns nil for an accepted command, and otherwise the refusal as

@@ -69,6 +69,9 @@ func TestHTTPAuth(t *testing.T) {
 		var out []string
 		for _, e := range evs {
 			out = append(out, e.Metadata.Actor)
+			if e.Metadata.ActorSource != eventstore.ActorHTTP {
+				t.Errorf("event %s of %s: actor source %q, want %q (the verified token's subject)", e.EventID, id, e.Metadata.ActorSource, eventstore.ActorHTTP)
+			}
 		}
 		return out
 	}

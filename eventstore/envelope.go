@@ -34,10 +34,31 @@ type Metadata struct {
 	Actor string `json:"actor,omitempty"`
 	// IP is the client address the command came from, when known.
 	IP string `json:"ip,omitempty"`
+	// ActorSource says how Actor and IP were established: ActorHTTP,
+	// ActorSigned or ActorClaimed; empty on events recorded before
+	// actor sources were (read it as claimed) and on events with no actor.
+	ActorSource string `json:"actor_source,omitempty"`
 	// TraceParent is the W3C traceparent of the span that appended the
 	// event, when it was traced (see package tracing): consumers continue
 	// that trace.
 	TraceParent string `json:"traceparent,omitempty"`
+}
+
+// How an event's actor was established (Metadata.ActorSource).
+const (
+	// ActorHTTP: the subject of a token the HTTP API verified.
+	ActorHTTP = "http"
+	// ActorSigned: the actor of a command signed with a key the command
+	// handlers hold (a producer's or the deployment's).
+	ActorSigned = "signed"
+	// ActorClaimed: what an unsigned command said; nothing verified it.
+	ActorClaimed = "claimed"
+)
+
+// ActorVerified reports whether the actor was verified (ActorHTTP or
+// ActorSigned) rather than claimed.
+func (m Metadata) ActorVerified() bool {
+	return m.ActorSource == ActorHTTP || m.ActorSource == ActorSigned
 }
 
 // IsZero reports whether no field is set.

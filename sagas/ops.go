@@ -723,6 +723,13 @@ func (o *Operator) resend(ctx context.Context, e Effect) (string, error) {
 	if answer != nil {
 		res := commands.Result{CommandID: e.CommandID, AggregateType: e.Aggregate.Type, AggregateID: e.Aggregate.ID,
 			Status: answer.Status, Reason: answer.Reason, Version: answer.Version, Duplicate: true}
+		if key := o.r.cfg.CommandKey; len(key) > 0 {
+			sig, err := o.r.commandSignature(ctx, e.CommandID)
+			if err != nil {
+				return RetryRepublishedAnswer, err
+			}
+			res.Signature = commands.SignResult(key, sig, res) // the Runner takes only signed answers
+		}
 		msg, err := res.ToMessage("")
 		if err == nil {
 			err = o.cfg.Publisher.Publish(ReplyTopic(o.cfg.Topics, o.r.saga.name), msg)

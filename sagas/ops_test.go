@@ -11,6 +11,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/sagas"
@@ -102,5 +103,47 @@ func TestOperatorRetriesAnOutboxRowNoRunnerCouldSendAndAbortsWithoutCompensation
 	}
 	if len(list) != 1 || list[0].Abort == nil || list[0].Abort.Reason != "no longer wanted" || len(list[0].Timeouts) != 0 {
 		t.Errorf("aborted instances %+v", list)
+	}
+}
+
+// TestARetriedStepsRecordedAnswerIsSignedForTheSagasCommand runs the ping
+// saga with a command key. Its command is accepted (recorded in the event
+// store) but the answer is lost; Retry republishes the recorded answer,
+// signed for the saga's command, and the saga, which takes only signed
+// answers, finishes the instance with it.
+func TestARetriedStepsRecordedAnswerIsSignedForTheSagasCommand(t *testing.T) {
+	ctx := context.Background()
+	key := []byte("0123456789abcdef0123456789abcdef-deployment")
+	r := newRig(t)
+	saga := pingSaga(time.Hour)
+	r.run(saga, nil, func(c *sagas.Config) { c.CommandKey = key })
+	r.ping("p2", ulid.Make().String())
+	r.instance("p2", func(in sagas.Instance) bool { return in.Version == 1 })
+	sent := r.sent(1)[0]
+	facet, err := bankaccount.NewFacet(r.store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := facet.Append(ctx, "p2", eventstore.Change{Events: []eventstore.NewEvent{bankaccount.Opened("p2")}, CommandID: sent.ID}); err != nil {
+		t.Fatal(err)
+	}
+
+	op, err := sagas.NewOperator(sagas.OperatorConfig{Saga: saga, DB: r.db, Publisher: r.pub, Outcomes: r.store, Topics: r.topics,
+		CommandKey: key, StuckAfter: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	integration.Await(t, "Retry to republish the recorded answer", func() error {
+		res, err := op.Retry(ctx, "p2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Retried) != 1 || res.Retried[0].Action != sagas.RetryRepublishedAnswer || res.Err() != nil {
+			return fmt.Errorf("retry: %+v", res)
+		}
+		return nil
+	})
+	if in := r.instance("p2", func(in sagas.Instance) bool { return in.Outcome != "" }); in.Outcome != string(commands.StatusAccepted) {
+		t.Errorf("outcome %q, want accepted (the republished answer)", in.Outcome)
 	}
 }

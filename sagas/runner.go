@@ -39,10 +39,14 @@ type Config struct {
 	// against the answer it recorded for the command. Required.
 	Outcomes Outcomes
 	// CommandKey, when set (at least commands.MinKeyLength bytes), signs
-	// every command the saga sends (commands.SignCommand, in the
-	// message's commands.MetadataSignature): command handlers holding the
-	// same key refuse a command under the saga's id form that is not
-	// signed, so no client can take a step's command id first.
+	// every command the saga sends over everything that gives it meaning,
+	// its reply topic included (commands.Signer with key id
+	// commands.DeploymentKeyID): command handlers holding the same key
+	// refuse a command under the saga's id form that is not so signed,
+	// so no client can take a step's command id first. The saga then
+	// takes only replies signed as the answer to the command it sent
+	// (commands.VerifyResult): a reply with the right id but another
+	// command's signature, or none, is ignored.
 	CommandKey []byte
 	// NewSubscriber returns the subscriber of each topic the saga reads,
 	// in its consumer group (default: Kafka subscribers on Brokers).
@@ -349,6 +353,15 @@ func (r *Runner) verify(ctx context.Context, res commands.Result) (commands.Resu
 	if res.AggregateType != ref.Type || res.AggregateID != ref.ID {
 		return res, fmt.Sprintf("the reply names %s/%s, the command went to %s", res.AggregateType, res.AggregateID, ref), nil
 	}
+	if len(r.cfg.CommandKey) > 0 {
+		sig, err := r.commandSignature(ctx, res.CommandID)
+		if err != nil {
+			return res, "", err
+		}
+		if !commands.VerifyResult(r.cfg.CommandKey, sig, res) {
+			return res, "the reply is not signed as the answer to the command the saga sent", nil
+		}
+	}
 	recorded, err := r.cfg.Outcomes.CommandResult(ctx, ref, res.CommandID)
 	var refused *eventstore.RefusedCommandError
 	switch {
@@ -368,6 +381,26 @@ func (r *Runner) verify(ctx context.Context, res commands.Result) (commands.Resu
 		res.Version = recorded.LastSeq
 	}
 	return res, "", nil
+}
+
+// commandSignature is the signature of the command the saga sent under
+// commandID (as runOne signs it), the one its answer is bound to; "" for
+// a command it only cancelled (saga_commands holds no body), whose answer
+// the saga itself signs.
+func (r *Runner) commandSignature(ctx context.Context, commandID string) (string, error) {
+	var body []byte
+	err := r.cfg.DB.QueryRow(ctx, `SELECT body FROM saga_commands WHERE saga = $1 AND command_id = $2`, r.saga.name, commandID).Scan(&body)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return "", err
+	}
+	if body == nil {
+		return "", nil
+	}
+	var cmd commands.Command
+	if err := json.Unmarshal(body, &cmd); err != nil {
+		return "", fmt.Errorf("saga command %s: %w", commandID, err)
+	}
+	return commands.SignCommand(r.cfg.CommandKey, cmd, ReplyTopic(r.cfg.Topics, r.saga.name)), nil
 }
 
 // outboxRow is an effect waiting to run.
@@ -577,7 +610,7 @@ func (r *Runner) runOne(ctx context.Context, row outboxRow) error {
 		tracing.Inject(ctx, msg) // the trace of the input that decided it, when run right after
 		msg.Metadata.Set(commands.MetadataReplyTo, ReplyTopic(r.cfg.Topics, r.saga.name))
 		if len(r.cfg.CommandKey) > 0 {
-			msg.Metadata.Set(commands.MetadataSignature, commands.SignCommand(r.cfg.CommandKey, cmd))
+			commands.Signer{KeyID: commands.DeploymentKeyID, Key: r.cfg.CommandKey}.SignMessage(msg, cmd)
 		}
 		if err := r.cfg.Publisher.Publish(cmd.Topic(r.cfg.Topics), msg); err != nil {
 			return fmt.Errorf("send %s: %w", cmd.ID, err)
@@ -592,6 +625,13 @@ func (r *Runner) runOne(ctx context.Context, row outboxRow) error {
 		res, err := r.cancel(ctx, c)
 		if err != nil {
 			return err
+		}
+		if len(r.cfg.CommandKey) > 0 {
+			sig, err := r.commandSignature(ctx, c.CommandID)
+			if err != nil {
+				return fmt.Errorf("sign the answer of cancelled %s: %w", c.CommandID, err)
+			}
+			res.Signature = commands.SignResult(r.cfg.CommandKey, sig, res)
 		}
 		msg, err := res.ToMessage(c.CorrelationID)
 		if err != nil {

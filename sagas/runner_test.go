@@ -459,3 +459,37 @@ func TestAReplyToACommandSentBeforeSagaCommandsIsTakenAfterItsTimeout(t *testing
 		t.Errorf("timeout handled at %v, reply at %v: want the reply taken after the timeout", timeoutAt, resultAt)
 	}
 }
+
+// TestASagaIgnoresAReplyToACommandItDidNotSend runs the ping saga with a
+// command key. Its step's id is then answered by a command the saga did
+// not send (recorded accepted in the event store under that id) and by a
+// reply signed for another command with the same id: the saga takes
+// neither, although the store confirms the id was answered. The answer
+// signed for the command it sent then finishes the instance.
+func TestASagaIgnoresAReplyToACommandItDidNotSend(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef-deployment")
+	r := newRig(t)
+	r.run(pingSaga(time.Hour), nil, func(c *sagas.Config) { c.CommandKey = key })
+	r.ping("i1", ulid.Make().String())
+	r.instance("i1", func(in sagas.Instance) bool { return in.Version == 1 })
+	sent := r.sent(1)[0]
+	replies := sagas.ReplyTopic(r.topics, "ping")
+
+	r.handled("i1", commands.StatusAccepted) // another command took the id; its answer is unsigned
+	other := sent
+	other.Payload = []byte(`{"owner":"mallory"}`)
+	forged := commands.Result{CommandID: sent.ID, Status: commands.StatusAccepted, AggregateType: sent.AggregateType, AggregateID: sent.AggregateID, Version: 1}
+	forged.Signature = commands.SignResult(key, commands.SignCommand(key, other, replies), forged)
+	r.answer(forged)
+	r.drained(replies)
+	if in := r.instance("i1", func(sagas.Instance) bool { return true }); in.Outcome != "" || in.Version != 1 {
+		t.Fatalf("a reply to a command the saga did not send moved the instance: outcome %q version %d", in.Outcome, in.Version)
+	}
+
+	genuine := commands.Result{CommandID: sent.ID, Status: commands.StatusAccepted, AggregateType: sent.AggregateType, AggregateID: sent.AggregateID, Version: 1}
+	genuine.Signature = commands.SignResult(key, commands.SignCommand(key, sent, replies), genuine)
+	r.answer(genuine)
+	if in := r.instance("i1", func(in sagas.Instance) bool { return in.Outcome != "" }); in.Outcome != string(commands.StatusAccepted) || in.Version != 2 {
+		t.Errorf("outcome %q version %d, want accepted at 2 (the answer signed for the saga's command)", in.Outcome, in.Version)
+	}
+}

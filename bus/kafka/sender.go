@@ -39,6 +39,14 @@ type SenderConfig struct {
 	// about 1/partitions of all answers. It must be a partition the
 	// replies topic has.
 	ReplyPartition *int32
+	// Signer, when it has a key (a producer key the command handlers
+	// hold: commands.DispatcherConfig.Keys), signs every command sent, so
+	// the handlers record its actor as verified (and accept it where
+	// signatures are required); SendAndWait then takes only the answer
+	// signed for the command it sent (commands.VerifyResult) and ignores
+	// any other reply with its id. Zero: commands go unsigned and their
+	// actor is recorded as claimed.
+	Signer commands.Signer
 	// Logger receives Watermill's logs (default slog's default).
 	Logger watermill.LoggerAdapter
 }
@@ -60,6 +68,9 @@ func (c SenderConfig) Validate() error {
 	if c.ReplyPartition != nil && *c.ReplyPartition < 0 {
 		return fmt.Errorf("kafka: SenderConfig: %w", &eventstore.ValidationError{Field: "ReplyPartition", Reason: fmt.Sprintf("%d is negative", *c.ReplyPartition)})
 	}
+	if err := c.Signer.Validate(); err != nil {
+		return fmt.Errorf("kafka: SenderConfig: %w", err)
+	}
 	return nil
 }
 
@@ -73,6 +84,7 @@ type Sender struct {
 	client sarama.Client
 	topics bus.Topics
 	want   *int32 // SenderConfig.ReplyPartition
+	signer commands.Signer
 
 	listenOnce     sync.Once
 	listenStartErr error
@@ -88,7 +100,7 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sender{pub: cfg.Publisher, topics: cfg.Topics, want: cfg.ReplyPartition}
+	s := &Sender{pub: cfg.Publisher, topics: cfg.Topics, want: cfg.ReplyPartition, signer: cfg.Signer}
 	if s.pub == nil {
 		pub, err := NewPublisher(PublisherConfig{Brokers: cfg.Brokers, Security: cfg.Security, Logger: cfg.Logger})
 		if err != nil {
@@ -136,15 +148,41 @@ func (s *Sender) Close() error {
 // Kafka acknowledged it. It traces the publish as a span "send <command
 // type>", a child of ctx's span, whose context the message carries in its
 // metadata (package tracing).
+// With a Signer, the command is signed (SenderConfig.Signer).
 func (s *Sender) Send(ctx context.Context, cmd commands.Command) (err error) {
-	return commands.Publish(ctx, s.pub, s.topics, cmd)
+	_, err = s.publish(ctx, cmd, nil)
+	return err
+}
+
+// publish publishes cmd with md, signed when the Sender signs, and
+// returns the signature ("" unsigned).
+func (s *Sender) publish(ctx context.Context, cmd commands.Command, md message.Metadata) (string, error) {
+	if !s.signer.Enabled() {
+		return "", commands.PublishWithMetadata(ctx, s.pub, s.topics, cmd, md)
+	}
+	if md == nil {
+		md = message.Metadata{}
+	}
+	msg, err := cmd.ToMessage()
+	if err != nil {
+		return "", err
+	}
+	for k, v := range md {
+		msg.Metadata.Set(k, v)
+	}
+	sig := s.signer.SignMessage(msg, cmd)
+	md.Set(commands.MetadataKeyID, msg.Metadata.Get(commands.MetadataKeyID))
+	md.Set(commands.MetadataSignature, sig)
+	return sig, commands.PublishWithMetadata(ctx, s.pub, s.topics, cmd, md)
 }
 
 // SendAndWait sends cmd and waits for its commands.Result on the replies topic
 // until ctx ends. On first use the Sender starts reading its one replies
 // partition (SenderConfig.ReplyPartition) from its end; each command it
 // sends asks to be answered on that partition, and each result read is
-// handed to the caller waiting for that command id. A caller registers
+// handed to the caller waiting for that command id (with a Signer, only
+// a result signed as the answer to the command sent: another reply with
+// the same id is ignored). A caller registers
 // before it publishes, so no reply can be missed, old replies are never
 // scanned, and the answers to other senders' commands are (mostly) never
 // read: a sender's reading grows with its own commands, not with all.
@@ -152,10 +190,22 @@ func (s *Sender) SendAndWait(ctx context.Context, cmd commands.Command) (command
 	if err := s.listen(); err != nil {
 		return commands.Result{}, err
 	}
-	ch, done := s.waiters.Wait(cmd.ID)
+	var accept func(commands.Result) bool
+	var sig string
+	if s.signer.Enabled() {
+		// The reply is taken only when signed for this very command: the
+		// signature is known before the command is published.
+		msg, err := cmd.ToMessage()
+		if err != nil {
+			return commands.Result{}, err
+		}
+		sig = s.signer.SignMessage(msg, cmd)
+		accept = func(res commands.Result) bool { return commands.VerifyResult(s.signer.Key, sig, res) }
+	}
+	ch, done := s.waiters.WaitFor(cmd.ID, accept)
 	defer done()
 	md := message.Metadata{commands.MetadataReplyPartition: strconv.FormatInt(int64(s.partition), 10)}
-	if err := commands.PublishWithMetadata(ctx, s.pub, s.topics, cmd, md); err != nil {
+	if _, err := s.publish(ctx, cmd, md); err != nil {
 		return commands.Result{}, err
 	}
 	select {

@@ -154,3 +154,73 @@ func respond(ctx context.Context, t *testing.T, brokers []string, topics bus.Top
 		}
 	}()
 }
+
+// TestASigningSenderTakesOnlyTheAnswerSignedForItsCommand: a Sender with
+// a producer key signs its commands (the stand-in handlers verify each),
+// and of three replies with the command's id, an unsigned one, one signed
+// for another command and the one signed for its command, in that order,
+// SendAndWait returns the last.
+func TestASigningSenderTakesOnlyTheAnswerSignedForItsCommand(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topics := bus.Topics{Prefix: testenv.UniqueName(t, "signed") + "."}
+	aggType := "agg"
+	key := []byte("0123456789abcdef0123456789abcdef-producer")
+	ctx, cancel := context.WithTimeout(context.Background(), integration.HangAfter())
+	defer cancel()
+
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: topics.Prefix + "handler", Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Close() })
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	in, err := sub.Subscribe(ctx, topics.Commands(aggType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for msg := range in {
+			msg.Ack()
+			cmd, err := commands.FromMessage(msg)
+			sig := msg.Metadata.Get(commands.MetadataSignature)
+			if err != nil || msg.Metadata.Get(commands.MetadataKeyID) != "billing" || !commands.VerifyCommand(key, cmd, "", sig) {
+				t.Errorf("the handlers got %+v (%v) signed %q by %q: want it signed with the producer key", cmd, err, sig, msg.Metadata.Get(commands.MetadataKeyID))
+				continue
+			}
+			other := cmd
+			other.Payload = []byte(`{"amount":1000000}`)
+			for _, r := range []struct {
+				reason, signedFor string
+			}{{"unsigned", ""}, {"signed for another command", commands.SignCommand(key, other, "")}, {"genuine", sig}} {
+				res := commands.Result{CommandID: cmd.ID, Status: commands.StatusAccepted, Reason: r.reason, AggregateType: cmd.AggregateType, AggregateID: cmd.AggregateID, Version: 1}
+				if r.signedFor != "" {
+					res.Signature = commands.SignResult(key, r.signedFor, res)
+				}
+				reply, _ := res.ToMessage(cmd.CorrelationID)
+				reply.Metadata.Set(bus.MetadataPartition, msg.Metadata.Get(commands.MetadataReplyPartition))
+				if err := pub.Publish(topics.Replies(), reply); err != nil {
+					t.Errorf("publish: %v", err)
+				}
+			}
+		}
+	}()
+
+	sender, err := kafka.NewSender(kafka.SenderConfig{Brokers: brokers, Topics: topics, Signer: commands.Signer{KeyID: "billing", Key: key}, Logger: watermill.NopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	cmd := commands.New("Pay", aggType, "a-1", json.RawMessage(`{"amount":5}`))
+	cmd.Actor = "alice"
+	res, err := sender.SendAndWait(ctx, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CommandID != cmd.ID || res.Reason != "genuine" {
+		t.Fatalf("SendAndWait returned %+v, want the answer signed for its command", res)
+	}
+}

@@ -44,6 +44,22 @@ func TestThePipelineRunsOnSecuredServicesAndRefusesBadCredentials(t *testing.T) 
 	env = append(env, "EVENTPIPE_EVENTS_TABLE="+events, "EVENTPIPE_LEASES_TABLE="+leases, "EVENTPIPE_ANALYTICS_TABLE="+analytics,
 		"EVENTPIPE_TOPIC_PREFIX="+testenv.UniqueName(t, "ns")+".", "EVENTPIPE_HTTP_ADDR="+free(),
 		"EVENTPIPE_POSTGRES_URL="+pgURL, "PGPASSFILE="+pgPass)
+	// Verified actors on the bus: the command handlers refuse unsigned
+	// commands; the demo's sender signs with the producer key "demo",
+	// the sagas with the deployment's command key.
+	keys := t.TempDir()
+	writeKey := func(name, text string) string {
+		path := filepath.Join(keys, name)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	demoKey := strings.Repeat("d3m0", 10)
+	env = append(env, "EVENTPIPE_REQUIRE_SIGNED_COMMANDS=true",
+		"EVENTPIPE_COMMAND_KEY_FILE="+writeKey("deployment.key", strings.Repeat("k3y!", 10)),
+		"EVENTPIPE_COMMAND_PRODUCER_KEYS_FILE="+writeKey("producers", "demo "+demoKey+"\n"),
+		"EVENTPIPE_COMMAND_SIGNING_KEY_ID=demo", "EVENTPIPE_COMMAND_SIGNING_KEY_FILE="+writeKey("demo.key", demoKey))
 	run := func(env []string, args ...string) (string, error) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = env

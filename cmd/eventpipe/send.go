@@ -16,6 +16,7 @@ import (
 func sendCommand() *cobra.Command {
 	var (
 		id, data, actor string
+		keyID           string
 		expected        int64
 		wait            bool
 		timeout         time.Duration
@@ -24,7 +25,19 @@ func sendCommand() *cobra.Command {
 		Use:   "send <command-type>",
 		Short: "Publish a command onto the bus (and with --wait print its result)",
 		Example: `  eventpipe send CreateTodo --aggregate-id t1 --data '{"title":"buy milk"}' --wait
-  eventpipe send UpdateTodo --aggregate-id t1 --data '{"title":"buy oat milk"}' --expected-version 1 --wait`,
+  eventpipe send UpdateTodo --aggregate-id t1 --data '{"title":"buy oat milk"}' --expected-version 1 --wait
+  EVENTPIPE_COMMAND_SIGNING_KEY_FILE=ops.key eventpipe send CreateTodo --aggregate-id t2 --key-id ops --actor alice --wait`,
+		Long: `send publishes a command on its commands topic.
+
+The command is signed when a producer key is set: EVENTPIPE_COMMAND_SIGNING_KEY_FILE
+(or EVENTPIPE_COMMAND_SIGNING_KEY) and its id, --key-id or
+EVENTPIPE_COMMAND_SIGNING_KEY_ID, one of the command handlers' producer keys
+(EVENTPIPE_COMMAND_PRODUCER_KEYS_FILE of serve). The signature covers the id,
+type, aggregate, payload, expected version, reply topic, --actor and issue
+time; the events then record the actor as verified (actor_source "signed").
+Unsigned, --actor is recorded as claimed, and command handlers that require
+signed commands refuse it. With a key, --wait takes only the answer signed
+for this command and ignores any other reply with its id.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -37,7 +50,11 @@ func sendCommand() *cobra.Command {
 			if cmd.Flags().Changed("expected-version") {
 				c.ExpectedVersion = &expected
 			}
-			sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: ep}})
+			signer, err := eventpipe.SignerFromEnvWithID(keyID)
+			if err != nil {
+				return err
+			}
+			sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: ep}, Signer: signer})
 			if err != nil {
 				return err
 			}
@@ -71,7 +88,8 @@ func sendCommand() *cobra.Command {
 	f.Int64Var(&expected, "expected-version", 0, "fail with a conflict unless the aggregate is at this version")
 	f.BoolVar(&wait, "wait", false, "wait for the result and print it")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "how long --wait waits")
-	f.StringVar(&actor, "actor", "", "who sends the command (recorded in event metadata)")
+	f.StringVar(&actor, "actor", "", "who sends the command (recorded in event metadata: as verified when the command is signed, else as claimed)")
+	f.StringVar(&keyID, "key-id", "", "id of the producer key that signs the command (default $"+eventpipe.EnvCommandSigningKeyID+"; the key: $"+eventpipe.EnvCommandSigningKey+"_FILE)")
 	_ = cmd.MarkFlagRequired("aggregate-id")
 	return cmd
 }

@@ -17,7 +17,7 @@ import (
 
 func serveCommand() *cobra.Command {
 	var group, operatorAddr string
-	var noAuth, operatorInsecure bool
+	var noAuth, operatorInsecure, requireSigned bool
 	var retention time.Duration
 	var httpLimits func() (httpapi.Limits, error)
 	cmd := &cobra.Command{
@@ -48,7 +48,16 @@ development only, and serve says so loudly at start.
 The command ids of the sagas (<saga>.<instance>.<step>) are reserved for
 commands the sagas sign with the deployment's command key, when one is set:
 EVENTPIPE_COMMAND_KEY_FILE (a file holding it) or EVENTPIPE_COMMAND_KEY, at
-least 32 bytes, the same for serve and consume.`,
+least 32 bytes, the same for serve and consume.
+
+Commands on the bus may be signed with a producer key
+(EVENTPIPE_COMMAND_PRODUCER_KEYS_FILE: one "<key id> <key>" a line): their
+events record the actor as verified (actor_source "signed"), an unsigned
+command's as claimed. --require-signed-commands
+(EVENTPIPE_REQUIRE_SIGNED_COMMANDS=true) refuses unsigned commands: they
+are answered invalid (commands.unsigned) and nothing is stored. A command
+whose signature does not verify is refused either way
+(commands.bad_signature).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("operator-addr") {
@@ -75,11 +84,20 @@ least 32 bytes, the same for serve and consume.`,
 			if err != nil {
 				return err
 			}
+			producerKeys, err := eventpipe.ProducerKeysFromEnv()
+			if err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("require-signed-commands") {
+				if requireSigned, err = eventpipe.RequireSignedCommandsFromEnv(); err != nil {
+					return err
+				}
+			}
 			// The status page is the operator surface's own route, on the
 			// API's listener or on --operator-addr's (package operator).
 			svc, err := eventpipe.NewWriteSide(cmd.Context(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Catalog: catalog, Logger: slog.Default()}, ConsumerGroup: group,
 				OperatorAddr: operatorAddr, OperatorInsecure: operatorInsecure, OperatorRoutes: operator.MountStatusPage, Auth: authCfg, NoAuth: authCfg == nil && noAuth,
-				CommandKey: key, CommandRetention: retention, HTTPLimits: limits})
+				CommandKey: key, CommandRetention: retention, HTTPLimits: limits, ProducerKeys: producerKeys, RequireSignedCommands: requireSigned})
 			if err != nil {
 				return err
 			}
@@ -89,6 +107,11 @@ least 32 bytes, the same for serve and consume.`,
 					"Turn JWT auth on with " + auth.EnvIssuer + ", " + auth.EnvAudience + ", " + auth.EnvPolicyFile + " and " + auth.EnvJWKSFile + " or " + auth.EnvJWKSURL + " (see docs/security.md)")
 			} else {
 				slog.Info("HTTP API authentication on", "issuer", authCfg.Issuer, "audience", authCfg.Audience, "rules", len(authCfg.Policy.Rules))
+			}
+			if requireSigned {
+				slog.Info("commands on the bus must be signed", "producer_keys", len(producerKeys), "deployment_key", len(key) > 0)
+			} else {
+				slog.Warn("unsigned commands on the bus are accepted: their actor is recorded as claimed (--require-signed-commands or " + eventpipe.EnvRequireSignedCommands + "=true refuses them)")
 			}
 			slog.Info("serving", "http", svc.Endpoints().HTTPAddr, "operator", cmp.Or(operatorAddr, svc.Endpoints().HTTPAddr), "operator_access", string(svc.Config().OperatorAccess()),
 				"commands", svc.Dispatcher.Topics(), "group", group)
@@ -102,6 +125,7 @@ least 32 bytes, the same for serve and consume.`,
 	cmd.Flags().DurationVar(&retention, "command-retention", eventpipe.DefaultCommandRetention, "how long each command record and Idempotency-Key claim is kept (DynamoDB ttl): a command or request retried later runs again")
 	cmd.Flags().StringVar(&operatorAddr, "operator-addr", "", "serve /metrics, /status and /status.json here instead of on the API's listener: open on loopback, elsewhere behind the API's JWT auth (read grants status, metrics) (default $"+envOperatorAddr+"; empty: the API's listener)")
 	cmd.Flags().BoolVar(&operatorInsecure, "operator-insecure", false, "with --no-auth, serve --operator-addr off loopback without authentication: a trusted private network only (serve warns at start)")
+	cmd.Flags().BoolVar(&requireSigned, "require-signed-commands", false, "refuse commands on the bus not signed with a producer key or the deployment key (default $"+eventpipe.EnvRequireSignedCommands+")")
 	return cmd
 }
 

@@ -61,7 +61,13 @@ type todoRow struct{ Title, Message string }
 
 func newScenario(ctx context.Context, cfg Config) (*scenario, error) {
 	catalog := eventpipe.Builtin()
-	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: cfg.Endpoints}})
+	// Where the command handlers require signed commands, the story's
+	// are signed with the producer key of the environment (`send`'s).
+	signer, err := eventpipe.SignerFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: cfg.Endpoints}, Signer: signer})
 	if err != nil {
 		return nil, err
 	}

@@ -73,6 +73,7 @@ func eventItem(e eventstore.Envelope) item {
 	ddbattr.SetOpt(it, AttrCausationID, e.Metadata.CausationID)
 	ddbattr.SetOpt(it, AttrActor, e.Metadata.Actor)
 	ddbattr.SetOpt(it, AttrIP, e.Metadata.IP)
+	ddbattr.SetOpt(it, AttrActorSource, e.Metadata.ActorSource)
 	ddbattr.SetOpt(it, AttrTraceParent, e.Metadata.TraceParent)
 	return it
 }
@@ -117,6 +118,7 @@ func EnvelopeFromItem(it map[string]types.AttributeValue) (eventstore.Envelope, 
 		CausationID:   getOptS(it, AttrCausationID),
 		Actor:         getOptS(it, AttrActor),
 		IP:            getOptS(it, AttrIP),
+		ActorSource:   getOptS(it, AttrActorSource),
 		TraceParent:   getOptS(it, AttrTraceParent),
 	}
 	if err := e.Validate(); err != nil {
@@ -148,6 +150,7 @@ func outboundItem(o eventstore.Outbound, cause eventstore.Envelope) item {
 	ddbattr.SetOpt(it, AttrCausationID, cause.EventID)
 	ddbattr.SetOpt(it, AttrActor, cause.Metadata.Actor)
 	ddbattr.SetOpt(it, AttrIP, cause.Metadata.IP)
+	ddbattr.SetOpt(it, AttrActorSource, cause.Metadata.ActorSource)
 	ddbattr.SetOpt(it, AttrTraceParent, cause.Metadata.TraceParent)
 	return it
 }
@@ -194,6 +197,7 @@ func OutboundFromItem(it map[string]types.AttributeValue) (eventstore.OutboundRe
 		CausationID:   getOptS(it, AttrCausationID),
 		Actor:         getOptS(it, AttrActor),
 		IP:            getOptS(it, AttrIP),
+		ActorSource:   getOptS(it, AttrActorSource),
 		TraceParent:   getOptS(it, AttrTraceParent),
 	}
 	return o, nil

@@ -50,6 +50,7 @@ const (
 	AttrCausationID   = "causationId"
 	AttrActor         = "actor"
 	AttrIP            = "ip"
+	AttrActorSource   = "actorSource"
 	AttrTraceParent   = "traceparent"
 	AttrCurrentSeq    = "currentSeq"
 	AttrUpdatedAt     = "updatedAt"

@@ -13,7 +13,7 @@ import (
 func testAppendAndLoad(t *testing.T, open Opener) {
 	e := setup(t, open, eventstore.Schema{})
 	ref := e.ref("order")
-	meta := eventstore.Metadata{CorrelationID: "corr-1", Actor: "u_alice", IP: "10.0.0.1"}
+	meta := eventstore.Metadata{CorrelationID: "corr-1", Actor: "u_alice", IP: "10.0.0.1", ActorSource: eventstore.ActorSigned}
 	req, err := eventstore.Prepare(ref, 0, eventstore.Change{CommandID: "cmd-1", Metadata: meta, Events: []eventstore.NewEvent{
 		eventstore.Event("Placed", map[string]int{"total": 4500}),
 		eventstore.Event("Paid", map[string]any{"amount": 4500, "note": "ünïcode ✓"}),

@@ -315,7 +315,8 @@ func subject(r *http.Request) string {
 
 // run dispatches one todo command and writes the error response when it
 // did not succeed; the caller asked the Policy (authorized). The verified
-// subject, if any, becomes the command's actor. commandID, when set (an
+// subject, if any, becomes the command's actor (recorded as verified:
+// eventstore.ActorHTTP). commandID, when set (an
 // Idempotency-Key's), is the command's id and correlation id instead of a
 // fresh ULID.
 func (h *todoAPI) run(w http.ResponseWriter, r *http.Request, typ, id, commandID string, expected *int64, payload any) (commands.Result, bool) {
@@ -330,7 +331,7 @@ func (h *todoAPI) run(w http.ResponseWriter, r *http.Request, typ, id, commandID
 	cmd.ExpectedVersion = expected
 	cmd.IP = clientIP(r)
 	if caller, ok := auth.FromContext(r.Context()); ok {
-		cmd.Actor = caller.Subject
+		cmd.Actor, cmd.ActorSource = caller.Subject, eventstore.ActorHTTP
 	}
 	res, err := h.d.DispatchFresh(r.Context(), cmd)
 	var invalid *commands.InvalidError
