@@ -52,6 +52,13 @@ func (c *capture) take(t *testing.T) published {
 
 func todoDispatcher(t *testing.T, replies message.Publisher, topics bus.Topics) (*commands.Dispatcher, *memstore.Store) {
 	t.Helper()
+	return todoDispatcherWith(t, commands.DispatcherConfig{Replies: replies, Topics: topics})
+}
+
+// todoDispatcherWith is a dispatcher of cfg running the todo domain's
+// handlers on a fresh memory store, which is also its Outcomes.
+func todoDispatcherWith(t *testing.T, cfg commands.DispatcherConfig) (*commands.Dispatcher, *memstore.Store) {
+	t.Helper()
 	store, err := memstore.New(memstore.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +71,8 @@ func todoDispatcher(t *testing.T, replies message.Publisher, topics bus.Topics) 
 	if err := reg.Register(handlers...); err != nil {
 		t.Fatal(err)
 	}
-	d, err := commands.NewDispatcher(commands.DispatcherConfig{Registry: &reg, Outcomes: store, Replies: replies, Topics: topics})
+	cfg.Registry, cfg.Outcomes = &reg, store
+	d, err := commands.NewDispatcher(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,24 +23,7 @@ var (
 // requiring signed commands when require is set.
 func signedDispatcher(t *testing.T, replies message.Publisher, require bool) (*commands.Dispatcher, *memstore.Store) {
 	t.Helper()
-	store, err := memstore.New(memstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	handlers, err := todo.Domain().NewHandlers(store, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reg commands.Registry
-	if err := reg.Register(handlers...); err != nil {
-		t.Fatal(err)
-	}
-	d, err := commands.NewDispatcher(commands.DispatcherConfig{Registry: &reg, Outcomes: store, Replies: replies,
-		Keys: commands.Keys{"billing": producerKey}, RequireSigned: require})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d, store
+	return todoDispatcherWith(t, commands.DispatcherConfig{Replies: replies, Keys: commands.Keys{"billing": producerKey}, RequireSigned: require})
 }
 
 // todoCommand is a CreateTodo for id with an actor and IP its sender claims.
@@ -220,24 +203,9 @@ func TestASignedCommandChangedAfterSigningIsRefused(t *testing.T) {
 // signed with the deployment's key it runs, its actor recorded as signed.
 func TestAReservedIDTakesOnlyTheDeploymentKeysSignature(t *testing.T) {
 	deployment := []byte("0123456789abcdef0123456789abcdef-deployment")
-	store, err := memstore.New(memstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	handlers, err := todo.Domain().NewHandlers(store, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reg commands.Registry
-	if err := reg.Register(handlers...); err != nil {
-		t.Fatal(err)
-	}
 	pub := &capture{}
-	d, err := commands.NewDispatcher(commands.DispatcherConfig{Registry: &reg, Outcomes: store, Replies: pub,
+	d, store := todoDispatcherWith(t, commands.DispatcherConfig{Replies: pub,
 		Keys: commands.Keys{"billing": producerKey}, Signed: commands.SignedIDs{Key: deployment, Prefixes: []string{"transfer."}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := todoCommand(t, "t3")
 	cmd.ID = "transfer.tr-1.credit"
 	for name, s := range map[string]commands.Signer{"unsigned": {}, "producer key": {KeyID: "billing", Key: producerKey}} {
