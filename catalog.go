@@ -169,6 +169,11 @@ func (c *Catalog) AddHTTPResource(name string, r HTTPResource) error {
 	return nil
 }
 
+// HTTPResourceNames are the names of the catalogue's HTTP resources,
+// sorted: the resource names an auth policy grants (with "status" and
+// "metrics", the operator's).
+func (c *Catalog) HTTPResourceNames() []string { return sortedKeys(c.httpResources) }
+
 // Upcasters is the catalogue's upcaster registry: register an upcaster
 // here once and the store, the facets and the relay built from this
 // catalogue all apply it.

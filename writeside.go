@@ -324,6 +324,11 @@ type WriteSide struct {
 	operatorClosers []io.Closer
 }
 
+// OperatorResources are the resources of the operator's routes
+// (/metrics, /status and /status.json) as an auth policy names them,
+// beside the catalogue's HTTP resources.
+var OperatorResources = []string{"metrics", "status"}
+
 // NewWriteSide connects to DynamoDB (without an injected Store) and
 // Kafka (without an injected Publisher) and assembles the write side.
 func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) {
@@ -334,7 +339,12 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 	var authn *auth.Authenticator
 	if cfg.Auth != nil {
 		ac := *cfg.Auth
-		ac.Delegated = append(append([]string(nil), ac.Delegated...), todoapi.Resource)
+		ac.Delegated = append(append(append([]string(nil), ac.Delegated...), todoapi.Resource), analyticsapi.Resources...)
+		if ac.Policy != nil { // without one auth.New refuses the config below
+			if err := ac.Policy.CheckNames(cfg.Catalog.CommandTypes(), append(cfg.Catalog.HTTPResourceNames(), OperatorResources...)); err != nil {
+				return nil, fmt.Errorf("write side: auth policy: %w", err)
+			}
+		}
 		if ac.Logger == nil {
 			ac.Logger = cfg.Logger
 		}
@@ -622,8 +632,8 @@ func todoResource(srv *httpapi.Server, w *WriteSide) error {
 		Commands: w.Dispatcher,
 		States:   facet,
 		Records:  w.Store, // Idempotency-Key: claims and command records
-		List: func(ctx context.Context, after string, limit int) ([]readmodels.Todo, error) {
-			return readmodels.ListTodos(ctx, w.ReadModels(), after, limit)
+		List: func(ctx context.Context, q readmodels.TodoList) ([]readmodels.Todo, error) {
+			return readmodels.ListTodos(ctx, w.ReadModels(), q)
 		},
 		Search: searchmodels.TodoIndex{Client: w.Search(), Alias: w.SearchAlias(searchmodels.TodoSearch{}.Name())},
 		Policy: w.auth.Policy(),
@@ -634,7 +644,7 @@ func todoResource(srv *httpapi.Server, w *WriteSide) error {
 // analyticsResource is seed 001's analytics API
 // (analytics/analyticsapi): ingestion and the six reads.
 func analyticsResource(srv *httpapi.Server, w *WriteSide) error {
-	return analyticsapi.Mount(srv, analyticsapi.Config{Store: w.Analytics(), Logger: w.cfg.Logger})
+	return analyticsapi.Mount(srv, analyticsapi.Config{Store: w.Analytics(), Policy: w.auth.Policy(), Logger: w.cfg.Logger})
 }
 
 // ordersResource is the orders search (domains/order/orderapi) from the

@@ -22,7 +22,8 @@
 // each time and is not deduplicated (see IngestBatch).
 //
 // An event item holds sourceId (S), shard (N), eventId (S, a ULID whose
-// time is createdAt), type, sessionId, userId, url, referrer, userAgent
+// time is createdAt), type, sessionId, userId, url, referrer, userAgent,
+// actor (the authenticated subject that ingested it)
 // (S; the empty ones left out), properties (S: the event's properties as
 // a JSON object, left out when empty), createdAt (S, RFC 3339 with
 // nanoseconds, UTC) and ttl (N, Unix seconds). Properties are a JSON

@@ -110,6 +110,7 @@ func (s *Store) IngestBatch(ctx context.Context, sourceID string, in []EventInpu
 type batch struct {
 	sourceID string
 	key      string // scopedKey of the options' key and caller; "" for none
+	caller   string // IngestOptions.Caller: each event's Actor
 	now      time.Time
 	in       []EventInput
 	checked  []checkedEvent
@@ -135,7 +136,7 @@ func (s *Store) prepare(sourceID string, in []EventInput, opts IngestOptions) (*
 	if len(in) == 0 || len(in) > s.cfg.MaxBatch {
 		return nil, invalid("events", "has %d events, want 1–%d", len(in), s.cfg.MaxBatch)
 	}
-	b := &batch{sourceID: sourceID, key: scopedKey(opts.Caller, opts.IdempotencyKey), now: s.cfg.Now(), in: in, checked: make([]checkedEvent, len(in))}
+	b := &batch{sourceID: sourceID, key: scopedKey(opts.Caller, opts.IdempotencyKey), caller: opts.Caller, now: s.cfg.Now(), in: in, checked: make([]checkedEvent, len(in))}
 	for i, e := range in {
 		c, err := s.check(e, b.now)
 		if err != nil {
@@ -183,6 +184,7 @@ func (s *Store) assign(b *batch) ([]Result, error) {
 			Referrer:   e.Referrer,
 			Properties: e.Properties,
 			UserAgent:  e.UserAgent,
+			Actor:      b.caller,
 			CreatedAt:  createdAt,
 			ExpiresAt:  time.Unix(createdAt.Add(s.cfg.EventTTL).Unix(), 0).UTC(),
 		}}

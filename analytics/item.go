@@ -38,6 +38,7 @@ func eventItem(e Event, props []byte) item {
 	ddbattr.SetOpt(it, AttrURL, e.URL)
 	ddbattr.SetOpt(it, AttrReferrer, e.Referrer)
 	ddbattr.SetOpt(it, AttrUserAgent, e.UserAgent)
+	ddbattr.SetOpt(it, AttrActor, e.Actor)
 	ddbattr.SetOpt(it, AttrProperties, string(props))
 	return it
 }
@@ -54,6 +55,7 @@ func decodeEvent(it item) (Event, error) {
 		URL:       d.s(AttrURL),
 		Referrer:  d.s(AttrReferrer),
 		UserAgent: d.s(AttrUserAgent),
+		Actor:     d.s(AttrActor),
 		CreatedAt: d.time(AttrCreatedAt),
 		ExpiresAt: d.unix(AttrTTL),
 	}

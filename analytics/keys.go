@@ -34,6 +34,7 @@ const (
 	AttrReferrer    = "referrer"
 	AttrProperties  = "properties"
 	AttrUserAgent   = "userAgent"
+	AttrActor       = "actor"
 	AttrCreatedAt   = "createdAt"
 	AttrEventCount  = "eventCount"
 	AttrEntryURL    = "entryUrl"

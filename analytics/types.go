@@ -52,6 +52,9 @@ type Event struct {
 	Referrer   string         `json:"referrer,omitempty"`
 	Properties map[string]any `json:"properties,omitempty"`
 	UserAgent  string         `json:"userAgent,omitempty"`
+	// Actor is the authenticated subject that ingested the event
+	// (IngestOptions.Caller); absent when the API had no authentication.
+	Actor string `json:"actor,omitempty"`
 	// CreatedAt is in UTC.
 	CreatedAt time.Time `json:"createdAt"`
 	// ExpiresAt is when DynamoDB's TTL may delete the event (its ttl
@@ -110,8 +113,9 @@ type IngestOptions struct {
 	// *KeyReuseError and nothing is stored. 1–255 printable ASCII
 	// characters. Empty: no key.
 	IdempotencyKey string
-	// Caller scopes IdempotencyKey to whoever sent it (the authenticated
-	// subject): the same key of two callers is two keys, each with its
+	// Caller is whoever sent the batch (the authenticated subject). Each
+	// event it stores records it as its Actor, and it scopes
+	// IdempotencyKey: the same key of two callers is two keys, each with its
 	// own fingerprint and derived event ids, so callers neither dedupe
 	// against nor replay each other's batches. Empty: the key is the
 	// source's, shared by every caller of it (an API without

@@ -18,11 +18,11 @@ func TestMismatchedPayloadsDoNotCompile(t *testing.T) {
 	}
 	want := map[string]string{
 		"rule":     "mismatch.go:16:54: in call to eventstore.OnEvent, type func(s todo.Todo, p ",
-		"rule's":   "does not match inferred type func(state todo.Todo, ev todo.TodoData, out *eventstore.Outbox) (todo.Todo, error)",
+		"rule's":   "does not match inferred type func(state todo.Todo, ev todo.TodoCreatedData, out *eventstore.Outbox) (todo.Todo, error)",
 		"decision": "mismatch.go:21:58: in call to commands.OnCommand",
 		"decide's": "does not match inferred type func(cur eventstore.State[todo.Todo], cmd commands.Command, p todo.TodoData)",
 		"event":    "mismatch.go:26:39: cannot use order.OrderPlacedData{…}",
-		"event's":  "as todo.TodoData value in argument to todo.TodoCreatedEvent.New",
+		"event's":  "as todo.TodoCreatedData value in argument to todo.TodoCreatedEvent.New",
 	}
 	for what, msg := range want {
 		if !strings.Contains(string(out), msg) {

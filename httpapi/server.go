@@ -88,8 +88,30 @@ func (c Config) Validate() error {
 // Server serves the API. Mount handlers on Mux before Run.
 type Server struct {
 	cfg Config
-	Mux *http.ServeMux
+	Mux *Mux
 }
+
+// Mux is an http.ServeMux that remembers the patterns mounted on it, so
+// that what a server serves can be listed (Patterns) and checked: every
+// route of the API is documented and tested under authentication.
+type Mux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+// Handle registers handler for pattern (http.ServeMux.Handle).
+func (m *Mux) Handle(pattern string, handler http.Handler) {
+	m.ServeMux.Handle(pattern, handler)
+	m.patterns = append(m.patterns, pattern)
+}
+
+// HandleFunc registers handler for pattern (http.ServeMux.HandleFunc).
+func (m *Mux) HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(handler))
+}
+
+// Patterns are the patterns mounted so far, in order.
+func (m *Mux) Patterns() []string { return append([]string(nil), m.patterns...) }
 
 // New returns a Server with /healthz and (unless OmitMetrics) /metrics
 // mounted.
@@ -98,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, Mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, Mux: &Mux{ServeMux: http.NewServeMux()}}
 	s.Mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -87,6 +87,13 @@ type AccessRule struct {
 	// other than by a command.
 	Read  []string `json:"read,omitempty"`
 	Write []string `json:"write,omitempty"`
+	// On is "own" when the rule grants only what the identity owns
+	// ("any" or empty: everything).
+	On string `json:"on,omitempty"`
+	// Sources limit the rule to these analytics sources.
+	Sources []string `json:"sources,omitempty"`
+	// Admin grants every command type, read and write on everything.
+	Admin bool `json:"admin,omitempty"`
 }
 
 // clone is a deep copy of a, so that the caller may change its slices.
@@ -94,7 +101,8 @@ func (a Access) clone() Access {
 	a.Rules = slices.Clone(a.Rules)
 	for i, r := range a.Rules {
 		a.Rules[i] = AccessRule{Subjects: slices.Clone(r.Subjects), Scopes: slices.Clone(r.Scopes),
-			Commands: slices.Clone(r.Commands), Read: slices.Clone(r.Read), Write: slices.Clone(r.Write)}
+			Commands: slices.Clone(r.Commands), Read: slices.Clone(r.Read), Write: slices.Clone(r.Write),
+			On: r.On, Sources: slices.Clone(r.Sources), Admin: r.Admin}
 	}
 	return a
 }

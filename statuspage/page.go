@@ -52,8 +52,9 @@ func New(cfg Config) (*Page, error) {
 		samples: newRing[Sample](cfg.samples())}, nil
 }
 
-// Mount serves p on mux at GET /status (HTML) and GET /status.json.
-func (p *Page) Mount(mux *http.ServeMux) {
+// Mount serves p on mux (an *http.ServeMux or an *httpapi.Mux) at
+// GET /status (HTML) and GET /status.json.
+func (p *Page) Mount(mux interface{ Handle(string, http.Handler) }) {
 	mux.Handle("GET /status", p)
 	mux.Handle("GET /status.json", p)
 }

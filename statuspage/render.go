@@ -64,6 +64,8 @@ type ruleView struct {
 	Commands grant
 	Read     grant
 	Write    grant
+	Own      bool     // only what the identity owns
+	Sources  []string // only these analytics sources
 }
 
 // grant is what a rule grants: every command type or resource ("*"), or
@@ -86,7 +88,10 @@ func newAccessView(a Access) *accessView {
 	}
 	for _, r := range a.Rules {
 		rv := ruleView{Anyone: slices.Contains(r.Subjects, "*"), Scopes: r.Scopes,
-			Commands: toGrant(r.Commands), Read: toGrant(r.Read), Write: toGrant(r.Write)}
+			Commands: toGrant(r.Commands), Read: toGrant(r.Read), Write: toGrant(r.Write), Own: r.On == "own", Sources: r.Sources}
+		if r.Admin {
+			rv.Commands, rv.Read, rv.Write = grant{All: true}, grant{All: true}, grant{All: true}
+		}
 		for _, s := range r.Subjects {
 			if s != "*" {
 				rv.Subjects = append(rv.Subjects, s)

@@ -73,7 +73,7 @@ func ExampleSagaFixture() {
 func ExampleFoldFixture() {
 	t := printT{}
 	f := testkit.NewFoldFixture(t, searchmodels.TodoSearch{})
-	f.Given("t1", todo.TodoCreatedEvent.New(todo.TodoData{Title: "buy milk"}),
+	f.Given("t1", todo.TodoCreatedEvent.New(todo.TodoCreatedData{TodoData: todo.TodoData{Title: "buy milk"}}),
 		todo.TodoUpdatedEvent.New(todo.TodoData{Title: "buy milk", Completed: true})).
 		ThenDocument("t1", searchmodels.TodoDoc{ID: "t1", Title: "buy milk", Completed: true, Sequence: 2,
 			CreatedAt: testkit.Epoch(), UpdatedAt: testkit.Epoch().Add(time.Second)})

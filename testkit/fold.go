@@ -20,7 +20,7 @@ import (
 // types the model does not read are skipped, as the Applier skips them.
 //
 //	f := testkit.NewFoldFixture(t, searchmodels.TodoSearch{})
-//	f.Given("t1", todo.TodoCreatedEvent.New(todo.TodoData{Title: "buy milk"})).
+//	f.Given("t1", todo.TodoCreatedEvent.New(todo.TodoCreatedData{TodoData: todo.TodoData{Title: "buy milk"}})).
 //		ThenDocument("t1", searchmodels.TodoDoc{ID: "t1", Title: "buy milk", Sequence: 1, ...})
 //
 // Documents are keyed by aggregate id, as the index keys them.

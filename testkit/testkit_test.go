@@ -260,7 +260,7 @@ func TestSagaFixtureShowsADiffOfTheCommands(t *testing.T) {
 func TestFoldFixtureShowsADiffOfTheDocument(t *testing.T) {
 	s := check(t, func(tb testing.TB) {
 		testkit.NewFoldFixture(tb, searchmodels.TodoSearch{}).
-			Given("t1", todo.TodoCreatedEvent.New(todo.TodoData{Title: "buy milk"})).
+			Given("t1", todo.TodoCreatedEvent.New(todo.TodoCreatedData{TodoData: todo.TodoData{Title: "buy milk"}})).
 			ThenDocument("t1", searchmodels.TodoDoc{ID: "t1", Title: "buy oat milk", Sequence: 1, CreatedAt: testkit.Epoch(), UpdatedAt: testkit.Epoch()})
 	})
 	wantFailure(t, s, false, "search model todos-search: document t1 differ", `-   "title": "buy oat milk",`, `+   "title": "buy milk",`, `  "sequence": 1,`)
@@ -285,7 +285,7 @@ func TestDomainFixtureReadsOldGivenEventsThroughTheUpcasters(t *testing.T) {
 	f := testkit.NewDomainFixture(t, todo.Domain(), testkit.WithUpcasters(&up))
 	f.Given("t1", eventstore.NewEvent{Type: todo.TodoCreated, SchemaVersion: 1, Payload: json.RawMessage(`{"name":"buy milk"}`)}).
 		ThenState("t1", todo.Todo{Title: "buy milk", Exists: true})
-	f.When("t2", todo.CreateTodo, todo.TodoData{Title: "new"}).ThenEvents(todo.TodoCreatedEvent.New(todo.TodoData{Title: "new"}))
+	f.When("t2", todo.CreateTodo, todo.TodoData{Title: "new"}).ThenEvents(todo.TodoCreatedEvent.New(todo.TodoCreatedData{TodoData: todo.TodoData{Title: "new"}}))
 	if v := f.Events()[0].SchemaVersion; v != 2 {
 		t.Errorf("a new TodoCreated has schema version %d, want 2", v)
 	}

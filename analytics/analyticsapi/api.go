@@ -23,9 +23,23 @@ import (
 type Config struct {
 	// Store reads and writes the analytics table. Required.
 	Store *analytics.Store
+	// Policy, when set (auth on: the server's middleware is
+	// auth.Authenticator.Middleware with Resources delegated), is asked
+	// before every request: ingestion needs a write grant of
+	// auth.AnalyticsResource covering the source, a source's reads a read
+	// grant covering it; a user's sessions need a read grant of every
+	// source, an "own" grant when the user is the caller's subject, or a
+	// grant of some sources (the page then holds only their sessions).
+	// 401 without an identity, 403 otherwise. Nil: everything is allowed.
+	Policy *auth.Policy
 	// Logger logs failed reads and writes (default slog.Default()).
 	Logger *slog.Logger
 }
+
+// Resources are the first path segments of the API's routes, which
+// handle authorization themselves (auth.Config.Delegated); the policy
+// names them all auth.AnalyticsResource.
+var Resources = []string{"sources", "users"}
 
 // Validate reports the first missing field.
 func (c Config) Validate() error {
@@ -169,19 +183,40 @@ func Mount(srv *httpapi.Server, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	h := &api{store: cfg.Store, logger: cfg.Logger}
-	srv.Mux.HandleFunc("POST /sources/{id}/events", h.ingest)
-	srv.Mux.HandleFunc("GET /sources/{id}/sessions/{sessionId}/events", h.sessionEvents)
-	srv.Mux.HandleFunc("GET /sources/{id}/sessions/{sessionId}", h.session)
-	srv.Mux.HandleFunc("GET /sources/{id}/sessions", h.recentSessions)
+	h := &api{store: cfg.Store, policy: cfg.Policy, logger: cfg.Logger}
+	srv.Mux.HandleFunc("POST /sources/{id}/events", h.source(auth.RequireWrite, h.ingest))
+	srv.Mux.HandleFunc("GET /sources/{id}/sessions/{sessionId}/events", h.source(auth.RequireRead, h.sessionEvents))
+	srv.Mux.HandleFunc("GET /sources/{id}/sessions/{sessionId}", h.source(auth.RequireRead, h.session))
+	srv.Mux.HandleFunc("GET /sources/{id}/sessions", h.source(auth.RequireRead, h.recentSessions))
 	srv.Mux.HandleFunc("GET /users/{userId}/sessions", h.userSessions)
-	srv.Mux.HandleFunc("GET /sources/{id}/aggregations", h.aggregations)
+	srv.Mux.HandleFunc("GET /sources/{id}/aggregations", h.source(auth.RequireRead, h.aggregations))
 	return nil
 }
 
 type api struct {
 	store  *analytics.Store
+	policy *auth.Policy
 	logger *slog.Logger
+}
+
+// source wraps a route of one source: next runs when the policy's grant
+// (require's: a read or a write) covers the source of the path.
+func (h *api) source(require func(http.ResponseWriter, *http.Request, *auth.Policy, string) (auth.Grant, bool), next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		g, ok := require(w, r, h.policy, auth.AnalyticsResource)
+		if !ok {
+			return
+		}
+		if source := r.PathValue("id"); !g.Source(source) {
+			verb := "read"
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				verb = "write"
+			}
+			auth.Forbid(w, fmt.Sprintf("%s the analytics of source %s", verb, source))
+			return
+		}
+		next(w, r)
+	}
 }
 
 func (h *api) ingest(w http.ResponseWriter, r *http.Request) {
@@ -202,8 +237,9 @@ func (h *api) ingest(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// The key is the caller's (the authenticated subject's) on the
-	// source: callers never dedupe against each other. Without
-	// authentication there is no caller and the key is the source's.
+	// source: callers never dedupe against each other; each event
+	// records the caller as its actor. Without authentication there is
+	// no caller and the key is the source's.
 	subject := ""
 	if caller, ok := auth.FromContext(r.Context()); ok {
 		subject = caller.Subject
@@ -213,7 +249,7 @@ func (h *api) ingest(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	opts := analytics.IngestOptions{IdempotencyKey: key.Key, Caller: key.Subject}
+	opts := analytics.IngestOptions{IdempotencyKey: key.Key, Caller: subject}
 	results, err := h.store.IngestBatch(r.Context(), r.PathValue("id"), in, opts)
 	if results == nil {
 		h.fail(w, r, err)
@@ -329,9 +365,33 @@ func (h *api) recentSessions(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// userSessions serves a user's sessions: all of them to a grant of every
+// source or to the user itself under an "own" grant; to a grant of some
+// sources, only theirs (a page may then hold fewer than limit sessions,
+// and its next cursor still leads on).
 func (h *api) userSessions(w http.ResponseWriter, r *http.Request) {
+	g, ok := auth.RequireRead(w, r, h.policy, auth.AnalyticsResource)
+	if !ok {
+		return
+	}
+	user := r.PathValue("userId")
+	whole := g.Any || g.OwnedBy(user)
+	if !whole && len(g.Sources) == 0 {
+		auth.Forbid(w, "read the sessions of user "+user)
+		return
+	}
 	h.sessions(w, r, func(limit int, cursor string) ([]analytics.Session, string, error) {
-		return h.store.UserSessions(r.Context(), r.PathValue("userId"), limit, cursor)
+		sessions, next, err := h.store.UserSessions(r.Context(), user, limit, cursor)
+		if whole || err != nil {
+			return sessions, next, err
+		}
+		kept := sessions[:0]
+		for _, s := range sessions {
+			if g.Source(s.SourceID) {
+				kept = append(kept, s)
+			}
+		}
+		return kept, next, nil
 	})
 }
 

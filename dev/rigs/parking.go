@@ -104,7 +104,7 @@ func NewParkingPipeline(t *testing.T) *ParkingPipeline {
 // relay would.
 func (p *ParkingPipeline) Todo(t *testing.T, id string, titles ...string) {
 	t.Helper()
-	ch := eventstore.Change{Events: []eventstore.NewEvent{todo.TodoCreatedEvent.New(todo.TodoData{Title: id + "-created"})}}
+	ch := eventstore.Change{Events: []eventstore.NewEvent{todo.TodoCreatedEvent.New(todo.TodoCreatedData{TodoData: todo.TodoData{Title: id + "-created"}})}}
 	for _, title := range titles {
 		ch.Events = append(ch.Events, todo.TodoUpdatedEvent.New(todo.TodoData{Title: title}))
 	}

@@ -62,7 +62,16 @@ func decideCreate(cur eventstore.State[Todo], cmd commands.Command, d TodoData) 
 	if cur.Item.Exists || cur.Item.Deleted {
 		return nil, commands.ConflictWith(ErrExists, "todo %s already exists", cmd.AggregateID)
 	}
-	return []eventstore.NewEvent{TodoCreatedEvent.New(d)}, nil
+	return []eventstore.NewEvent{TodoCreatedEvent.New(TodoCreatedData{TodoData: d, Owner: OwnerOf(cmd)})}, nil
+}
+
+// OwnerOf is the owner a CreateTodo command gives the todo it creates:
+// its actor when the actor was verified, "" when it was claimed.
+func OwnerOf(cmd commands.Command) string {
+	if (eventstore.Metadata{ActorSource: cmd.ActorSource}).ActorVerified() {
+		return cmd.Actor
+	}
+	return ""
 }
 
 func decideUpdate(cur eventstore.State[Todo], cmd commands.Command, d TodoData) ([]eventstore.NewEvent, error) {

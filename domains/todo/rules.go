@@ -11,11 +11,11 @@ func Processor() eventstore.Processor[Todo] {
 	)
 }
 
-func applyCreated(s Todo, d TodoData, _ *eventstore.Outbox) (Todo, error) {
+func applyCreated(s Todo, d TodoCreatedData, _ *eventstore.Outbox) (Todo, error) {
 	if s.Exists || s.Deleted {
 		return s, eventstore.RejectWith(ErrExists, "todo already exists")
 	}
-	s.Title, s.Message, s.Completed, s.Exists = d.Title, d.Message, d.Completed, true
+	s.Title, s.Message, s.Completed, s.Exists, s.Owner = d.Title, d.Message, d.Completed, true, d.Owner
 	return s, nil
 }
 

@@ -10,14 +10,14 @@ const AggregateType = "todo"
 
 // Event types.
 const (
-	TodoCreated = "TodoCreated" // payload TodoData
+	TodoCreated = "TodoCreated" // payload TodoCreatedData
 	TodoUpdated = "TodoUpdated" // payload TodoData
 	TodoDeleted = "TodoDeleted" // payload {}
 )
 
 // Event definitions: each event type with the Go type of its payload.
 var (
-	TodoCreatedEvent = eventstore.DefineEvent[TodoData](TodoCreated)
+	TodoCreatedEvent = eventstore.DefineEvent[TodoCreatedData](TodoCreated)
 	TodoUpdatedEvent = eventstore.DefineEvent[TodoData](TodoUpdated)
 	TodoDeletedEvent = eventstore.DefineEvent[struct{}](TodoDeleted)
 )
@@ -42,6 +42,9 @@ type Todo struct {
 	Completed bool   `json:"completed"`
 	Exists    bool   `json:"exists"`  // created and not deleted
 	Deleted   bool   `json:"deleted"` // deleted (ids are not reused)
+	// Owner is the verified subject that created the todo (see
+	// TodoCreatedData.Owner); it never changes.
+	Owner string `json:"owner,omitempty"`
 }
 
 // TodoData is the payload of TodoCreated and TodoUpdated, and of the
@@ -50,4 +53,16 @@ type TodoData struct {
 	Title     string `json:"title"`
 	Message   string `json:"message"`
 	Completed bool   `json:"completed"`
+}
+
+// TodoCreatedData is the payload of TodoCreated: the todo's fields and
+// its owner.
+type TodoCreatedData struct {
+	TodoData
+	// Owner is the actor of the command that created the todo when that
+	// actor was verified (a subject of the HTTP API's token, or a signed
+	// command's actor: eventstore.Metadata.ActorVerified); empty when it
+	// was only claimed. An authorization policy's "own" grants cover the
+	// todos a subject owns. The owner never changes.
+	Owner string `json:"owner,omitempty"`
 }

@@ -528,33 +528,42 @@ func Resource(path string) string {
 	return seg
 }
 
-// RequireCommand reports whether the request may send a command of type
-// typ, writing the refusal when not: true when p is nil (auth off), 401
-// when the request carries no identity, 403 when p does not grant typ.
-func RequireCommand(w http.ResponseWriter, r *http.Request, p *Policy, typ string) bool {
-	return require(w, r, p, "send "+typ, func(id Identity) bool { return p.AllowsCommand(id, typ) })
+// RequireCommand asks p what the request's identity may do with
+// commands of type typ: GrantAll when p is nil (auth off); otherwise the
+// grant, and false (with the refusal written: 401 without an identity,
+// 403 when p grants nothing) when it allows nothing. A handler that acts
+// on an owned aggregate checks Grant.OwnedBy before it does.
+func RequireCommand(w http.ResponseWriter, r *http.Request, p *Policy, typ string) (Grant, bool) {
+	return require(w, r, p, "send "+typ, func(id Identity) Grant { return p.Command(id, typ) })
 }
 
 // RequireRead is RequireCommand for a read of resource.
-func RequireRead(w http.ResponseWriter, r *http.Request, p *Policy, resource string) bool {
-	return require(w, r, p, "read "+resource, func(id Identity) bool { return p.AllowsRead(id, resource) })
+func RequireRead(w http.ResponseWriter, r *http.Request, p *Policy, resource string) (Grant, bool) {
+	return require(w, r, p, "read "+resource, func(id Identity) Grant { return p.Read(id, resource) })
 }
 
-func require(w http.ResponseWriter, r *http.Request, p *Policy, what string, allows func(Identity) bool) bool {
+// RequireWrite is RequireCommand for a write of resource other than by
+// a command.
+func RequireWrite(w http.ResponseWriter, r *http.Request, p *Policy, resource string) (Grant, bool) {
+	return require(w, r, p, "write "+resource, func(id Identity) Grant { return p.Write(id, resource) })
+}
+
+func require(w http.ResponseWriter, r *http.Request, p *Policy, what string, grant func(Identity) Grant) (Grant, bool) {
 	if p == nil {
-		return true
+		return GrantAll, true
 	}
 	id, ok := FromContext(r.Context())
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="`+Realm+`"`)
 		httpapi.WriteError(w, http.StatusUnauthorized, "unauthenticated", "a bearer token is required")
-		return false
+		return Grant{}, false
 	}
-	if !allows(id) {
+	g := grant(id)
+	if !g.Allowed() {
 		Forbid(w, what)
-		return false
+		return g, false
 	}
-	return true
+	return g, true
 }
 
 // Forbid writes 403 with an insufficient_scope challenge for what.

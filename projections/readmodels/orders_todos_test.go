@@ -80,13 +80,15 @@ func TestOrderSummaryFollowsTheLifecycleIncludingARefund(t *testing.T) {
 }
 
 // TestTodosListPagesLiveTodosInIDOrder projects 25 todos, updates one and
-// deletes two, then pages through ListTodos 10 at a time.
+// deletes two, then pages through ListTodos 10 at a time, and through one
+// owner's 5 at a time.
 func TestTodosListPagesLiveTodosInIDOrder(t *testing.T) {
 	w := newWorld(t)
 	var all []eventstore.Envelope
 	for i := range 25 {
 		ref := eventstore.Ref{Type: todo.AggregateType, ID: fmt.Sprintf("t-%02d", i)}
-		evs := []eventstore.NewEvent{eventstore.Event(todo.TodoCreated, todo.TodoData{Title: fmt.Sprint("task ", i)})}
+		owner := []string{"alice", "bob"}[i%2]
+		evs := []eventstore.NewEvent{todo.TodoCreatedEvent.New(todo.TodoCreatedData{TodoData: todo.TodoData{Title: fmt.Sprint("task ", i)}, Owner: owner})}
 		switch i {
 		case 3:
 			evs = append(evs, eventstore.Event(todo.TodoUpdated, todo.TodoData{Title: "done", Completed: true}))
@@ -99,7 +101,7 @@ func TestTodosListPagesLiveTodosInIDOrder(t *testing.T) {
 	var got []readmodels.Todo
 	after := ""
 	for pages := 0; ; pages++ {
-		page, err := readmodels.ListTodos(context.Background(), w.db, after, 10)
+		page, err := readmodels.ListTodos(context.Background(), w.db, readmodels.TodoList{After: after, Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +122,28 @@ func TestTodosListPagesLiveTodosInIDOrder(t *testing.T) {
 	if got[3].ID != "t-03" || got[3].Title != "done" || !got[3].Completed || got[3].Version != 2 {
 		t.Fatalf("updated todo listed as %+v", got[3])
 	}
-	if _, err := readmodels.ListTodos(context.Background(), w.db, "", 0); err == nil {
+	if _, err := readmodels.ListTodos(context.Background(), w.db, readmodels.TodoList{}); err == nil {
 		t.Fatal("limit 0 was accepted")
+	}
+	var hers []string
+	after = ""
+	for {
+		page, err := readmodels.ListTodos(context.Background(), w.db, readmodels.TodoList{After: after, Limit: 5, Owner: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, td := range page {
+			if td.Owner != "alice" {
+				t.Fatalf("alice's listing holds %+v", td)
+			}
+			hers = append(hers, td.ID)
+		}
+		if len(page) < 5 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	if len(hers) != 12 || hers[0] != "t-00" || hers[2] != "t-06" { // the even ones but the deleted t-04
+		t.Fatalf("alice's todos: %v; want the 12 live even ones", hers)
 	}
 }

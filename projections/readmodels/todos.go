@@ -20,6 +20,10 @@ func (Todos) Name() string { return "todos" }
 // AggregateTypes implements projections.Projection.
 func (Todos) AggregateTypes() []string { return []string{todo.AggregateType} }
 
+// Version implements projections.Versioned: 2 since rows carry the
+// todo's owner (version 1 built rows without it).
+func (Todos) Version() int { return 2 }
+
 // Tables implements projections.Rebuildable.
 func (Todos) Tables() []string { return []string{"todos"} }
 
@@ -30,12 +34,12 @@ func (Todos) EventTypes() []string { return todo.Domain().EventTypes.Names() }
 func (Todos) Apply(_ context.Context, b *pgx.Batch, e eventstore.Envelope) error {
 	switch e.EventType {
 	case todo.TodoCreated:
-		var f todo.TodoData
+		var f todo.TodoCreatedData
 		if err := e.DecodePayload(&f); err != nil {
 			return err
 		}
-		b.Queue(`INSERT INTO todos (todo_id, title, message, completed, version, apply_count, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, 1, $6, $6)`, e.AggregateID, f.Title, f.Message, f.Completed, e.Sequence, e.OccurredAt)
+		b.Queue(`INSERT INTO todos (todo_id, title, message, completed, owner, version, apply_count, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7)`, e.AggregateID, f.Title, f.Message, f.Completed, f.Owner, e.Sequence, e.OccurredAt)
 		return nil
 	case todo.TodoUpdated:
 		var f todo.TodoData
@@ -58,25 +62,44 @@ type Todo struct {
 	Title     string `json:"title"`
 	Message   string `json:"message"`
 	Completed bool   `json:"completed"`
-	Version   int64  `json:"version"`
+	// Owner is the verified subject that created the todo ("" when its
+	// creator was only claimed; see todo.TodoCreatedData).
+	Owner   string `json:"owner,omitempty"`
+	Version int64  `json:"version"`
 }
 
-// ListTodos returns up to limit live todos with ids after `after`, in id
-// order (keyset paging: pass the last id of a page to get the next).
+// TodoList asks ListTodos for one page of live todos.
+type TodoList struct {
+	// After is the last id of the previous page ("" for the first).
+	After string
+	// Limit is the page size, 1–1000.
+	Limit int
+	// Owner, when set, lists only the todos this subject owns.
+	Owner string
+}
+
+// ListTodos returns up to q.Limit live todos with ids after q.After, in
+// id order (keyset paging: pass the last id of a page to get the next),
+// only q.Owner's when it is set.
 func ListTodos(ctx context.Context, db interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}, after string, limit int) ([]Todo, error) {
-	if limit <= 0 || limit > 1000 {
-		return nil, fmt.Errorf("todos: limit %d is outside 1–1000", limit)
+}, q TodoList) ([]Todo, error) {
+	if q.Limit <= 0 || q.Limit > 1000 {
+		return nil, fmt.Errorf("todos: limit %d is outside 1–1000", q.Limit)
 	}
-	rows, err := db.Query(ctx, `SELECT todo_id, title, message, completed, version FROM todos
-		WHERE NOT deleted AND todo_id > $1 ORDER BY todo_id LIMIT $2`, after, limit)
+	sql, args := `SELECT todo_id, title, message, completed, owner, version FROM todos
+		WHERE NOT deleted AND todo_id > $1 ORDER BY todo_id LIMIT $2`, []any{q.After, q.Limit}
+	if q.Owner != "" {
+		sql, args = `SELECT todo_id, title, message, completed, owner, version FROM todos
+		WHERE NOT deleted AND owner = $3 AND todo_id > $1 ORDER BY todo_id LIMIT $2`, append(args, q.Owner)
+	}
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("todos: list: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Todo, error) {
 		var t Todo
-		return t, r.Scan(&t.ID, &t.Title, &t.Message, &t.Completed, &t.Version)
+		return t, r.Scan(&t.ID, &t.Title, &t.Message, &t.Completed, &t.Owner, &t.Version)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("todos: list: %w", err)

@@ -111,6 +111,10 @@ func (p *params) page() Page {
 // analyser does).
 type TodoQuery struct {
 	Q string `json:"q"`
+	// Owner, when set, finds only the todos this subject owns (the API
+	// sets it for a caller whose policy grants only its own todos; it is
+	// not a URL parameter).
+	Owner string `json:"owner,omitempty"`
 	Page
 }
 
@@ -153,13 +157,17 @@ func (x TodoIndex) Search(ctx context.Context, q TodoQuery) (TodoResult, error) 
 	if err := q.Validate(); err != nil {
 		return TodoResult{}, err
 	}
+	match := map[string]any{
+		"must":     map[string]any{"multi_match": map[string]any{"query": q.Q, "fields": []string{"title^2", "message"}, "type": "cross_fields", "operator": "and"}},
+		"must_not": map[string]any{"term": map[string]any{"deleted": true}},
+	}
+	if q.Owner != "" {
+		match["filter"] = map[string]any{"term": map[string]any{"owner": q.Owner}}
+	}
 	body := map[string]any{
 		"from": q.From, "size": q.Size, "track_total_hits": true,
-		"query": map[string]any{"bool": map[string]any{
-			"must":     map[string]any{"multi_match": map[string]any{"query": q.Q, "fields": []string{"title^2", "message"}, "type": "cross_fields", "operator": "and"}},
-			"must_not": map[string]any{"term": map[string]any{"deleted": true}},
-		}},
-		"sort": []any{"_score", map[string]any{"id": "asc"}},
+		"query": map[string]any{"bool": match},
+		"sort":  []any{"_score", map[string]any{"id": "asc"}},
 	}
 	var res searchAnswer[TodoDoc]
 	if err := search(ctx, x.Client, x.Alias, body, &res); err != nil {

@@ -21,10 +21,10 @@ func TestSearchTodosMatchesWordsAndLeavesDeletedOut(t *testing.T) {
 	ctx := context.Background()
 	ref := func(id string) eventstore.Ref { return eventstore.Ref{Type: todo.AggregateType, ID: id} }
 	var all []eventstore.Envelope
-	all = append(all, w.append(ref("a"), 0, eventstore.Event(todo.TodoCreated, todo.TodoData{Title: "Buy milk", Message: "from the farm shop"}))...)
-	all = append(all, w.append(ref("b"), 0, eventstore.Event(todo.TodoCreated, todo.TodoData{Title: "File taxes", Message: "the milk receipts too"}))...)
+	all = append(all, w.append(ref("a"), 0, todo.TodoCreatedEvent.New(todo.TodoCreatedData{TodoData: todo.TodoData{Title: "Buy milk", Message: "from the farm shop"}, Owner: "alice"}))...)
+	all = append(all, w.append(ref("b"), 0, todo.TodoCreatedEvent.New(todo.TodoCreatedData{TodoData: todo.TodoData{Title: "File taxes", Message: "the milk receipts too"}, Owner: "bob"}))...)
 	all = append(all, w.append(ref("c"), 0, eventstore.Event(todo.TodoCreated, todo.TodoData{Title: "Milk the cows"}), eventstore.Event(todo.TodoDeleted, struct{}{}))...)
-	all = append(all, w.append(ref("d"), 0, eventstore.Event(todo.TodoCreated, todo.TodoData{Title: "Walk the dog"}),
+	all = append(all, w.append(ref("d"), 0, todo.TodoCreatedEvent.New(todo.TodoCreatedData{TodoData: todo.TodoData{Title: "Walk the dog"}, Owner: "alice"}),
 		eventstore.Event(todo.TodoUpdated, todo.TodoData{Title: "Walk the dog", Message: "and buy milk", Completed: true}))...)
 	a := w.applier(searchmodels.TodoSearch{})
 	if _, err := a.Apply(ctx, all); err != nil {
@@ -32,9 +32,9 @@ func TestSearchTodosMatchesWordsAndLeavesDeletedOut(t *testing.T) {
 	}
 	alias := w.alias(searchmodels.TodoSearch{})
 	w.documents(alias) // refresh
-	search := func(q string) []string {
+	searchOf := func(q, owner string) []string {
 		t.Helper()
-		res, err := searchmodels.TodoIndex{Client: w.es, Alias: alias}.Search(ctx, searchmodels.TodoQuery{Q: q, Page: searchmodels.Page{Size: 10}})
+		res, err := searchmodels.TodoIndex{Client: w.es, Alias: alias}.Search(ctx, searchmodels.TodoQuery{Q: q, Owner: owner, Page: searchmodels.Page{Size: 10}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,6 +46,13 @@ func TestSearchTodosMatchesWordsAndLeavesDeletedOut(t *testing.T) {
 			t.Errorf("search %q: total %d, hits %d", q, res.Total, len(got))
 		}
 		return got
+	}
+	search := func(q string) []string { t.Helper(); return searchOf(q, "") }
+	if got := strings.Join(searchOf("milk", "alice"), " "); got != "a d" {
+		t.Errorf("alice's search for milk = %q, want her a and d", got)
+	}
+	if got := strings.Join(searchOf("milk", "carol"), " "); got != "" {
+		t.Errorf("carol's search for milk = %q, want nothing", got)
 	}
 	for q, want := range map[string]string{
 		"milk":      "a b d", // title first (boosted), c is deleted
@@ -66,7 +73,7 @@ func TestSearchTodosMatchesWordsAndLeavesDeletedOut(t *testing.T) {
 		}
 	}
 	d, ok, err := searchmodels.TodoIndex{Client: w.es, Alias: alias}.Get(ctx, "d")
-	if err != nil || !ok || d.Sequence != 2 || !d.Completed || d.Message != "and buy milk" {
+	if err != nil || !ok || d.Sequence != 2 || !d.Completed || d.Message != "and buy milk" || d.Owner != "alice" {
 		t.Errorf("GetTodo(d) = %+v, %v, %v", d, ok, err)
 	}
 	for _, id := range []string{"c", "nope"} {

@@ -16,10 +16,13 @@ type TodoSearch struct{}
 
 // TodoDoc is a document of TodoSearch.
 type TodoDoc struct {
-	ID        string    `json:"id"`
-	Title     string    `json:"title"`
-	Message   string    `json:"message"`
-	Completed bool      `json:"completed"`
+	ID        string `json:"id"`
+	Title     string `json:"title"`
+	Message   string `json:"message"`
+	Completed bool   `json:"completed"`
+	// Owner is the verified subject that created the todo ("" when its
+	// creator was only claimed; see todo.TodoCreatedData).
+	Owner     string    `json:"owner,omitempty"`
 	Deleted   bool      `json:"deleted"`
 	Sequence  int64     `json:"sequence"`
 	CreatedAt time.Time `json:"created_at"`
@@ -28,6 +31,10 @@ type TodoDoc struct {
 
 // Name implements elastic.Projection.
 func (TodoSearch) Name() string { return "todos-search" }
+
+// Version implements projections.Versioned: 2 since documents carry the
+// todo's owner.
+func (TodoSearch) Version() int { return 2 }
 
 // AggregateTypes implements elastic.Projection.
 func (TodoSearch) AggregateTypes() []string { return []string{todo.AggregateType} }
@@ -42,6 +49,7 @@ func (TodoSearch) IndexBody() map[string]any {
 		"title":      map[string]any{"type": "text"},
 		"message":    map[string]any{"type": "text"},
 		"completed":  map[string]any{"type": "boolean"},
+		"owner":      map[string]any{"type": "keyword"},
 		"deleted":    map[string]any{"type": "boolean"},
 		"sequence":   map[string]any{"type": "long"},
 		"created_at": map[string]any{"type": "date"},
@@ -54,12 +62,12 @@ func (TodoSearch) Apply(doc json.RawMessage, e eventstore.Envelope) (json.RawMes
 	return fold(doc, func(d *TodoDoc) error {
 		switch e.EventType {
 		case todo.TodoCreated, todo.TodoUpdated:
-			var f todo.TodoData
+			var f todo.TodoCreatedData // TodoUpdated's TodoData, without an owner
 			if err := e.DecodePayload(&f); err != nil {
 				return err
 			}
 			if e.EventType == todo.TodoCreated {
-				d.ID, d.CreatedAt = e.AggregateID, e.OccurredAt
+				d.ID, d.CreatedAt, d.Owner = e.AggregateID, e.OccurredAt, f.Owner
 			} else if d.ID == "" {
 				return notCreated(e)
 			}

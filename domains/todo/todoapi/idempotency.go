@@ -10,6 +10,7 @@ import (
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/httpapi"
+	"github.com/eventpipe/eventpipe/httpapi/auth"
 )
 
 // CommandRecords reads and writes the event store's command records
@@ -108,6 +109,29 @@ type writeOp struct {
 	answer func(w http.ResponseWriter, version int64)
 }
 
+// owns reports whether grant covers the todo op changes, writing 403
+// when not (or 503 when the todo cannot be read). A grant of every todo
+// needs no read; an "own" grant reads the todo's owner, which never
+// changes, so the check holds when the command is appended later. A todo
+// that does not exist is left to the command to refuse (404).
+func (h *todoAPI) owns(w http.ResponseWriter, r *http.Request, grant auth.Grant, op writeOp) bool {
+	if grant.Any {
+		return true
+	}
+	st, err := h.r.Get(r.Context(), op.id)
+	switch {
+	case errors.Is(err, eventstore.ErrAggregateNotFound):
+		return true
+	case err != nil:
+		httpapi.WriteServerError(w, r, http.StatusServiceUnavailable, "unavailable", err)
+		return false
+	case (st.Item.Exists || st.Item.Deleted) && !grant.OwnedBy(st.Item.Owner):
+		auth.Forbid(w, fmt.Sprintf("send %s to todo %s: the policy grants it only on todos you own", op.typ, op.id))
+		return false
+	}
+	return true
+}
+
 // write runs op once the Policy allows the caller to send its command
 // type and the todo's id and fields are valid (400 otherwise, before
 // anything is written). Without a key it dispatches a fresh command. With one it
@@ -117,7 +141,8 @@ type writeOp struct {
 // dispatches the command under the key's command id, so that the store
 // appends it at most once however often the request is retried.
 func (h *todoAPI) write(w http.ResponseWriter, r *http.Request, key *httpapi.IdempotencyKey, op writeOp) {
-	if !h.authorized(w, r, op.typ) {
+	grant, ok := auth.RequireCommand(w, r, h.policy, op.typ)
+	if !ok {
 		return
 	}
 	// A request the command would refuse as invalid is answered here,
@@ -131,6 +156,9 @@ func (h *todoAPI) write(w http.ResponseWriter, r *http.Request, key *httpapi.Ide
 			httpapi.WriteError(w, http.StatusBadRequest, "invalid", err.Error())
 			return
 		}
+	}
+	if op.typ != todo.CreateTodo && !h.owns(w, r, grant, op) {
+		return
 	}
 	commandID := ""
 	if key != nil {

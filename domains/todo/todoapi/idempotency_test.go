@@ -95,7 +95,7 @@ func serve(t *testing.T, m *memStore) *httptest.Server {
 		t.Fatal(err)
 	}
 	err = todoapi.Mount(srv, todoapi.Config{Commands: m, States: m, Records: m,
-		List: func(context.Context, string, int) ([]readmodels.Todo, error) { return nil, nil }})
+		List: func(context.Context, readmodels.TodoList) ([]readmodels.Todo, error) { return nil, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

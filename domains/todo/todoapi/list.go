@@ -6,12 +6,14 @@ import (
 	"strconv"
 
 	"github.com/eventpipe/eventpipe/httpapi"
+	"github.com/eventpipe/eventpipe/httpapi/auth"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
 )
 
-// Lister lists live todos from the read model, keyset-paged by id
-// (readmodels.ListTodos over the read-model database).
-type Lister func(ctx context.Context, after string, limit int) ([]readmodels.Todo, error)
+// Lister lists live todos from the read model, keyset-paged by id, only
+// one owner's when q.Owner is set (readmodels.ListTodos over the
+// read-model database).
+type Lister func(ctx context.Context, q readmodels.TodoList) ([]readmodels.Todo, error)
 
 // Page is the body of GET /todo.
 type Page struct {
@@ -27,8 +29,9 @@ const (
 )
 
 // listPage serves GET /todo?after=<id>&limit=<n>: the todos read model
-// (eventually consistent with the write side), in id order.
-func (h *todoAPI) listPage(w http.ResponseWriter, r *http.Request) {
+// (eventually consistent with the write side), in id order; only the
+// caller's own todos when its grant covers only those.
+func (h *todoAPI) listPage(w http.ResponseWriter, r *http.Request, grant auth.Grant) {
 	limit := DefaultPageSize
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -38,7 +41,11 @@ func (h *todoAPI) listPage(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	items, err := h.list(r.Context(), r.URL.Query().Get("after"), limit)
+	q := readmodels.TodoList{After: r.URL.Query().Get("after"), Limit: limit}
+	if !grant.Any {
+		q.Owner = grant.Subject()
+	}
+	items, err := h.list(r.Context(), q)
 	if err != nil {
 		h.logger.ErrorContext(r.Context(), "list todos", "request_id", httpapi.RequestID(r.Context()), "err", err)
 		httpapi.WriteError(w, http.StatusServiceUnavailable, "read_model_unavailable", "the todo read model cannot be read now (is Postgres up and `eventpipe migrate` run?)")

@@ -52,7 +52,7 @@ func TestReadFromSearchSendsTheIDAsOnePathSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = todoapi.Mount(srv, todoapi.Config{Commands: m, States: m, Records: m,
-		List:   func(context.Context, string, int) ([]readmodels.Todo, error) { return nil, nil },
+		List:   func(context.Context, readmodels.TodoList) ([]readmodels.Todo, error) { return nil, nil },
 		Search: searchmodels.TodoIndex{Client: client, Alias: "todos"}})
 	if err != nil {
 		t.Fatal(err)

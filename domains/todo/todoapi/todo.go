@@ -92,6 +92,9 @@ type View struct {
 	Message   string `json:"message"`
 	Completed bool   `json:"completed"`
 	Version   int64  `json:"version"`
+	// Owner is the verified subject that created the todo (absent when
+	// its creator was only claimed).
+	Owner string `json:"owner,omitempty"`
 }
 
 // todoRequest is the body of a create or an update, as the reference
@@ -158,10 +161,10 @@ func Mount(srv *httpapi.Server, cfg Config) error {
 		return err
 	}
 	h := &todoAPI{d: cfg.Commands, r: cfg.States, list: cfg.List, records: cfg.Records, searcher: cfg.Search, policy: cfg.Policy, logger: cfg.Logger}
-	read := func(next http.HandlerFunc) http.HandlerFunc {
+	read := func(next func(http.ResponseWriter, *http.Request, auth.Grant)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			if auth.RequireRead(w, r, h.policy, Resource) {
-				next(w, r)
+			if g, ok := auth.RequireRead(w, r, h.policy, Resource); ok {
+				next(w, r, g)
 			}
 		}
 	}
@@ -227,7 +230,9 @@ func canonical(req todoRequest) []byte {
 	return b
 }
 
-func (h *todoAPI) get(w http.ResponseWriter, r *http.Request) {
+// get serves GET /todo/{id}. A todo the caller's grant does not cover
+// (an "own" grant, another's todo) is 404, as if it did not exist.
+func (h *todoAPI) get(w http.ResponseWriter, r *http.Request, grant auth.Grant) {
 	id := r.PathValue("id")
 	// Checked before either read: the id goes into Elasticsearch's URL
 	// (as one escaped segment) as well as into the store's keys.
@@ -237,7 +242,7 @@ func (h *todoAPI) get(w http.ResponseWriter, r *http.Request) {
 	}
 	switch read := r.URL.Query().Get("read"); {
 	case read == "search" && h.searcher != nil:
-		h.getFromSearch(w, r, id)
+		h.getFromSearch(w, r, id, grant)
 		return
 	case read != "" && read != "store":
 		httpapi.WriteError(w, http.StatusBadRequest, "invalid_read", fmt.Sprintf("read=%q: want store (the default) or search", read))
@@ -246,14 +251,14 @@ func (h *todoAPI) get(w http.ResponseWriter, r *http.Request) {
 	st, err := h.r.Get(r.Context(), id)
 	var ve *eventstore.ValidationError
 	switch {
-	case errors.Is(err, eventstore.ErrAggregateNotFound) || (err == nil && !st.Item.Exists):
+	case errors.Is(err, eventstore.ErrAggregateNotFound) || (err == nil && (!st.Item.Exists || !grant.OwnedBy(st.Item.Owner))):
 		httpapi.WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("todo %s does not exist", id))
 	case errors.As(err, &ve):
 		httpapi.WriteError(w, http.StatusBadRequest, "invalid", ve.Error())
 	case err != nil:
 		httpapi.WriteServerError(w, r, http.StatusServiceUnavailable, "unavailable", err)
 	default:
-		writeTodo(w, http.StatusOK, View{ID: id, Title: st.Item.Title, Message: st.Item.Message, Completed: st.Item.Completed, Version: st.Seq})
+		writeTodo(w, http.StatusOK, View{ID: id, Title: st.Item.Title, Message: st.Item.Message, Completed: st.Item.Completed, Version: st.Seq, Owner: st.Item.Owner})
 	}
 }
 
@@ -299,12 +304,6 @@ func (h *todoAPI) remove(w http.ResponseWriter, r *http.Request) {
 		}})
 }
 
-// authorized asks the Policy, when there is one, whether the caller may
-// send typ, writing 401 or 403 when not.
-func (h *todoAPI) authorized(w http.ResponseWriter, r *http.Request, typ string) bool {
-	return auth.RequireCommand(w, r, h.policy, typ)
-}
-
 // subject is the verified subject of the request ("" when anonymous).
 func subject(r *http.Request) string {
 	if caller, ok := auth.FromContext(r.Context()); ok {
@@ -314,7 +313,7 @@ func subject(r *http.Request) string {
 }
 
 // run dispatches one todo command and writes the error response when it
-// did not succeed; the caller asked the Policy (authorized). The verified
+// did not succeed; the caller asked the Policy (write). The verified
 // subject, if any, becomes the command's actor (recorded as verified:
 // eventstore.ActorHTTP). commandID, when set (an
 // Idempotency-Key's), is the command's id and correlation id instead of a
