@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
@@ -34,10 +37,24 @@ func MountStatusPage(srv *httpapi.Server, w *eventpipe.WriteSide) (io.Closer, er
 	return page, nil
 }
 
+// busCommands says how the command handlers verify commands from the
+// bus: whether a signature is required, and with which producer keys.
+func busCommands(cfg eventpipe.WriteSideConfig) string {
+	ids := slices.Sorted(maps.Keys(cfg.ProducerKeys))
+	keys := "no producer keys"
+	if len(ids) > 0 {
+		keys = "producer keys: " + strings.Join(ids, ", ")
+	}
+	if cfg.RequireSignedCommands {
+		return "signatures required, unsigned commands refused (" + keys + ")"
+	}
+	return "unsigned commands accepted, their actors recorded as claimed (" + keys + ")"
+}
+
 // access says who may reach the write side's HTTP API and its operator
 // surface, for the status page.
 func access(cfg eventpipe.WriteSideConfig) statuspage.Access {
-	a := statuspage.Access{Mode: statuspage.AccessOpen, Operator: "on the API's listener, open like the API"}
+	a := statuspage.Access{Mode: statuspage.AccessOpen, Operator: "on the API's listener, open like the API", BusCommands: busCommands(cfg)}
 	if cfg.OperatorAddr != "" {
 		a.Operator = "on their own listener " + cfg.OperatorAddr + ": " + string(cfg.OperatorAccess())
 	}

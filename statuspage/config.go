@@ -71,6 +71,10 @@ type Access struct {
 	// its authentication", or "on its own listener 127.0.0.1:9090,
 	// without authentication (keep it on loopback or a private network)".
 	Operator string `json:"operator,omitempty"`
+	// BusCommands says how commands from the bus are verified, as a
+	// sentence: e.g. "signatures required (producer keys: billing, demo)"
+	// or "unsigned commands accepted, their actors recorded as claimed".
+	BusCommands string `json:"busCommands,omitempty"`
 }
 
 // AccessRule is one rule of the policy: it grants Commands, Read and

@@ -231,8 +231,12 @@ func TestPageShowsTheAccessPolicy(t *testing.T) {
 		Rules: []AccessRule{
 			{Subjects: []string{"alice"}, Scopes: []string{"todo:write"}, Commands: []string{"CreateTodo", "UpdateTodo"}, Read: []string{"todo"}},
 			{Subjects: []string{"*"}, Commands: []string{"*"}, Read: []string{"*"}, Write: []string{"analytics"}},
+			{Subjects: []string{"*"}, On: "own", Commands: []string{"UpdateTodo"}},
+			{Scopes: []string{"shop"}, Sources: []string{"shop-a", "shop-b"}, Read: []string{"analytics"}},
+			{Subjects: []string{"root"}, Admin: true},
 		},
-		Operator: "on the API's listener, behind its authentication"}
+		Operator:    "on the API's listener, behind its authentication",
+		BusCommands: "signatures required, unsigned commands refused (producer keys: billing)"}
 	p := accessPage(t, access)
 	access.Rules[0].Subjects[0] = "mallory" // the page keeps its own copy
 
@@ -257,6 +261,11 @@ func TestPageShowsTheAccessPolicy(t *testing.T) {
 		`<td data-metric="rule-commands">every command type</td>`,
 		`<td data-metric="rule-read">every resource</td>`,
 		`<td data-metric="rule-write"><code>analytics</code></td>`,
+		`<td data-metric="rule-on">everything</td>`,
+		`<td data-metric="rule-on">only what the identity owns</td>`,
+		`<td data-metric="rule-on">only the analytics sources <code>shop-a</code>, <code>shop-b</code></td>`,
+		`<tr data-rule="4">`,
+		`<span data-metric="access-bus-commands">signatures required, unsigned commands refused (producer keys: billing)</span>`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %s", want)

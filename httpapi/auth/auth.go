@@ -498,7 +498,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			httpapi.WriteError(w, http.StatusUnauthorized, "invalid_token", te.Reason)
 			return
 		case err != nil:
-			a.cfg.Logger.Warn("auth: cannot verify tokens", "err", err)
+			a.cfg.Logger.WarnContext(r.Context(), "auth: cannot verify tokens", "request_id", httpapi.RequestID(r.Context()), "err", err)
 			httpapi.WriteError(w, http.StatusServiceUnavailable, "auth_unavailable", "the signing keys cannot be loaded")
 			return
 		}
