@@ -104,4 +104,3 @@ func consumeAll(t *testing.T, opts []kgo.Opt, topic string, n int) []string {
 	}
 	return got
 }
-
