@@ -2,13 +2,19 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/dev/demo"
+	"github.com/eventpipe/eventpipe/dev/stack"
+	"github.com/eventpipe/eventpipe/httpapi/auth/mint"
 )
+
+// demoSubject is demo's --subject.
+var demoSubject string
 
 func demoCommand() *cobra.Command {
 	var cfg demo.Config
@@ -25,7 +31,10 @@ consumer makes of it, and the hourly order roll-up. Then it stays up with URLs t
 --once exits after the story.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := newStack(cmd)
+			// The stack in the mode it is in: a secured stack stays
+			// secured, and the story runs over TLS and SASL with the
+			// HTTP API's auth on.
+			s, err := stack.New(stack.Config{Out: cmd.OutOrStdout(), KeepMode: true})
 			if err != nil {
 				return err
 			}
@@ -37,6 +46,11 @@ consumer makes of it, and the hourly order roll-up. Then it stays up with URLs t
 			if err := printStatus(cmd, s); err != nil {
 				return err
 			}
+			if s.Secure() {
+				if err := secureDemo(cmd, s, &cfg); err != nil {
+					return err
+				}
+			}
 			cfg.Endpoints = eventpipe.EndpointsFromEnv()
 			cfg.Out = out
 			if cfg.LogDir == "" {
@@ -46,9 +60,40 @@ consumer makes of it, and the hourly order roll-up. Then it stays up with URLs t
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&demoSubject, "subject", stack.LocalAuthSubjects[0], "on a secured stack, the subject the demo's token names")
 	f.BoolVar(&cfg.Once, "once", false, "exit after the story instead of waiting for Ctrl-C")
 	f.StringVar(&cfg.RelayMetricsAddr, "relay-metrics-addr", "127.0.0.1:9464", "where the relay serves /metrics")
 	f.StringVar(&cfg.ConsumeMetricsAddr, "consume-metrics-addr", "127.0.0.1:9465", "where the consumers serve /metrics")
 	f.StringVar(&cfg.LogDir, "log-dir", "", "where the children's logs go (default: the stack's log folder)")
 	return cmd
+}
+
+// secureDemo points the demo and its children at the secured stack s:
+// its variables (those of `eventpipe stack env`) go into this process's
+// environment, whether or not the shell evaluated them, and the demo gets
+// a token of the stack's key set for demoSubject.
+func secureDemo(cmd *cobra.Command, s *stack.Stack, cfg *demo.Config) error {
+	kv, err := stack.SecureExports(s.Dir(), s.Endpoints())
+	if err != nil {
+		return err
+	}
+	for _, p := range kv {
+		if err := os.Setenv(p[0], p[1]); err != nil {
+			return err
+		}
+	}
+	icfg, err := localIssuerConfig("")
+	if err != nil {
+		return err
+	}
+	iss, err := mint.New(icfg)
+	if err != nil {
+		return err
+	}
+	tok, err := iss.Token(cmd.Context(), demoSubject, mint.TokenOptions{})
+	if err != nil {
+		return err
+	}
+	cfg.AuthToken, cfg.AuthSubject = tok, demoSubject
+	return nil
 }
