@@ -28,7 +28,12 @@ consumers' lag falling to zero, and what each read model then holds, checked
 against what the commands imply. Its analytics chapter posts a generated
 browsing burst and shows the sessions and hourly counts the aggregation
 consumer makes of it, and the hourly order roll-up. Then it stays up with URLs to try until Ctrl-C;
---once exits after the story.`,
+--once exits after the story.
+
+demo uses the stack in the mode it is in. On a secured stack ("eventpipe stack
+up --secure") it tells the same story over TLS and credentials with the HTTP
+API's JWT auth on: serve verifies tokens of the stack's key set against its
+policy, and the demo sends a token for --subject with each request.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The stack in the mode it is in: a secured stack stays
