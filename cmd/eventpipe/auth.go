@@ -62,7 +62,7 @@ For the local stack only: a deployment's tokens come from its identity provider.
 	}
 	f := token.Flags()
 	f.StringSliceVar(&scopes, "scope", nil, "a scope of the token's \"scope\" claim (repeat or comma-separate)")
-	f.DurationVar(&ttl, "ttl", time.Hour, "the token's lifetime")
+	f.DurationVar(&ttl, "ttl", 0, "the token's lifetime (default 1h, or the longest serve accepts when that is shorter)")
 	f.StringVar(&keyFile, "key-file", "", "the private key set (default <stack dir>/secure/auth-keys.json)")
 	cmd.AddCommand(token)
 	return cmd
