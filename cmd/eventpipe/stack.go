@@ -32,10 +32,13 @@ Elasticsearch): point ELASTICSEARCH_URL at a real Elasticsearch 8 to use that.`,
 
 With --secure the services take the shapes of production: Kafka with TLS and
 SASL SCRAM-SHA-512, PostgreSQL with TLS and scram-sha-256 passwords only, the
-Elasticsearch API over HTTPS with an API key. Certificates, passwords and keys
-are generated once under <stack dir>/secure/ (readable by you only); "eventpipe
-stack env" prints the variables that point clients at them. The mode is
-remembered: stop the stack before switching modes.`,
+Elasticsearch API over HTTPS with an API key, and a key set and a policy for
+the HTTP API's JWT auth ("eventpipe auth token <subject>" prints a token serve
+accepts). Certificates, passwords and keys are generated once under <stack
+dir>/secure/ (readable by you only); "eventpipe stack env" prints the variables
+that point clients and serve at them. The mode is remembered: stop the stack
+before switching modes (data is kept); "eventpipe demo" runs in the stack's
+mode.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := stack.New(stack.Config{Out: cmd.OutOrStdout(), Secure: secure})

@@ -31,6 +31,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		"consume metrics address":    {valid(func(c *demo.Config) { c.ConsumeMetricsAddr = "" }).Validate(), "ConsumeMetricsAddr"},
 		"http address":               {valid(func(c *demo.Config) { c.Endpoints.HTTPAddr = "nowhere" }).Validate(), "Endpoints.HTTPAddr"},
 		"run id with a space":        {valid(func(c *demo.Config) { c.RunID = "a b" }).Validate(), "RunID"},
+		"a token without a subject":  {valid(func(c *demo.Config) { c.AuthToken = "x.y.z" }).Validate(), "AuthSubject"},
 	} {
 		var ve *eventstore.ValidationError
 		if !errors.As(tc.err, &ve) || ve.Field != tc.field {

@@ -53,7 +53,18 @@ type Config struct {
 	Out io.Writer
 	// Timeout bounds the wait for the read models (default 90s).
 	Timeout time.Duration
+	// AuthToken, when set, turns the HTTP API's auth on: serve runs
+	// with the JWT configuration of the environment (what `eventpipe
+	// stack env` prints for a secured stack) and the demo sends this
+	// bearer token with each of its requests. Empty: serve --no-auth.
+	AuthToken string
+	// AuthSubject is AuthToken's subject, named in the story; required
+	// with AuthToken.
+	AuthSubject string
 }
+
+// httpTimeout bounds each of the demo's HTTP requests.
+const httpTimeout = 30 * time.Second
 
 func (c *Config) setDefaults() error {
 	if c.Binary == "" {
@@ -103,6 +114,9 @@ func (c Config) Validate() error {
 			return bad(a.field, "%q: %v", a.addr, err)
 		}
 	}
+	if (c.AuthToken == "") != (c.AuthSubject == "") {
+		return bad("AuthSubject", "AuthToken and AuthSubject go together")
+	}
 	if strings.ContainsAny(c.RunID, "#\x00 ") {
 		return bad("RunID", "%q has a reserved character ('#', NUL or space)", c.RunID)
 	}
@@ -132,6 +146,11 @@ func Run(ctx context.Context, cfg Config) error {
 		m.EventsTable, m.LeasesTable, m.AnalyticsTable, cfg.Endpoints.DynamoDB, m.PostgresVersion, m.PostgresSchema)
 
 	n.chapter("The pipeline")
+	serve := []string{"serve", "--no-auth"}
+	if cfg.AuthToken != "" {
+		serve = []string{"serve"}
+		n.line("auth on: the HTTP API verifies JWTs and its policy; the demo acts as %q with a token of the stack's key set", cfg.AuthSubject)
+	}
 	procs := &children{binary: cfg.Binary, logDir: cfg.LogDir}
 	defer procs.stop(n)
 	for _, c := range []struct {
@@ -139,7 +158,7 @@ func Run(ctx context.Context, cfg Config) error {
 		args   []string
 		health string
 	}{
-		{"serve", []string{"serve", "--no-auth"}, "http://" + cfg.Endpoints.HTTPAddr + "/healthz"},
+		{"serve", serve, "http://" + cfg.Endpoints.HTTPAddr + "/healthz"},
 		{"relay", []string{"relay", "--metrics-addr", cfg.RelayMetricsAddr}, "http://" + cfg.RelayMetricsAddr + "/healthz"},
 		{"consume", []string{"consume", "--all", "--metrics-addr", cfg.ConsumeMetricsAddr}, "http://" + cfg.ConsumeMetricsAddr + "/healthz"},
 	} {
@@ -193,14 +212,19 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	}
 	n.chapter("Try it")
-	n.line("HTTP API   curl -i http://%s/todo", cfg.Endpoints.HTTPAddr)
-	n.line("search     curl 'http://%s/todo/search?q=coffee'   curl 'http://%s/orders/search?status=delivered&min_total=1000'", cfg.Endpoints.HTTPAddr, cfg.Endpoints.HTTPAddr)
-	n.line("           curl -i -X POST http://%s/todo -d '{\"id\":\"t1\",\"title\":\"TODO\",\"message\":\"Make coffee\"}'", cfg.Endpoints.HTTPAddr)
-	n.line("analytics  curl 'http://%s/sources/%s/sessions'   curl 'http://%s/sources/%s/aggregations?period=daily'",
-		cfg.Endpoints.HTTPAddr, sc.id("demo"), cfg.Endpoints.HTTPAddr, sc.id("demo"))
-	n.line("           curl -X POST http://%s/sources/%s/events -d '{\"type\":\"page_view\",\"sessionId\":\"s9\",\"url\":\"/\"}'", cfg.Endpoints.HTTPAddr, sc.id("demo"))
+	curl := "curl"
+	if cfg.AuthToken != "" {
+		n.line("a token    TOKEN=$(bin/eventpipe auth token %s)   (auth is on: every curl below sends it)", cfg.AuthSubject)
+		curl = `curl -H "Authorization: Bearer $TOKEN"`
+	}
+	n.line("HTTP API   %s -i http://%s/todo", curl, cfg.Endpoints.HTTPAddr)
+	n.line("search     %s 'http://%s/todo/search?q=coffee'   %s 'http://%s/orders/search?status=delivered&min_total=1000'", curl, cfg.Endpoints.HTTPAddr, curl, cfg.Endpoints.HTTPAddr)
+	n.line("           %s -i -X POST http://%s/todo -d '{\"id\":\"t1\",\"title\":\"TODO\",\"message\":\"Make coffee\"}'", curl, cfg.Endpoints.HTTPAddr)
+	n.line("analytics  %s 'http://%s/sources/%s/sessions'   %s 'http://%s/sources/%s/aggregations?period=daily'",
+		curl, cfg.Endpoints.HTTPAddr, sc.id("demo"), curl, cfg.Endpoints.HTTPAddr, sc.id("demo"))
+	n.line("           %s -X POST http://%s/sources/%s/events -d '{\"type\":\"page_view\",\"sessionId\":\"s9\",\"url\":\"/\"}'", curl, cfg.Endpoints.HTTPAddr, sc.id("demo"))
 	today := time.Now().UTC().Format(time.DateOnly)
-	n.line("roll-ups   curl 'http://%s/orders/rollups?period=hourly&from=%s&to=%s'", cfg.Endpoints.HTTPAddr, today, today)
+	n.line("roll-ups   %s 'http://%s/orders/rollups?period=hourly&from=%s&to=%s'", curl, cfg.Endpoints.HTTPAddr, today, today)
 	n.line("metrics    http://%s/metrics (serve)  http://%s/metrics (relay)  http://%s/metrics (consume)",
 		cfg.Endpoints.HTTPAddr, cfg.RelayMetricsAddr, cfg.ConsumeMetricsAddr)
 	n.line("transfers  bin/eventpipe send RequestTransfer --aggregate-id tr-1 --data '{\"from\":\"%s\",\"to\":\"%s\",\"amount\":25}' --wait",

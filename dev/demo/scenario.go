@@ -81,7 +81,7 @@ func newScenario(ctx context.Context, cfg Config) (*scenario, error) {
 		sender.Close()
 		return nil, fmt.Errorf("demo: read models: %w", err)
 	}
-	return &scenario{cfg: cfg, catalog: catalog, sender: sender, store: store, db: db, http: &http.Client{Timeout: 30 * time.Second},
+	return &scenario{cfg: cfg, catalog: catalog, sender: sender, store: store, db: db, http: apiClient(cfg),
 		balances: map[string]int64{}, orders: map[string]orderRow{}, todos: map[string]*todoRow{}, rollupWant: rollup.Measures{}}, nil
 }
 

@@ -48,7 +48,10 @@ type Config struct {
 	// SASLMechanism, when set, requires every client to authenticate:
 	// SASLPlain, SASLScramSHA256 or SASLScramSHA512.
 	SASLMechanism string
-	// SASLUsername is the broker's one SASL user, a superuser.
+	// SASLUsername is the broker's one SASL user, a superuser. Users an
+	// earlier run saved in DataDir are dropped at start, so the folder
+	// of a broker that ran without SASL (or with another password)
+	// serves this user.
 	SASLUsername string
 	// SASLPassword is that user's password. It has no flag: Run reads it
 	// from the file named by EnvSASLPasswordFile when it is empty.
@@ -150,6 +153,9 @@ func Run(ctx context.Context, cfg Config) error {
 		opts = append(opts, kfake.ListenFn(guard.listen))
 	} else if serverTLS != nil {
 		opts = append(opts, kfake.TLS(serverTLS))
+	}
+	if err := forgetPersistedUsers(cfg.DataDir); err != nil {
+		return err
 	}
 	recovered, err := recoverTopics(cfg.DataDir)
 	if err != nil {

@@ -3,8 +3,10 @@ package kafkabroker
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -134,4 +136,26 @@ func (c Config) clientOpts() ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(m))
 	}
 	return opts, nil
+}
+
+// persistedUsersFile is where kfake keeps its SASL users in the data
+// folder (persist version 1).
+const persistedUsersFile = "sasl.json"
+
+// forgetPersistedUsers removes the SASL users kfake saved in dataDir.
+//
+// kfake saves its users with the rest of its state (at the first start
+// and at every clean stop) and, when it loads a data folder, replaces the
+// users its options configure with the saved ones. A folder a broker
+// without SASL wrote therefore starts a SASL broker with no user at all
+// (every client is refused with "invalid sasl"), and one written before a
+// password change keeps the old password. The broker's one user is its
+// configuration's, so the saved users are dropped before every start;
+// topics, records and committed offsets stay.
+func forgetPersistedUsers(dataDir string) error {
+	err := os.Remove(filepath.Join(dataDir, persistedUsersFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("kafkabroker: forget the SASL users saved in %s: %w", dataDir, err)
+	}
+	return nil
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/certs"
 	"github.com/eventpipe/eventpipe/endpoints"
+	"github.com/eventpipe/eventpipe/httpapi/auth"
+	"github.com/eventpipe/eventpipe/httpapi/auth/mint"
 	"github.com/eventpipe/eventpipe/internal/secretenv"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 	"github.com/eventpipe/eventpipe/tlsconfig"
@@ -38,7 +40,17 @@ const (
 	PostgresTLSRole = "eventpipe_tls"
 	// ESAPIKeyName names the API key of es-credentials.json.
 	ESAPIKeyName = "eventpipe"
+	// LocalAuthIssuer and LocalAuthAudience are the "iss" and "aud" of
+	// the tokens the stack's local key set signs (`eventpipe auth
+	// token`) and `serve` requires in secure mode.
+	LocalAuthIssuer   = "eventpipe-local-stack"
+	LocalAuthAudience = "eventpipe"
 )
+
+// LocalAuthSubjects are the subjects secure/auth-policy.json grants
+// everything when the stack writes it; `eventpipe demo` acts as the
+// first. Edit the file to grant others (serve reads it at start).
+var LocalAuthSubjects = []string{"demo", "dev"}
 
 // Environment variables `eventpipe stack env` prints in secure mode,
 // besides the endpoint variables it overrides.
@@ -80,10 +92,17 @@ type SecureFiles struct {
 	// secure mode and of PostgresTLSRole (postgres-password); PGPass is
 	// a PGPASSFILE carrying it for the stack's port (pgpass).
 	PostgresPassword, PGPass string
+	// AuthKeys is the local key set with its private key, which signs
+	// the HTTP API's tokens (auth-keys.json); AuthJWKS is its public
+	// half, the JWKS `serve` verifies with (auth-jwks.json); AuthPolicy
+	// is the policy `serve` authorizes with (auth-policy.json, granting
+	// LocalAuthSubjects everything until you edit it).
+	AuthKeys, AuthJWKS, AuthPolicy string
 }
 
 func (f SecureFiles) all() []string {
-	return []string{f.CA, f.CAKey, f.ServerCert, f.ServerKey, f.KafkaPassword, f.ESCredentials, f.ESAPIKey, f.PostgresPassword, f.PGPass}
+	return []string{f.CA, f.CAKey, f.ServerCert, f.ServerKey, f.KafkaPassword, f.ESCredentials, f.ESAPIKey, f.PostgresPassword, f.PGPass,
+		f.AuthKeys, f.AuthJWKS, f.AuthPolicy}
 }
 
 // secureFiles returns the paths under dir/secure without looking at them.
@@ -103,6 +122,9 @@ func secureFiles(dir string) SecureFiles {
 		ESAPIKey:         filepath.Join(d, "es-api-key"),
 		PostgresPassword: filepath.Join(d, "postgres-password"),
 		PGPass:           filepath.Join(d, "pgpass"),
+		AuthKeys:         filepath.Join(d, "auth-keys.json"),
+		AuthJWKS:         filepath.Join(d, "auth-jwks.json"),
+		AuthPolicy:       filepath.Join(d, "auth-policy.json"),
 	}
 }
 
@@ -126,9 +148,10 @@ func SecureMaterial(dir string) (SecureFiles, error) {
 // SecureExports returns the environment variables through which clients
 // reach the secured stack in dir whose endpoints are ep: the Postgres URL
 // with sslmode=verify-full against the stack's CA and PGPASSFILE, Kafka's
-// CA and SASL user with its password file, and the https Elasticsearch
-// URL with its CA and API-key file. Values are file paths and addresses,
-// never secrets.
+// CA and SASL user with its password file, the https Elasticsearch URL
+// with its CA and API-key file, and the HTTP API's JWT auth (the local
+// issuer and audience, the public JWKS and the policy). Values are file
+// paths and addresses, never secrets.
 func SecureExports(dir string, ep endpoints.Endpoints) ([][2]string, error) {
 	f, err := SecureMaterial(dir)
 	if err != nil {
@@ -152,7 +175,19 @@ func SecureExports(dir string, ep endpoints.Endpoints) ([][2]string, error) {
 		{endpoints.EnvElasticsearch, esURL},
 		{EnvESCAFile, f.CA},
 		{EnvESAPIKeyFile, f.ESAPIKey},
+		{auth.EnvIssuer, LocalAuthIssuer},
+		{auth.EnvAudience, LocalAuthAudience},
+		{auth.EnvJWKSFile, f.AuthJWKS},
+		{auth.EnvPolicyFile, f.AuthPolicy},
 	}, nil
+}
+
+// secureOnlyVars are the variables SecureExports sets that no endpoint
+// does: in plain mode `stack env` unsets them, so that evaluating it after
+// a switch from secure mode leaves no TLS, SASL or JWT setting behind.
+func secureOnlyVars() []string {
+	return []string{EnvPGPassFile, EnvKafkaTLSCAFile, kafka.EnvSASLMechanism, kafka.EnvSASLUsername, kafka.EnvSASLPasswordFile,
+		EnvESCAFile, EnvESAPIKeyFile, auth.EnvIssuer, auth.EnvAudience, auth.EnvJWKSFile, auth.EnvPolicyFile}
 }
 
 // securePostgresURL is rawURL's user, host, port and database with
@@ -173,15 +208,16 @@ func securePostgresURL(rawURL, caFile string) (string, error) {
 	return u.String(), nil
 }
 
-// EnvLines are the export lines of `eventpipe stack env`: the endpoints,
-// and in secure mode the variables of SecureExports (replacing the plain
-// Postgres and Elasticsearch URLs in place).
+// EnvLines are the lines of `eventpipe stack env`: export lines of the
+// endpoints, and in secure mode of the variables of SecureExports
+// (replacing the plain Postgres and Elasticsearch URLs in place); in plain
+// mode a last line unsets the variables only secure mode sets.
 func (s *Stack) EnvLines() ([]string, error) {
 	ep := s.Endpoints()
 	ep.StackDir = s.Dir()
 	lines := ep.Exports()
 	if !s.Secure() {
-		return lines, nil
+		return append(lines, "unset "+strings.Join(secureOnlyVars(), " ")), nil
 	}
 	kv, err := SecureExports(s.Dir(), ep)
 	if err != nil {
@@ -232,7 +268,8 @@ func readSecret(path string) (string, error) {
 
 // ensureSecureMaterial creates what is missing under dir/secure: the CA,
 // the server certificate (reissued with a new CA), the passwords, the
-// Elasticsearch credentials and API key. The pgpass file is rewritten for
+// Elasticsearch credentials and API key, the HTTP API's local key set and
+// its policy. The pgpass file is rewritten for
 // the current Postgres user and port. Existing secrets are kept.
 func ensureSecureMaterial(dir, pgUser string, pgPort uint16) (SecureFiles, error) {
 	f := secureFiles(dir)
@@ -292,6 +329,16 @@ func ensureSecureMaterial(dir, pgUser string, pgPort uint16) (SecureFiles, error
 			return f, err
 		}
 	}
+	if !exists(f.AuthKeys) || !exists(f.AuthJWKS) {
+		if err := mint.WriteKeySet(f.AuthKeys, f.AuthJWKS); err != nil {
+			return f, fmt.Errorf("stack: auth key set: %w", err)
+		}
+	}
+	if !exists(f.AuthPolicy) {
+		if err := writeSecret(f.AuthPolicy, localAuthPolicy()); err != nil {
+			return f, err
+		}
+	}
 	pw, err := readSecret(f.PostgresPassword)
 	if err != nil {
 		return f, err
@@ -309,6 +356,15 @@ func ensureSecureMaterial(dir, pgUser string, pgPort uint16) (SecureFiles, error
 		return f, err
 	}
 	return f, nil
+}
+
+// localAuthPolicy is the policy file the stack writes: LocalAuthSubjects
+// may send every command and read and write every resource.
+func localAuthPolicy() string {
+	b, _ := json.MarshalIndent(auth.Policy{Rules: []auth.Rule{{
+		Subjects: LocalAuthSubjects, Commands: []string{"*"}, Read: []string{"*"}, Write: []string{"*"},
+	}}}, "", "  ") // never fails: plain strings
+	return string(b) + "\n"
 }
 
 func pgpassEscape(s string) string {

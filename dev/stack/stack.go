@@ -78,6 +78,10 @@ type Config struct {
 	// the recorded mode whatever this field says, and Up refuses to
 	// switch modes while services of the stack run.
 	Secure bool
+	// KeepMode makes Up start in the mode recorded in Dir, whatever
+	// Secure says (Secure only when none is recorded): for commands
+	// such as `eventpipe demo` that use the stack in the mode it is in.
+	KeepMode bool
 }
 
 func (c *Config) setDefaults() error {
@@ -184,6 +188,9 @@ func New(cfg Config) (*Stack, error) {
 	}
 	if recorded {
 		s.cfg.Secure = secure
+		if cfg.KeepMode {
+			s.wantSecure = secure
+		}
 	}
 	s.buildComponents()
 	return s, nil

@@ -10,9 +10,10 @@ import (
 )
 
 // Environment variables `eventpipe serve` reads its auth configuration
-// from. They are read from the environment only (never flags), and
-// neither they nor the files they name are logged or printed by
-// `eventpipe stack env`.
+// from. They are read from the environment only (never flags), and the
+// files they name are never logged or printed (`eventpipe stack env`
+// prints the variables themselves, file paths only, for the secured
+// local stack's key set and policy).
 const (
 	EnvJWKSFile   = "EVENTPIPE_AUTH_JWKS_FILE"
 	EnvJWKSURL    = "EVENTPIPE_AUTH_JWKS_URL"

@@ -1,17 +1,13 @@
 // Package authtest is a test identity provider for package httpapi/auth:
-// it generates an RSA, an ECDSA P-256 and an Ed25519 signing key, serves
+// it generates an RSA, an ECDSA P-256 and an Ed25519 signing key
+// (package mint, which also signs its tokens), serves
 // their public JWKS (from an httptest server or a file), signs tokens with
 // them, rotates them, and forges the tokens a verifier must refuse ("alg":
 // "none", HS256 keyed with a public key). It is for tests only.
 package authtest
 
 import (
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/elliptic"
 	"crypto/hmac"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -24,21 +20,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
-	"github.com/lestrrat-go/jwx/v3/jws"
-	"github.com/lestrrat-go/jwx/v3/jwt"
+
+	"github.com/eventpipe/eventpipe/httpapi/auth/mint"
 )
 
-// The algorithms the provider signs with.
+// The algorithms the provider signs with (package mint's).
 const (
-	RS256 = "RS256"
-	ES256 = "ES256"
-	EdDSA = "EdDSA"
+	RS256 = mint.RS256
+	ES256 = mint.ES256
+	EdDSA = mint.EdDSA
 )
 
 // Algorithms lists RS256, ES256 and EdDSA.
-var Algorithms = []string{RS256, ES256, EdDSA}
+var Algorithms = mint.Algorithms
 
 // Provider is a test identity provider. Its methods are safe for
 // concurrent use.
@@ -68,31 +63,13 @@ func New(t testing.TB, issuer, audience string) *Provider {
 // JWKS.
 func (p *Provider) Rotate(t testing.TB, alg string) (oldKid, newKid string) {
 	t.Helper()
-	var raw any
-	var err error
-	switch alg {
-	case RS256:
-		raw, err = rsa.GenerateKey(rand.Reader, 2048)
-	case ES256:
-		raw, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	case EdDSA:
-		_, raw, err = ed25519.GenerateKey(rand.Reader)
-	default:
-		t.Fatalf("authtest: unknown algorithm %q", alg)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := jwk.Import(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.gen++
 	newKid = fmt.Sprintf("%s-%d", alg, p.gen)
-	if err := key.Set(jwk.KeyIDKey, newKid); err != nil {
-		t.Fatal(err)
+	key, err := mint.NewKey(alg, newKid)
+	if err != nil {
+		t.Fatalf("authtest: %v", err)
 	}
 	if old, ok := p.keys[alg]; ok {
 		oldKid, _ = old.KeyID()
@@ -168,21 +145,9 @@ func (p *Provider) WriteFile(t testing.TB, path string) {
 	}
 }
 
-// Claims are a token's claims; zero fields take defaults.
-type Claims struct {
-	Subject  string
-	Scope    string    // the "scope" claim, space separated
-	Issuer   string    // default Provider.Issuer
-	Audience string    // default Provider.Audience
-	IssuedAt time.Time // default now
-	Expires  time.Time // default now + 5m
-	// NotBefore is left out when zero.
-	NotBefore time.Time
-	// NoIssuedAt leaves "iat" out.
-	NoIssuedAt bool
-	// Type is the header's "typ" (default JWT).
-	Type string
-}
+// Claims are a token's claims; zero fields take defaults: Issuer and
+// Audience the Provider's, IssuedAt now, Expires now + 5m.
+type Claims = mint.Claims
 
 func (p *Provider) fill(c Claims) Claims {
 	now := time.Now()
@@ -205,39 +170,17 @@ func (p *Provider) fill(c Claims) Claims {
 // kid in the header).
 func (p *Provider) Sign(t testing.TB, alg string, c Claims) string {
 	t.Helper()
-	c = p.fill(c)
-	b := jwt.NewBuilder().Subject(c.Subject).Issuer(c.Issuer).Audience([]string{c.Audience}).Expiration(c.Expires)
-	if !c.NoIssuedAt {
-		b = b.IssuedAt(c.IssuedAt)
-	}
-	if !c.NotBefore.IsZero() {
-		b = b.NotBefore(c.NotBefore)
-	}
-	if c.Scope != "" {
-		b = b.Claim("scope", c.Scope)
-	}
-	tok, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
 	p.mu.Lock()
 	key := p.keys[alg]
 	p.mu.Unlock()
-	sa, ok := jwa.LookupSignatureAlgorithm(alg)
-	if !ok {
+	if key == nil {
 		t.Fatalf("authtest: unknown algorithm %q", alg)
 	}
-	hdrs := jws.NewHeaders()
-	if c.Type != "" {
-		if err := hdrs.Set(jws.TypeKey, c.Type); err != nil {
-			t.Fatal(err)
-		}
-	}
-	signed, err := jwt.Sign(tok, jwt.WithKey(sa, key, jws.WithProtectedHeaders(hdrs)))
+	signed, err := mint.Sign(key, alg, p.fill(c))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(signed)
+	return signed
 }
 
 // ForgeNone returns an unsigned token ("alg":"none") with c and the kid
