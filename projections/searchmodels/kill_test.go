@@ -166,9 +166,12 @@ func TestKilledSearchConsumerEndsEqualToTheReplay(t *testing.T) {
 	}
 	applied := func() int64 { return versionSum(t, w.es, alias, todoIDs) }
 	killedAt := testenv.KillRepeatedly(t, start, applied, int64(len(all)), kills)
+	// KillRepeatedly already fails unless most kills landed before the
+	// end; a fast child may finish before the last ones, and that is no
+	// failure. Each kill before the end came after more was applied.
 	for i, n := range killedAt {
-		if n <= 0 || n >= int64(len(all)) || (i > 0 && n <= killedAt[i-1]) {
-			t.Errorf("kill %d did not land mid-write after more was applied: versions added up to %v at the kills, of %d", i+1, killedAt, len(all))
+		if n < int64(len(all)) && (n <= 0 || (i > 0 && n <= killedAt[i-1])) {
+			t.Errorf("kill %d did not land after more was applied: versions added up to %v at the kills, of %d", i+1, killedAt, len(all))
 		}
 	}
 	assertSame(t, "after the kills", w.documents(alias), w.scratch(p, all))
