@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 
@@ -14,6 +15,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/health"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/parking"
@@ -164,6 +167,10 @@ func (c ConsumersConfig) Validate() error {
 type Consumers struct {
 	runs    []Runnable
 	closers []func() error
+	// ready are the readiness checks of AddChecks; running is true while
+	// Run runs.
+	ready   map[string]health.Check
+	running atomic.Bool
 }
 
 // NewConsumers opens the shared resources the named consumers need (the
@@ -242,6 +249,9 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 		}
 		c.runs = append(c.runs, run)
 	}
+	if err := c.buildChecks(ctx, cfg, store, res.DB, topics); err != nil {
+		return fail(err)
+	}
 	if res.DB != nil {
 		// What each consumer is now, against what it was at its last
 		// start (`eventpipe status` shows the changes).
@@ -276,13 +286,63 @@ func snapshotFuncs(c *Catalog, store eventstore.Store) (map[string]commands.Snap
 	return out, nil
 }
 
+// buildChecks prepares AddChecks' readiness checks: the consumer groups
+// (unless NoKafka), the events table (the default store) and the
+// read-model database (when a consumer needs it).
+func (c *Consumers) buildChecks(ctx context.Context, cfg ConsumersConfig, store eventstore.Store, db *pgxpool.Pool, topics bus.Topics) error {
+	c.ready = map[string]health.Check{}
+	if !cfg.NoKafka {
+		var groups []string
+		for _, name := range cfg.Names {
+			cons, _ := cfg.Catalog.Consumer(name)
+			groups = append(groups, cons.Describe(topics).Group)
+		}
+		reader, err := kafka.NewOffsetReader(kafka.Cluster{Brokers: cfg.Endpoints.KafkaBrokers, Security: cfg.Endpoints.Kafka})
+		if err != nil {
+			return err
+		}
+		c.closers = append(c.closers, func() error { reader.Close(); return nil })
+		c.ready[CheckKafka] = groupsCheck(reader, groups)
+	}
+	if cfg.Store == nil && store != nil {
+		ddb, err := OpenDynamoDB(ctx, cfg.Endpoints)
+		if err != nil {
+			return err
+		}
+		c.ready[CheckDynamoDB] = tableCheck(ddb, cfg.Endpoints.EventsTable)
+	}
+	if db != nil {
+		c.ready[CheckPostgres] = func(ctx context.Context) error { return db.Ping(ctx) }
+	}
+	return nil
+}
+
+// AddChecks adds the consumers' checks to p: live from the start of Run
+// until it fails (a clean stop stays live); ready
+// while every consumer group is Stable with members (the brokers
+// answer and the groups have formed), the events table answers and the
+// read-model database answers a ping (those the consumers use).
+func (c *Consumers) AddChecks(p *health.Probes) {
+	p.AddLive(CheckRunning, func(context.Context) error {
+		if !c.running.Load() {
+			return errors.New("the consumers do not run")
+		}
+		return nil
+	})
+	for _, name := range sortedKeys(c.ready) {
+		p.AddReady(name, c.ready[name])
+	}
+}
+
 // Run runs every consumer until ctx ends or one of them fails.
 func (c *Consumers) Run(ctx context.Context) error {
+	c.running.Store(true)
 	g, ctx := errgroup.WithContext(ctx)
 	for _, run := range c.runs {
 		g.Go(func() error { return run.Run(ctx) })
 	}
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		c.running.Store(false) // a clean stop (a drain) stays live to its end
 		return err
 	}
 	return nil

@@ -2,12 +2,18 @@ package eventpipe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/health"
 	"github.com/eventpipe/eventpipe/httpapi"
 )
 
@@ -23,6 +29,15 @@ func NewMetricsRegistry() *prometheus.Registry {
 // within httpapi's connection limits as the EVENTPIPE_HTTP_* variables
 // set them (httpapi.LimitsFromEnv; the defaults when unset).
 func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry) error {
+	return ServeProbes(ctx, addr, reg, nil)
+}
+
+// ServeProbes is ServeMetrics with probes' /livez, /readyz and /startupz
+// beside /metrics and /healthz (none when probes is nil): the listener
+// of `relay --metrics-addr` and `consume --metrics-addr`. Run it on a
+// context that outlives the process's drain, so that /readyz answers
+// 503 while the process stops.
+func ServeProbes(ctx context.Context, addr string, reg *prometheus.Registry, probes *health.Probes) error {
 	limits, err := httpapi.LimitsFromEnv(os.LookupEnv)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
@@ -31,5 +46,101 @@ func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry) er
 	if err != nil {
 		return err
 	}
+	if probes != nil {
+		probes.Mount(srv.Mux)
+	}
 	return srv.Run(ctx, nil)
+}
+
+// The names of the checks the processes add to their probes.
+const (
+	CheckDynamoDB = "dynamodb"       // the table answers DescribeTable and is ACTIVE
+	CheckKafka    = "kafka-groups"   // every consumer group of the process is Stable with members
+	CheckPostgres = "postgres"       // the read-model database answers a ping
+	CheckLoop     = "loop"           // a relay's discovery loop turns
+	CheckLeases   = "relay-leases"   // a relay balanced its leases lately
+	CheckRunning  = "running"        // the process's consumers or handlers run
+	CheckCommands = "command-router" // serve's command router runs
+)
+
+// tableCheck fails unless table answers DescribeTable as ACTIVE (or
+// UPDATING: a table being changed still serves).
+func tableCheck(db *dynamodb.Client, table string) health.Check {
+	return func(ctx context.Context) error {
+		out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		if err != nil {
+			return fmt.Errorf("describe table %s: %w", table, err)
+		}
+		if s := out.Table.TableStatus; s != "ACTIVE" && s != "UPDATING" {
+			return fmt.Errorf("table %s is %s", table, s)
+		}
+		return nil
+	}
+}
+
+// groupsCheck fails unless each of groups is Stable with at least one
+// member, as its coordinator describes it: the brokers answer and the
+// group has formed. Kafka does not say which process a dynamic member
+// is, so it is the group's state, not this process's membership alone,
+// that a pass proves; a rebalance (a member joining or leaving) fails it
+// until the group settles.
+func groupsCheck(reader *kafka.OffsetReader, groups []string) health.Check {
+	return func(ctx context.Context) error {
+		var errs []error
+		for _, g := range groups {
+			d, err := reader.DescribeGroup(ctx, g)
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case d.State != "Stable" || len(d.Members) == 0:
+				errs = append(errs, fmt.Errorf("group %s is %s with %d members", g, d.State, len(d.Members)))
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// AddRelayChecks adds the checks of relays rs, run in one process, to p:
+// live while each one's discovery loop turns (a pass ended within
+// LeaseDuration), ready while each one balanced its leases lately (its
+// last pass without an error ended within LeaseDuration: DynamoDB and
+// its stream answered, and it took its share of the shards, which is
+// none when other workers hold them all) and is not stopping.
+func AddRelayChecks(p *health.Probes, rs []*Relay) {
+	p.AddLive(CheckLoop, func(context.Context) error {
+		var errs []error
+		for _, r := range rs {
+			h := r.Health()
+			if !h.LastPass.IsZero() && time.Since(h.LastPass) > h.LeaseDuration+h.DiscoveryInterval {
+				errs = append(errs, fmt.Errorf("relay %s: no discovery pass for %v", r.StreamName(), time.Since(h.LastPass).Round(time.Millisecond)))
+			}
+		}
+		return errors.Join(errs...)
+	})
+	p.AddReady(CheckLeases, func(context.Context) error {
+		var errs []error
+		for _, r := range rs {
+			h := r.Health()
+			switch {
+			case h.Stopping:
+				errs = append(errs, fmt.Errorf("relay %s is stopping", r.StreamName()))
+			case h.LastBalanced.IsZero():
+				errs = append(errs, fmt.Errorf("relay %s has not balanced its leases yet", r.StreamName()))
+			case time.Since(h.LastBalanced) > h.LeaseDuration:
+				errs = append(errs, fmt.Errorf("relay %s last balanced its leases %v ago", r.StreamName(), time.Since(h.LastBalanced).Round(time.Millisecond)))
+			}
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// RelaysStarted reports whether each of rs has balanced its leases once:
+// the relay process's startup.
+func RelaysStarted(rs []*Relay) bool {
+	for _, r := range rs {
+		if r.Health().LastBalanced.IsZero() {
+			return false
+		}
+	}
+	return true
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/eventpipe/eventpipe/analytics"
@@ -31,6 +32,7 @@ import (
 	"github.com/eventpipe/eventpipe/domains/todo/todoapi"
 	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/health"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/httpapi/auth"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
@@ -144,7 +146,22 @@ type WriteSideConfig struct {
 	// reads it from --require-signed-commands or
 	// EVENTPIPE_REQUIRE_SIGNED_COMMANDS.
 	RequireSignedCommands bool
+	// Probes, when set, are served on the API's listener and on the
+	// operator listener (/livez, /readyz, /startupz, open like /healthz):
+	// Run adds the write side's checks (the events table answers, every
+	// commands group is Stable with members, the command router runs)
+	// and marks them started once the router runs and the API listens.
+	// The caller drains them (health.Probes.Drain) when asked to stop.
+	// `serve` sets them.
+	Probes *health.Probes
+	// ShutdownTimeout bounds, once Run's context ends, the wait for the
+	// HTTP requests and the commands in flight (default
+	// DefaultShutdownTimeout). `serve` derives it from --grace-period.
+	ShutdownTimeout time.Duration
 }
+
+// DefaultShutdownTimeout is WriteSideConfig.ShutdownTimeout's default.
+const DefaultShutdownTimeout = 10 * time.Second
 
 func (c *WriteSideConfig) setDefaults() {
 	_ = c.FillProcess() // Validate reports Endpoints.Err
@@ -153,6 +170,9 @@ func (c *WriteSideConfig) setDefaults() {
 	}
 	if c.CommandRetention == 0 {
 		c.CommandRetention = DefaultCommandRetention
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if c.NewSubscriber == nil {
 		c.NewSubscriber = kafka.Subscribers(kafka.SubscriberConfig{Brokers: c.Endpoints.KafkaBrokers, Security: c.Endpoints.Kafka, InstanceID: c.Endpoints.KafkaInstanceID, ClientID: "eventpipe-serve",
@@ -183,6 +203,9 @@ func (c WriteSideConfig) validate() error {
 	}
 	if c.CommandRetention < 0 {
 		return invalid("CommandRetention", fmt.Sprintf("%v is negative", c.CommandRetention))
+	}
+	if c.ShutdownTimeout < 0 {
+		return invalid("ShutdownTimeout", fmt.Sprintf("%v is negative", c.ShutdownTimeout))
 	}
 	if err := c.HTTPLimits.Validate(); err != nil {
 		var ve *eventstore.ValidationError
@@ -322,6 +345,8 @@ type WriteSide struct {
 	// operatorClosers are what the OperatorRoutes of NewHTTP and
 	// NewOperatorHTTP returned; Run and Close close them.
 	operatorClosers []io.Closer
+	// routing is true while the command router runs.
+	routing atomic.Bool
 }
 
 // OperatorResources are the resources of the operator's routes
@@ -463,7 +488,7 @@ func (s *WriteSide) Close() error {
 // recoverer) and is acked only after its result was published.
 func (s *WriteSide) RunCommandHandlers(ctx context.Context) error {
 	logger := watermill.NewSlogLogger(s.cfg.Logger)
-	router, err := message.NewRouter(message.RouterConfig{}, logger)
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: s.cfg.ShutdownTimeout}, logger)
 	if err != nil {
 		return err
 	}
@@ -490,7 +515,15 @@ func (s *WriteSide) RunCommandHandlers(ctx context.Context) error {
 		subs = append(subs, sub)
 		router.AddConsumerHandler("commands:"+topic, topic, sub, s.Dispatcher.HandleMessage)
 	}
+	go func() {
+		select {
+		case <-router.Running():
+			s.routing.Store(true)
+		case <-ctx.Done():
+		}
+	}()
 	if err := router.Run(ctx); err != nil {
+		s.routing.Store(false)
 		return fmt.Errorf("write side: command router: %w", err)
 	}
 	return nil
@@ -515,13 +548,16 @@ func (s *WriteSide) NewHTTP() (*httpapi.Server, error) {
 		return nil, ErrNoAuth
 	}
 	separate := s.cfg.OperatorAddr != ""
-	hc := httpapi.Config{Addr: s.cfg.Endpoints.HTTPAddr, Registry: s.Registry, OmitMetrics: separate, Logger: s.cfg.Logger, Limits: s.cfg.HTTPLimits}
+	hc := httpapi.Config{Addr: s.cfg.Endpoints.HTTPAddr, Registry: s.Registry, OmitMetrics: separate, Logger: s.cfg.Logger, Limits: s.cfg.HTTPLimits, ShutdownTimeout: s.cfg.ShutdownTimeout}
 	if s.auth != nil {
 		hc.Middleware = s.auth.Middleware
 	}
 	srv, err := httpapi.New(hc)
 	if err != nil {
 		return nil, err
+	}
+	if s.cfg.Probes != nil {
+		s.cfg.Probes.Mount(srv.Mux)
 	}
 	if !separate {
 		if err := s.mountOperatorRoutes(srv); err != nil {
@@ -545,7 +581,7 @@ func (s *WriteSide) NewOperatorHTTP() (*httpapi.Server, error) {
 	if s.cfg.OperatorAddr == "" {
 		return nil, errors.New("write side: no OperatorAddr: the operator surface is on the API's listener")
 	}
-	hc := httpapi.Config{Addr: s.cfg.OperatorAddr, Registry: s.Registry, Logger: s.cfg.Logger, Limits: s.cfg.HTTPLimits}
+	hc := httpapi.Config{Addr: s.cfg.OperatorAddr, Registry: s.Registry, Logger: s.cfg.Logger, Limits: s.cfg.HTTPLimits, ShutdownTimeout: s.cfg.ShutdownTimeout}
 	switch access := s.cfg.OperatorAccess(); access {
 	case OperatorAuthenticated:
 		hc.Middleware = s.auth.Middleware
@@ -560,6 +596,9 @@ func (s *WriteSide) NewOperatorHTTP() (*httpapi.Server, error) {
 	srv, err := httpapi.New(hc)
 	if err != nil {
 		return nil, err
+	}
+	if s.cfg.Probes != nil {
+		s.cfg.Probes.Mount(srv.Mux)
 	}
 	if err := s.mountOperatorRoutes(srv); err != nil {
 		return nil, err
@@ -598,7 +637,11 @@ func (s *WriteSide) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	runs = append(runs, func(ctx context.Context) error { return srv.Run(ctx, nil) })
+	listening := make(chan string, 1)
+	runs = append(runs, func(ctx context.Context) error { return srv.Run(ctx, listening) })
+	if err := s.addChecks(ctx, listening); err != nil {
+		return err
+	}
 	if s.cfg.OperatorAddr != "" {
 		op, err := s.NewOperatorHTTP()
 		if err != nil {
@@ -619,6 +662,65 @@ func (s *WriteSide) Run(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// addChecks adds the write side's checks to its Probes, if any, and
+// marks them started once the API listens (listening) and the command
+// router runs.
+func (s *WriteSide) addChecks(ctx context.Context, listening <-chan string) error {
+	p := s.cfg.Probes
+	if p == nil {
+		return nil
+	}
+	p.AddLive(CheckCommands, func(context.Context) error {
+		if p.IsStarted() && !s.routing.Load() {
+			return errors.New("the command router stopped")
+		}
+		return nil
+	})
+	if s.cfg.Store == nil {
+		ddb, err := OpenDynamoDB(ctx, s.cfg.Endpoints)
+		if err != nil {
+			return fmt.Errorf("write side: %w", err)
+		}
+		p.AddReady(CheckDynamoDB, tableCheck(ddb, s.cfg.Endpoints.EventsTable))
+	}
+	if len(s.cfg.Endpoints.KafkaBrokers) > 0 {
+		reader, err := kafka.NewOffsetReader(kafka.Cluster{Brokers: s.cfg.Endpoints.KafkaBrokers, Security: s.cfg.Endpoints.Kafka})
+		if err != nil {
+			return fmt.Errorf("write side: %w", err)
+		}
+		s.operatorClosers = append(s.operatorClosers, closerFunc(reader.Close))
+		var groups []string
+		for _, topic := range s.Dispatcher.Topics() {
+			groups = append(groups, CommandGroup(s.cfg.ConsumerGroup, topic))
+		}
+		p.AddReady(CheckKafka, groupsCheck(reader, groups))
+	}
+	go func() {
+		select {
+		case <-listening:
+		case <-ctx.Done():
+			return
+		}
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for !s.routing.Load() {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+		p.Started()
+		s.cfg.Logger.Info("started: the command router runs and the API listens")
+	}()
+	return nil
+}
+
+// closerFunc makes a func() an io.Closer.
+type closerFunc func()
+
+func (f closerFunc) Close() error { f(); return nil }
 
 // todoResource is the todo API (domains/todo/todoapi) on the write side:
 // commands through its dispatcher, states from the todo facet, the list

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,6 +38,44 @@ type Relay struct {
 	lastList time.Time              // when the previous discovery pass began listing the leases
 	running  map[string]*reader
 	done     chan readerExit
+
+	// For Health, written by the discovery loop, read by probes.
+	lastPass, lastBalanced atomic.Int64 // unix nanoseconds
+	held                   atomic.Int32
+	stopping               atomic.Bool
+}
+
+// Health is what a worker's probes ask of it (Relay.Health).
+type Health struct {
+	// LastPass is when the last discovery pass ended, failed or not: the
+	// loop turns while it is recent (within DiscoveryInterval plus the
+	// pass's own time).
+	LastPass time.Time
+	// LastBalanced is when the last pass ended without an error: the
+	// worker had listed the shards and leases and taken its share then.
+	LastBalanced time.Time
+	// Held is the number of shards the worker reads now; it may be zero
+	// with a share taken when other workers hold every shard.
+	Held int
+	// Stopping says Run's context ended: the worker is handing its
+	// leases back.
+	Stopping bool
+	// DiscoveryInterval and LeaseDuration are the worker's settings, the
+	// bounds to judge the times by.
+	DiscoveryInterval, LeaseDuration time.Duration
+}
+
+// Health returns the worker's state for health probes. It is safe for
+// concurrent use with Run.
+func (r *Relay) Health() Health {
+	at := func(n int64) time.Time {
+		if n == 0 {
+			return time.Time{}
+		}
+		return time.Unix(0, n)
+	}
+	return Health{LastPass: at(r.lastPass.Load()), LastBalanced: at(r.lastBalanced.Load()), Held: int(r.held.Load()),
+		Stopping: r.stopping.Load(), DiscoveryInterval: r.cfg.DiscoveryInterval, LeaseDuration: r.cfg.LeaseDuration}
 }
 
 type observation struct {
@@ -116,11 +155,13 @@ func (r *Relay) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	err := r.loop(runCtx)
+	r.stopping.Store(true)
 	cancel()
 	for len(r.running) > 0 {
 		r.reaped(<-r.done)
 	}
 	r.metrics.held.Set(0)
+	r.held.Store(0)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
@@ -149,6 +190,11 @@ func (r *Relay) loop(ctx context.Context) error {
 		err := r.balance(ctx)
 		took := time.Since(began)
 		r.metrics.passes.Observe(took.Seconds())
+		r.lastPass.Store(time.Now().UnixNano())
+		r.held.Store(int32(len(r.running)))
+		if err == nil {
+			r.lastBalanced.Store(time.Now().UnixNano())
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -174,6 +220,7 @@ func (r *Relay) loop(ctx context.Context) error {
 func (r *Relay) reaped(exit readerExit) error {
 	delete(r.running, exit.shard)
 	r.metrics.held.Set(float64(len(r.running)))
+	r.held.Store(int32(len(r.running)))
 	r.metrics.lag.DeleteLabelValues(exit.shard)
 	var trimmed *TrimmedError
 	switch {
@@ -503,6 +550,7 @@ func (r *Relay) takeWith(ctx context.Context, ls []Lease, write func(context.Con
 		}()
 	}
 	r.metrics.held.Set(float64(len(r.running)))
+	r.held.Store(int32(len(r.running)))
 }
 
 // Status returns the stream's leases sorted by shard id, for operators

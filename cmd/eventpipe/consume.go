@@ -7,10 +7,10 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/bus"
+	"github.com/eventpipe/eventpipe/health"
 	"github.com/eventpipe/eventpipe/snapshots"
 )
 
@@ -22,6 +22,7 @@ func consumeCommand() *cobra.Command {
 		noParking     bool
 		noAutoRebuild bool
 		startFlag     string
+		drain         *drainSettings
 	)
 	names := func() []string { return eventpipe.ConsumerNames(catalog) }
 	cmd := &cobra.Command{
@@ -99,8 +100,15 @@ never be taken (the rules reject a stored event) goes to poison.snapshots.`,
 			if err != nil {
 				return fmt.Errorf("consume: %w", err)
 			}
+			if err := drain.resolve(); err != nil {
+				return fmt.Errorf("consume: %w", err)
+			}
 			ctx := cmd.Context()
 			reg := eventpipe.NewMetricsRegistry()
+			probes, err := health.New(health.Config{Logger: slog.Default()})
+			if err != nil {
+				return err
+			}
 			consumers, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{
 				Process: eventpipe.Process{Catalog: catalog, Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.Default()}, Names: args, Start: start, CommandKey: key, SnapshotEvery: snapshotEvery, NoParking: noParking, NoAutoRebuild: noAutoRebuild,
 				Registerer: reg,
@@ -109,15 +117,17 @@ never be taken (the rules reject a stored event) goes to poison.snapshots.`,
 				return fmt.Errorf("consume: %w", err)
 			}
 			defer consumers.Close()
-			g, ctx := errgroup.WithContext(ctx)
-			g.Go(func() error { return consumers.Run(ctx) })
+			consumers.AddChecks(probes)
+			var serve func(context.Context) error
 			if metricsAddr != "" {
-				g.Go(func() error { return eventpipe.ServeMetrics(ctx, metricsAddr, reg) })
+				serve = func(ctx context.Context) error { return eventpipe.ServeProbes(ctx, metricsAddr, reg, probes) }
 			}
-			if err := g.Wait(); err != nil && err != context.Canceled {
-				return err
-			}
-			return nil
+			// On SIGTERM the consumers stop taking messages, finish those in
+			// flight and commit their offsets as they leave their groups.
+			return drain.run(ctx, probes, serve, func(ctx context.Context) error {
+				probes.Started()
+				return consumers.Run(ctx)
+			})
 		},
 	}
 	addTracingFlag(cmd)
@@ -126,6 +136,7 @@ never be taken (the rules reject a stored event) goes to poison.snapshots.`,
 	cmd.Flags().Int64Var(&snapshotEvery, "snapshot-every", snapshots.DefaultEvery, "the snapshots consumer snapshots an aggregate every this many events")
 	cmd.Flags().BoolVar(&noAutoRebuild, "no-auto-rebuild", false, "do not rebuild a read or search model whose declared version changed: keep its rows, warn, and leave the rebuild to `eventpipe replay`")
 	cmd.Flags().BoolVar(&noParking, "no-parking", false, "poison permanent failures of read and search models instead of parking them (the pre-parking behaviour)")
-	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9465", "serve /metrics and /healthz here (empty: off)")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9465", "serve /metrics, /healthz and the probes /livez, /readyz and /startupz here (empty: off)")
+	drain = addDrainFlags(cmd)
 	return cmd
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/health"
 )
 
 func relayCommand() *cobra.Command {
@@ -24,6 +25,8 @@ func relayCommand() *cobra.Command {
 		batchSize   int32
 		idlePoll    time.Duration
 		maxIdlePoll time.Duration
+		discovery   time.Duration
+		drain       *drainSettings
 	)
 	cmd := &cobra.Command{
 		Use:   "relay",
@@ -54,7 +57,14 @@ Metrics carry the label stream=events|analytics.
 			if status {
 				return printRelayStatus(ctx, cmd, ep, streams)
 			}
+			if err := drain.resolve(); err != nil {
+				return fmt.Errorf("relay: %w", err)
+			}
 			reg := eventpipe.NewMetricsRegistry()
+			probes, err := health.New(health.Config{Logger: slog.Default()})
+			if err != nil {
+				return err
+			}
 			var relays []*eventpipe.Relay
 			defer func() {
 				for _, r := range relays {
@@ -64,29 +74,36 @@ Metrics carry the label stream=events|analytics.
 			for _, stream := range streams {
 				r, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{
 					Stream: stream, Process: eventpipe.Process{Catalog: catalog, Endpoints: ep, Logger: slog.Default()}, WorkerID: workerID, LeaseDuration: leaseFor,
-					BatchSize: batchSize, IdlePoll: idlePoll, MaxIdlePoll: maxIdlePoll, Registerer: reg,
+					DiscoveryInterval: discovery, BatchSize: batchSize, IdlePoll: idlePoll, MaxIdlePoll: maxIdlePoll, Registerer: reg,
 				})
 				if err != nil {
 					return err
 				}
 				relays = append(relays, r)
 			}
-			g, ctx := errgroup.WithContext(ctx)
+			eventpipe.AddRelayChecks(probes, relays)
+			var serve func(context.Context) error
 			if metricsAddr != "" {
-				g.Go(func() error { return eventpipe.ServeMetrics(ctx, metricsAddr, reg) })
+				serve = func(ctx context.Context) error { return eventpipe.ServeProbes(ctx, metricsAddr, reg, probes) }
 			}
-			for _, r := range relays {
-				g.Go(func() error {
-					if err := r.Run(ctx); err != nil {
-						return fmt.Errorf("relay %s: %w", r.StreamName(), err)
-					}
-					return context.Canceled // a clean stop: stop the other relays and the metrics server too
-				})
-			}
-			if err := g.Wait(); err != nil && err != context.Canceled {
-				return err
-			}
-			return nil
+			// On SIGTERM each relay stops reading, checkpoints what Kafka
+			// acknowledged and releases its leases (relay.Relay.Run).
+			return drain.run(ctx, probes, serve, func(ctx context.Context) error {
+				go startedWhen(ctx, probes, func() bool { return eventpipe.RelaysStarted(relays) })
+				g, ctx := errgroup.WithContext(ctx)
+				for _, r := range relays {
+					g.Go(func() error {
+						if err := r.Run(ctx); err != nil {
+							return fmt.Errorf("relay %s: %w", r.StreamName(), err)
+						}
+						return context.Canceled // a clean stop: stop the other relays too
+					})
+				}
+				if err := g.Wait(); err != nil && err != context.Canceled {
+					return err
+				}
+				return nil
+			})
 		},
 	}
 	addTracingFlag(cmd)
@@ -94,8 +111,10 @@ Metrics carry the label stream=events|analytics.
 	f.BoolVar(&status, "status", false, "print the shard leases and checkpoints of --streams, then exit")
 	f.StringSliceVar(&streams, "streams", eventpipe.RelayStreams(), "streams to relay: events, analytics (comma-separated)")
 	f.StringVar(&workerID, "worker-id", "", "id written into held leases (default hostname-pid-random, one per stream)")
-	f.StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9464", "serve /metrics and /healthz here (empty: off)")
+	f.StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9464", "serve /metrics, /healthz and the probes /livez, /readyz and /startupz here (empty: off)")
 	f.DurationVar(&leaseFor, "lease-duration", 10*time.Second, "a lease not renewed for this long is taken over")
+	f.DurationVar(&discovery, "discovery-interval", 0, "how often shards and leases are listed and free ones taken, released ones too (default 2s, or a third of --lease-duration when shorter; at most that third)")
+	drain = addDrainFlags(cmd)
 	f.Int32Var(&batchSize, "batch-size", 1000, "GetRecords limit (1–1000); at most this many records repeat after a crash")
 	f.DurationVar(&idlePoll, "idle-poll", 100*time.Millisecond, "pause after an empty read, doubling up to --max-idle-poll (most of a quiet table's latency; DynamoDB Streams allows 5 reads/s per shard)")
 	f.DurationVar(&maxIdlePoll, "max-idle-poll", time.Second, "longest pause between reads of an idle shard")

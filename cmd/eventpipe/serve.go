@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/health"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/httpapi/auth"
 	"github.com/eventpipe/eventpipe/operator"
@@ -20,12 +21,14 @@ func serveCommand() *cobra.Command {
 	var noAuth, operatorInsecure, requireSigned bool
 	var retention time.Duration
 	var httpLimits func() (httpapi.Limits, error)
+	var drain *drainSettings
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the command handlers (one consumer group) and the HTTP API",
 		Long: `serve consumes every commands topic, runs each command through its handler
 against the DynamoDB event store and publishes the result on commands.replies.
 It also serves the HTTP API (the todo, orders and analytics resources,
+/healthz, and the probes /livez, /readyz and /startupz, open like
 /healthz) on EVENTPIPE_HTTP_ADDR, and the operator surface (/metrics, the
 status page /status and /status.json) on the same listener, behind its
 authentication, or on its own with --operator-addr
@@ -34,7 +37,13 @@ The operator listener is open on a loopback address (127.0.0.1, ::1,
 localhost); on any other address it needs the API's JWT with a read grant
 of status (the status page) or metrics (/metrics), and with --no-auth serve
 refuses to start unless --operator-insecure says the network is trusted.
-serve says at start which it is. It stops gracefully on SIGINT/SIGTERM.
+serve says at start which it is, and serves the probes there too.
+
+On SIGTERM or SIGINT serve drains: /readyz answers 503 at once, after
+--drain-delay the listeners stop taking connections, the requests and
+commands in flight are finished and their offsets committed, and serve
+exits within --grace-period (see docs/operations.md, "Probes and
+drains").
 
 The API needs JWT bearer authentication, configured from the environment
 only: EVENTPIPE_AUTH_ISSUER, EVENTPIPE_AUTH_AUDIENCE,
@@ -93,11 +102,19 @@ whose signature does not verify is refused either way
 					return err
 				}
 			}
+			if err := drain.resolve(); err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+			probes, err := health.New(health.Config{Logger: slog.Default()})
+			if err != nil {
+				return err
+			}
 			// The status page is the operator surface's own route, on the
 			// API's listener or on --operator-addr's (package operator).
 			svc, err := eventpipe.NewWriteSide(cmd.Context(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Catalog: catalog, Logger: slog.Default()}, ConsumerGroup: group,
 				OperatorAddr: operatorAddr, OperatorInsecure: operatorInsecure, OperatorRoutes: operator.MountStatusPage, Auth: authCfg, NoAuth: authCfg == nil && noAuth,
-				CommandKey: key, CommandRetention: retention, HTTPLimits: limits, ProducerKeys: producerKeys, RequireSignedCommands: requireSigned})
+				CommandKey: key, CommandRetention: retention, HTTPLimits: limits, ProducerKeys: producerKeys, RequireSignedCommands: requireSigned,
+				Probes: probes, ShutdownTimeout: drain.stopBudget()})
 			if err != nil {
 				return err
 			}
@@ -115,7 +132,10 @@ whose signature does not verify is refused either way
 			}
 			slog.Info("serving", "http", svc.Endpoints().HTTPAddr, "operator", cmp.Or(operatorAddr, svc.Endpoints().HTTPAddr), "operator_access", string(svc.Config().OperatorAccess()),
 				"commands", svc.Dispatcher.Topics(), "group", group)
-			return svc.Run(cmd.Context())
+			// On SIGTERM: /readyz 503 at once; after --drain-delay the
+			// listeners close, the requests in flight are answered and the
+			// commands in flight finished, their offsets committed.
+			return drain.run(cmd.Context(), probes, nil, svc.Run)
 		},
 	}
 	addTracingFlag(cmd)
@@ -125,6 +145,7 @@ whose signature does not verify is refused either way
 	cmd.Flags().DurationVar(&retention, "command-retention", eventpipe.DefaultCommandRetention, "how long each command record and Idempotency-Key claim is kept (DynamoDB ttl): a command or request retried later runs again")
 	cmd.Flags().StringVar(&operatorAddr, "operator-addr", "", "serve /metrics, /status and /status.json here instead of on the API's listener: open on loopback, elsewhere behind the API's JWT auth (read grants status, metrics) (default $"+envOperatorAddr+"; empty: the API's listener)")
 	cmd.Flags().BoolVar(&operatorInsecure, "operator-insecure", false, "with --no-auth, serve --operator-addr off loopback without authentication: a trusted private network only (serve warns at start)")
+	drain = addDrainFlags(cmd)
 	cmd.Flags().BoolVar(&requireSigned, "require-signed-commands", false, "refuse commands on the bus not signed with a producer key or the deployment key (default $"+eventpipe.EnvRequireSignedCommands+")")
 	return cmd
 }

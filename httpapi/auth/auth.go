@@ -35,6 +35,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwt"
 
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/health"
 	"github.com/eventpipe/eventpipe/httpapi"
 )
 
@@ -44,6 +45,11 @@ const Realm = "eventpipe"
 // MaxTokenBytes bounds the bearer token; a longer one is refused with 401
 // before it is parsed.
 const MaxTokenBytes = 8 << 10
+
+// DefaultOpen are the paths served without a token when Config.Open is
+// nil: /healthz and the health probes (package health), which an
+// orchestrator asks without credentials.
+var DefaultOpen = append([]string{"/healthz"}, health.Paths...)
 
 // Config configures an Authenticator. Exactly one of JWKSFile and JWKSURL
 // is required, and so are Issuer, Audience and Policy.
@@ -93,7 +99,8 @@ type Config struct {
 	// Policy decides what each identity may do. Required: with auth on,
 	// what the policy does not grant is refused.
 	Policy *Policy
-	// Open are paths served without a token (default: /healthz).
+	// Open are paths served without a token (default: DefaultOpen,
+	// /healthz and the health probes /livez, /readyz and /startupz).
 	Open []string
 	// Delegated are resources (first path segments) whose handlers ask
 	// the policy themselves (RequireCommand, RequireRead); the middleware
@@ -131,7 +138,7 @@ func (c *Config) setDefaults() {
 		c.FetchTimeout = 10 * time.Second
 	}
 	if c.Open == nil {
-		c.Open = []string{"/healthz"}
+		c.Open = slices.Clone(DefaultOpen)
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
