@@ -16,9 +16,9 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
-	"github.com/eventpipe/eventpipe/health"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/health"
 	"github.com/eventpipe/eventpipe/parking"
 	"github.com/eventpipe/eventpipe/projections"
 )
