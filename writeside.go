@@ -146,13 +146,14 @@ type WriteSideConfig struct {
 	// reads it from --require-signed-commands or
 	// EVENTPIPE_REQUIRE_SIGNED_COMMANDS.
 	RequireSignedCommands bool
-	// Probes, when set, are served on the API's listener and on the
-	// operator listener (/livez, /readyz, /startupz, open like /healthz):
-	// Run adds the write side's checks (the events table answers, every
+	// Probes are served on the API's listener and on the operator
+	// listener (/livez, /readyz, /startupz, open like /healthz): Run
+	// adds the write side's checks (the events table answers, every
 	// commands group is Stable with members, the command router runs)
 	// and marks them started once the router runs and the API listens.
 	// The caller drains them (health.Probes.Drain) when asked to stop.
-	// `serve` sets them.
+	// Default: the write side's own (WriteSide.Probes). `serve` sets
+	// them.
 	Probes *health.Probes
 	// ShutdownTimeout bounds, once Run's context ends, the wait for the
 	// HTTP requests and the commands in flight (default
@@ -361,6 +362,13 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Probes == nil {
+		p, err := health.New(health.Config{Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("write side: %w", err)
+		}
+		cfg.Probes = p
+	}
 	var authn *auth.Authenticator
 	if cfg.Auth != nil {
 		ac := *cfg.Auth
@@ -437,6 +445,10 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 	return &WriteSide{cfg: cfg, Store: store, Handlers: handlers, Dispatcher: disp, Registry: reg, pub: pub, ownPub: ownPub,
 		readModels: readModels, search: search, analytics: an, auth: authn}, nil
 }
+
+// Probes returns the write side's health probes
+// (WriteSideConfig.Probes).
+func (s *WriteSide) Probes() *health.Probes { return s.cfg.Probes }
 
 // Endpoints returns the resolved endpoints.
 func (s *WriteSide) Endpoints() endpoints.Endpoints { return s.cfg.Endpoints }
@@ -556,9 +568,7 @@ func (s *WriteSide) NewHTTP() (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.cfg.Probes != nil {
-		s.cfg.Probes.Mount(srv.Mux)
-	}
+	s.cfg.Probes.Mount(srv.Mux)
 	if !separate {
 		if err := s.mountOperatorRoutes(srv); err != nil {
 			return nil, err
@@ -597,9 +607,7 @@ func (s *WriteSide) NewOperatorHTTP() (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.cfg.Probes != nil {
-		s.cfg.Probes.Mount(srv.Mux)
-	}
+	s.cfg.Probes.Mount(srv.Mux)
 	if err := s.mountOperatorRoutes(srv); err != nil {
 		return nil, err
 	}
@@ -668,9 +676,6 @@ func (s *WriteSide) Run(ctx context.Context) error {
 // router runs.
 func (s *WriteSide) addChecks(ctx context.Context, listening <-chan string) error {
 	p := s.cfg.Probes
-	if p == nil {
-		return nil
-	}
 	p.AddLive(CheckCommands, func(context.Context) error {
 		if p.IsStarted() && !s.routing.Load() {
 			return errors.New("the command router stopped")

@@ -296,7 +296,10 @@ func TestEveryRouteIsDocumentedAndPolicedByItsName(t *testing.T) {
 	}
 	for _, d := range docs {
 		if d.kind == "" {
-			if r := send(d, ""); r.status != 200 {
+			// A probe answers 503 while the write side is not started
+			// (this test does not Run it): an answer all the same.
+			probe := d.pattern == "GET /readyz" || d.pattern == "GET /startupz"
+			if r := send(d, ""); r.status != 200 && !(probe && r.status == 503) {
 				t.Errorf("%s without a token: %+v; want 200 (documented as open)", d.pattern, r)
 			}
 			continue
