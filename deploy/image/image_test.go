@@ -14,10 +14,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -307,7 +309,25 @@ func TestDemoPassesThroughThePipelineInContainers(t *testing.T) {
 		t.Fatalf("the second relay exited during the demo (%v):\n%s", err, relayLog.String())
 	default:
 	}
+	// The relays ran in containers: their leases' owners are
+	// <hostname>-1-<random>, pid 1 being the container's first process.
+	status, err := im.run(t, env, "status")
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, status)
+	}
+	owners := map[string]bool{}
+	for _, m := range leaseOwner.FindAllStringSubmatch(status, -1) {
+		owners[m[1]] = true
+	}
+	if len(owners) == 0 {
+		t.Fatalf("no lease held by a relay in a container (<hostname>-1-<random>):\n%s", status)
+	}
+	t.Logf("leases held by %d relay workers in containers: %v", len(owners), slices.Sorted(maps.Keys(owners)))
 }
+
+// leaseOwner matches a lease row of `eventpipe status` whose owner is a
+// relay in a container: <hostname>-<pid>-<random> with pid 1.
+var leaseOwner = regexp.MustCompile(`(?m)^shardId-\S+\s+(\S+-1-[0-9a-f]{8})\s`)
 
 // childLogs returns the demo's children's logs, for a failure.
 func childLogs(dir string) string {
