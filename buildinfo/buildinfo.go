@@ -6,7 +6,9 @@
 //
 //	go build -ldflags "-X github.com/eventpipe/eventpipe/buildinfo.version=v1.2.3 -X github.com/eventpipe/eventpipe/buildinfo.commit=$(git rev-parse HEAD)"
 //
-// (`make image` does), for builds without the repository's .git.
+// and buildinfo.modified=true or false (`make build` and `make image` set
+// all three), for builds without VCS stamping (-buildvcs=false, or no
+// .git where the binary is built).
 package buildinfo
 
 import (
@@ -19,10 +21,11 @@ import (
 )
 
 // Set with -ldflags "-X …" (see the package comment); empty: from the
-// build information.
+// build information. modified is "true" or "false".
 var (
-	version string
-	commit  string
+	version  string
+	commit   string
+	modified string
 )
 
 // Unknown stands for a field the build did not record.
@@ -38,7 +41,7 @@ type Info struct {
 	// vcs.revision), else Unknown.
 	Commit string `json:"commit"`
 	// Modified says the working tree had uncommitted changes
-	// (vcs.modified).
+	// (-X …buildinfo.modified, else vcs.modified).
 	Modified bool `json:"modified"`
 	// Time is the commit's time (vcs.time); zero when not recorded.
 	Time time.Time `json:"time,omitzero"`
@@ -51,11 +54,11 @@ type Info struct {
 // Read returns the running binary's build information.
 func Read() Info {
 	bi, _ := debug.ReadBuildInfo() // nil outside a module build: then only the ldflags and the runtime
-	return fromBuildInfo(bi, version, commit)
+	return fromBuildInfo(bi, version, commit, modified)
 }
 
 // fromBuildInfo combines bi (may be nil) with the -X overrides.
-func fromBuildInfo(bi *debug.BuildInfo, version, commit string) Info {
+func fromBuildInfo(bi *debug.BuildInfo, version, commit, modified string) Info {
 	info := Info{Version: version, Commit: commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	if bi != nil {
 		if bi.GoVersion != "" {
@@ -76,6 +79,9 @@ func fromBuildInfo(bi *debug.BuildInfo, version, commit string) Info {
 				info.Time, _ = time.Parse(time.RFC3339, s.Value)
 			}
 		}
+	}
+	if m, err := strconv.ParseBool(modified); err == nil {
+		info.Modified = m
 	}
 	if info.Version == "" {
 		info.Version = Unknown

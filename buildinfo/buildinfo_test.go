@@ -16,7 +16,7 @@ func TestInfoFromTheToolchainsStamp(t *testing.T) {
 			{Key: "vcs.time", Value: "2026-12-07T13:30:00Z"},
 			{Key: "vcs.modified", Value: "true"},
 		}}
-	got := fromBuildInfo(bi, "", "")
+	got := fromBuildInfo(bi, "", "", "")
 	want := Info{Version: "v0.0.0-20261207133000-0123456789ab+dirty", Commit: "0123456789abcdef0123456789abcdef01234567", Modified: true,
 		Time: time.Date(2026, 12, 7, 13, 30, 0, 0, time.UTC), GoVersion: "go1.99.1", Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	if got != want {
@@ -29,14 +29,18 @@ func TestInfoFromTheToolchainsStamp(t *testing.T) {
 
 func TestLdflagsOverrideTheStamp(t *testing.T) {
 	bi := &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "aaaa"}}}
-	got := fromBuildInfo(bi, "v1.2.3", "bbbb")
-	if got.Version != "v1.2.3" || got.Commit != "bbbb" || got.Modified || !got.Time.IsZero() {
-		t.Fatalf("got %+v, want version v1.2.3 and commit bbbb, not modified, no time", got)
+	got := fromBuildInfo(bi, "v1.2.3", "bbbb", "true")
+	if got.Version != "v1.2.3" || got.Commit != "bbbb" || !got.Modified || !got.Time.IsZero() {
+		t.Fatalf("got %+v, want version v1.2.3 and commit bbbb, modified, no time", got)
+	}
+	bi.Settings = append(bi.Settings, debug.BuildSetting{Key: "vcs.modified", Value: "true"})
+	if got := fromBuildInfo(bi, "", "", "false"); got.Modified {
+		t.Fatalf("got %+v, want not modified: -X …modified=false overrides vcs.modified", got)
 	}
 }
 
 func TestNothingRecordedIsUnknown(t *testing.T) {
-	got := fromBuildInfo(nil, "", "")
+	got := fromBuildInfo(nil, "", "", "")
 	if got.Version != Unknown || got.Commit != Unknown || got.GoVersion != runtime.Version() {
 		t.Fatalf("got %+v, want unknown version and commit, the runtime's Go version", got)
 	}
