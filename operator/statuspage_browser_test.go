@@ -442,7 +442,8 @@ func checkPageAgainstJSON(t *testing.T, dom statusDOM, rep statuspage.Report) {
 		}
 	}
 	for k, v := range map[string]string{"total-lag": itoa(lag), "total-poisoned": itoa(poisoned), "total-parked": itoa(parked),
-		"errors": strconv.Itoa(len(s.Errors)), "samples": strconv.Itoa(rep.Samples), "chart-points": strconv.Itoa(len(rep.Rates))} {
+		"errors": strconv.Itoa(len(s.Errors)), "samples": strconv.Itoa(rep.Samples), "chart-points": strconv.Itoa(len(rep.Rates)),
+		"build-version": rep.Build.Version, "build-go": rep.Build.GoVersion} {
 		if dom.Top[k] != v {
 			t.Errorf("%s: the page shows %q, /status.json %s", k, dom.Top[k], v)
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/eventpipe/eventpipe/buildinfo"
 	"github.com/eventpipe/eventpipe/eventstore"
 )
 
@@ -44,6 +45,10 @@ type Config struct {
 	// "Access" section and in /status.json. It is static: the page does
 	// not sample it. The zero Access (Mode "") hides the section.
 	Access Access
+	// Build is the build of the process serving the page, shown under
+	// its title and in /status.json (default: buildinfo.Read(), this
+	// process's).
+	Build buildinfo.Info
 }
 
 // Access modes.
@@ -126,6 +131,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Build == (buildinfo.Info{}) {
+		c.Build = buildinfo.Read()
 	}
 }
 

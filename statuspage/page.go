@@ -3,9 +3,9 @@
 // every consumer group's position, lag, poisoned and parked messages, the
 // relay streams' leases, the sagas' instances and the events per minute by
 // aggregate type with a chart over the history kept; GET /status.json has
-// the same numbers for scripts and tests. Both also say who may reach the
-// HTTP API when Config.Access is given (the caller converts its
-// authentication configuration and policy).
+// the same numbers for scripts and tests. Both also say which build serves
+// them (Config.Build) and who may reach the HTTP API when Config.Access is
+// given (the caller converts its authentication configuration and policy).
 //
 // A Page samples a Reader every Config.Interval in the background and keeps
 // the samples of Config.History in a ring. Rates are the differences of
@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eventpipe/eventpipe/buildinfo"
 	"github.com/eventpipe/eventpipe/httpapi"
 )
 
@@ -170,6 +171,8 @@ type Report struct {
 	Rates []RatePoint `json:"rates"`
 	// Access is Config.Access, nil when not given (Mode "").
 	Access *Access `json:"access,omitempty"`
+	// Build is Config.Build: the build of the process serving the page.
+	Build buildinfo.Info `json:"build"`
 }
 
 // report builds the Report of the samples kept now.
@@ -177,7 +180,7 @@ func (p *Page) report() Report {
 	p.mu.Lock()
 	samples := p.samples.values()
 	p.mu.Unlock()
-	rep := Report{Interval: p.cfg.Interval.Seconds(), History: p.cfg.History.Seconds(), Samples: len(samples)}
+	rep := Report{Interval: p.cfg.Interval.Seconds(), History: p.cfg.History.Seconds(), Samples: len(samples), Build: p.cfg.Build}
 	if p.cfg.Access.Mode != "" {
 		a := p.cfg.Access // read-only after New
 		rep.Access = &a

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventpipe/eventpipe/buildinfo"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
@@ -416,5 +417,50 @@ func TestPageShowsTheOperatorActions(t *testing.T) {
 	t.Cleanup(func() { _ = empty.Close() })
 	if body := get(t, empty, "/status").Body.String(); !strings.Contains(body, "No operator actions recorded.") || strings.Contains(body, "operator-actions-table") {
 		t.Errorf("a page without actions:\n%s", body)
+	}
+}
+
+// TestPageShowsTheBuildThatServesIt: the page and /status.json name the
+// build (Config.Build), before the first sample too; without one it is
+// this process's.
+func TestPageShowsTheBuildThatServesIt(t *testing.T) {
+	build := buildinfo.Info{Version: "v1.2.3", Commit: "0123456789abcdef0123", Modified: true, GoVersion: "go1.99.1", Platform: "linux/amd64"}
+	p, err := New(Config{Reader: &fakeReader{block: true}, Interval: time.Hour, History: time.Hour, Build: build})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil).WithContext(ctx))
+	body := rec.Body.String()
+	for _, want := range []string{`data-metric="build-version">v1.2.3<`, `data-metric="build-commit" title="0123456789abcdef0123">0123456789ab<`,
+		`data-metric="build-modified"`, `data-metric="build-go">go1.99.1<`} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("page without %s:\n%s", want, body)
+		}
+	}
+	sampled, err := New(Config{Reader: &fakeReader{}, Interval: time.Hour, History: time.Hour, Build: build})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sampled.Close()
+	rec = get(t, sampled, "/status.json")
+	var rep Report
+	if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
+		t.Fatalf("status.json %s: %v", rec.Body, err)
+	}
+	if rep.Build != build {
+		t.Fatalf("status.json build %+v, want %+v", rep.Build, build)
+	}
+
+	own, err := New(Config{Reader: &fakeReader{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	if own.cfg.Build != buildinfo.Read() {
+		t.Fatalf("default Build %+v, want this process's %+v", own.cfg.Build, buildinfo.Read())
 	}
 }

@@ -92,7 +92,7 @@ Addresses come from the environment; 'eventpipe stack env' prints them.`,
 		SilenceErrors:     true,
 		PersistentPreRunE: traces.setup,
 	}
-	root.AddCommand(stackCommand(), migrateCommand(), serveCommand(), sendCommand(), eventsCommand(), relayCommand(), consumeCommand(), replayCommand(), demoCommand(), statusCommand(), trackCommand(), analyticsCommand(), parkedCommand(), poisonCommand(), recalculateCommand(), sagasCommand(), schemasCommand(catalog), authCommand())
+	root.AddCommand(stackCommand(), migrateCommand(), serveCommand(), sendCommand(), eventsCommand(), relayCommand(), consumeCommand(), replayCommand(), demoCommand(), statusCommand(), trackCommand(), analyticsCommand(), parkedCommand(), poisonCommand(), recalculateCommand(), sagasCommand(), schemasCommand(catalog), authCommand(), versionCommand())
 	return root
 }
 

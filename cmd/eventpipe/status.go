@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/buildinfo"
 	"github.com/eventpipe/eventpipe/operator"
 )
 
@@ -28,7 +29,8 @@ func statusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(out, "STACK")
+			fmt.Fprintln(out, "BUILD", buildinfo.Read()) // this binary's; a running process shows its own on /status and in eventpipe_build_info
+			fmt.Fprintln(out, "\nSTACK")
 			stackErr := printStatus(cmd, s)
 			r := operator.Status(cmd.Context(), operator.StatusConfig{Process: eventpipe.Process{Catalog: catalog}, CommandGroup: group})
 
