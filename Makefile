@@ -14,9 +14,10 @@ BENCHFLAGS  ?= -benchtime=300x
 # VERSION, COMMIT and MODIFIED (below, with the image) go into the binary
 # for `eventpipe version`, also where GOFLAGS=-buildvcs=false drops the
 # toolchain's stamp (and where -buildvcs would fail on git's ownership
-# check).
+# check). The binary is static (CGO_ENABLED=0: it needs no C library), as
+# the image's is and the tests' are, so all of them share one build cache.
 build:
-	$(GO) build -ldflags '$(BUILD_LDFLAGS)' -o $(BIN) ./cmd/eventpipe
+	CGO_ENABLED=0 $(GO) build -ldflags '$(BUILD_LDFLAGS)' -o $(BIN) ./cmd/eventpipe
 
 # The container image (docs/deploying.md, "The image"): a static binary
 # built here, copied by deploy/image/Containerfile onto IMAGE_BASE.
@@ -40,7 +41,7 @@ BUILD_LDFLAGS = -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMM
 
 image:
 	rm -rf $(IMAGE_CTX) && mkdir -p $(IMAGE_CTX)/rootfs
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(BUILD_LDFLAGS)' \
+	CGO_ENABLED=0 $(GO) build -ldflags '-s -w $(BUILD_LDFLAGS)' \
 	  -o $(IMAGE_CTX)/eventpipe ./cmd/eventpipe
 	@if [ "$(IMAGE_BASE)" = scratch ]; then \
 	  mkdir -p $(IMAGE_CTX)/rootfs/etc/ssl/certs && \

@@ -40,7 +40,11 @@ func eventpipeBinary(t *testing.T) string {
 		}
 		binDir = dir
 		bin := filepath.Join(dir, "eventpipe")
-		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		// Static, as make build and the image build it (CGO_ENABLED=0),
+		// so that the three share one build cache.
+		build := exec.Command("go", "build", "-o", bin, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
 			buildErr = "go build: " + err.Error() + "\n" + string(out)
 			return
 		}
