@@ -9,7 +9,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TESTFLAGS   ?=
 BENCHFLAGS  ?= -benchtime=300x
 
-.PHONY: build image test test-unit chart-test bench demo lint stack-up stack-down stack-status chromium clean
+.PHONY: build image test test-unit deploy-test bench demo lint stack-up stack-down stack-status chromium clean
 
 # VERSION, COMMIT and MODIFIED (below, with the image) go into the binary
 # for `eventpipe version`, also where GOFLAGS=-buildvcs=false drops the
@@ -93,16 +93,16 @@ chromium:
 test: stack-up chromium
 	$(BIN) schemas check
 	$(GO) test -race -count=1 -p 4 -timeout 45m $(TESTFLAGS) ./...
-	$(MAKE) chart-test
+	$(MAKE) deploy-test
 
 # The Helm chart's test (deploy/helm/eventpipe; docs/deploying.md, "The
 # Helm chart"): helm lint, and `helm template` of each ci/ values file
 # decoded strictly into the Kubernetes types and checked. A Go module of
-# its own (deploy/helm/charttest), so that Helm and k8s.io stay out of
+# its own (deploy/deploytest), so that Helm and k8s.io stay out of
 # eventpipe's module graph; it needs no service. Its first build compiles
 # Helm and the Kubernetes API: minutes.
-chart-test:
-	cd deploy/helm/charttest && $(GO) vet ./... && $(GO) test -count=1 $(TESTFLAGS) ./...
+deploy-test:
+	cd deploy/deploytest && $(GO) vet ./... && $(GO) test -count=1 $(TESTFLAGS) ./...
 
 # The unit tier: every test that needs no service (domains, rules,
 # fixtures, codecs, the store contract on the memory store, pure logic;

@@ -1,5 +1,6 @@
-// Package charttest checks eventpipe's Helm chart (deploy/helm/eventpipe):
-// it lints the chart and renders it as `helm template` does, through
+// Package deploytest checks what deploy/ and docker-compose.yml ship.
+//
+// The Helm chart (deploy/helm/eventpipe): it lints the chart and renders it as `helm template` does, through
 // Helm's Go API, for its defaults and for each values file under the
 // chart's ci/, decodes every manifest strictly into the Kubernetes API
 // types (an unknown field fails; the CRDs ServiceMonitor, PrometheusRule
@@ -11,10 +12,10 @@
 // come only from existing Secrets; the PrometheusRule's rules parse and
 // use only metrics the binary exports.
 //
-// It is a module of its own so that Helm's and Kubernetes' dependencies
-// stay out of eventpipe's module graph; `make chart-test` (part of `make
-// test`) runs it.
-package charttest
+// It is a module of its own so that Helm's, Kubernetes' and Prometheus'
+// dependencies stay out of eventpipe's module graph; `make deploy-test`
+// (part of `make test`) runs it.
+package deploytest
 
 import (
 	"fmt"
@@ -47,9 +48,9 @@ import (
 )
 
 const (
-	chartDir   = "../eventpipe"
-	moduleRoot = "../../.." // eventpipe's main module
-	nonRootUID = 65532      // the image's user (deploy/image/Containerfile)
+	chartDir   = "../helm/eventpipe"
+	moduleRoot = "../.." // eventpipe's main module
+	nonRootUID = 65532   // the image's user (deploy/image/Containerfile)
 )
 
 // valuesFiles are the chart's ci/*.yaml, each rendered and checked.

@@ -1,4 +1,4 @@
-module github.com/eventpipe/eventpipe/deploy/helm/charttest
+module github.com/eventpipe/eventpipe/deploy/deploytest
 
 go 1.26.8
 
