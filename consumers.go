@@ -249,7 +249,7 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 		}
 		c.runs = append(c.runs, run)
 	}
-	if err := c.buildChecks(ctx, cfg, store, res.DB, topics); err != nil {
+	if err := c.buildChecks(ctx, cfg, store, res.DB, res.Search, topics); err != nil {
 		return fail(err)
 	}
 	if res.DB != nil {
@@ -287,9 +287,10 @@ func snapshotFuncs(c *Catalog, store eventstore.Store) (map[string]commands.Snap
 }
 
 // buildChecks prepares AddChecks' readiness checks: the consumer groups
-// (unless NoKafka), the events table (the default store) and the
-// read-model database (when a consumer needs it).
-func (c *Consumers) buildChecks(ctx context.Context, cfg ConsumersConfig, store eventstore.Store, db *pgxpool.Pool, topics bus.Topics) error {
+// (unless NoKafka), the events table (the default store), the
+// read-model database and the search cluster (when a consumer needs
+// them).
+func (c *Consumers) buildChecks(ctx context.Context, cfg ConsumersConfig, store eventstore.Store, db *pgxpool.Pool, search *esclient.Client, topics bus.Topics) error {
 	c.ready = map[string]health.Check{}
 	if !cfg.NoKafka {
 		var groups []string
@@ -314,14 +315,18 @@ func (c *Consumers) buildChecks(ctx context.Context, cfg ConsumersConfig, store 
 	if db != nil {
 		c.ready[CheckPostgres] = func(ctx context.Context) error { return db.Ping(ctx) }
 	}
+	if search != nil {
+		c.ready[CheckSearch] = searchCheck(search)
+	}
 	return nil
 }
 
 // AddChecks adds the consumers' checks to p: live from the start of Run
 // until it fails (a clean stop stays live); ready
 // while every consumer group is Stable with members (the brokers
-// answer and the groups have formed), the events table answers and the
-// read-model database answers a ping (those the consumers use).
+// answer and the groups have formed), the events table answers, the
+// read-model database answers a ping and the search cluster's health is
+// not red (those the consumers use).
 func (c *Consumers) AddChecks(p *health.Probes) {
 	p.AddLive(CheckRunning, func(context.Context) error {
 		if !c.running.Load() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/health"
 	"github.com/eventpipe/eventpipe/httpapi"
+	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
 
 // NewMetricsRegistry returns a Prometheus registry with the Go runtime and
@@ -72,6 +74,7 @@ const (
 	CheckDynamoDB = "dynamodb"       // the table answers DescribeTable and is ACTIVE
 	CheckKafka    = "kafka-groups"   // every consumer group of the process is Stable with members
 	CheckPostgres = "postgres"       // the read-model database answers a ping
+	CheckSearch   = "elasticsearch"  // the search cluster's health answers, not red
 	CheckLoop     = "loop"           // a relay's discovery loop turns
 	CheckLeases   = "relay-leases"   // a relay balanced its leases lately
 	CheckRunning  = "running"        // the process's consumers or handlers run
@@ -88,6 +91,24 @@ func tableCheck(db *dynamodb.Client, table string) health.Check {
 		}
 		if s := out.Table.TableStatus; s != "ACTIVE" && s != "UPDATING" {
 			return fmt.Errorf("table %s is %s", table, s)
+		}
+		return nil
+	}
+}
+
+// searchCheck fails unless the search cluster answers its health API
+// with a status other than red (red: a primary shard is unassigned, so
+// some writes and searches fail).
+func searchCheck(es *esclient.Client) health.Check {
+	return func(ctx context.Context) error {
+		var h struct {
+			Status string `json:"status"`
+		}
+		if err := esclient.Do(ctx, es, esapi.ClusterHealthRequest{}, &h); err != nil {
+			return fmt.Errorf("elasticsearch cluster health: %w", err)
+		}
+		if h.Status == "red" {
+			return errors.New("elasticsearch cluster health is red")
 		}
 		return nil
 	}

@@ -701,6 +701,10 @@ func (s *WriteSide) addChecks(ctx context.Context, listening <-chan string) erro
 		}
 		p.AddReady(CheckKafka, groupsCheck(reader, groups))
 	}
+	// Not Postgres nor Elasticsearch: without them commands still work
+	// and only the reads from models answer 503, so a serve that failed
+	// its readiness for them would take the whole API out of its load
+	// balancer for the sake of some reads.
 	go func() {
 		select {
 		case <-listening:

@@ -48,6 +48,13 @@ func newMetrics(reg prometheus.Registerer, stream string) (*metrics, error) {
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}),
 	}
+	// Every outcome exists from the start at 0, so that an alert on
+	// increase(…{outcome="poison"}) sees the first poisoned record (a
+	// series born at 1 has no increase) and a scrape of an idle relay
+	// already shows every series.
+	for _, outcome := range []string{"published", "skipped", "poison"} {
+		m.records.WithLabelValues(outcome)
+	}
 	if reg == nil {
 		return m, nil
 	}

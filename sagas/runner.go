@@ -163,7 +163,7 @@ func New(cfg Config) (*Runner, error) {
 // newRunner returns the Runner of saga with cfg (defaults set) and its
 // metrics, not registered.
 func newRunner(cfg Config, saga compiled) *Runner {
-	return &Runner{cfg: cfg, saga: saga,
+	r := &Runner{cfg: cfg, saga: saga,
 		inputs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "eventpipe", Subsystem: "saga", Name: "inputs_total",
 			Help: "Saga inputs by kind and what became of them: handled, duplicate (handled before), skipped (no instance, or finished), unverified (a reply the event store does not confirm: ignored).",
@@ -173,6 +173,10 @@ func newRunner(cfg Config, saga compiled) *Runner {
 			Help: "Saga effects run: commands sent and commands cancelled (a sweep may run one again after a crash).",
 		}, []string{"kind"}),
 	}
+	// Handled timeouts exist from the start at 0, so that an alert on
+	// their increase sees the first one (a series born at 1 has none).
+	r.inputs.WithLabelValues(string(KindTimeout), "handled")
+	return r
 }
 
 // Name is the saga's name.

@@ -73,6 +73,12 @@ func New(cfg Config) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
+	for typ := range cfg.Aggregates {
+		// At 0 from the start: an alert on the increase of permanent
+		// failures sees the first one (a series born at 1 has none).
+		m.failures.WithLabelValues(typ, "permanent")
+		m.failures.WithLabelValues(typ, "transient")
+	}
 	taken, err := lru.New[eventstore.Ref, int64](cfg.Remember)
 	if err != nil {
 		return nil, fmt.Errorf("snapshots: %w", err)
