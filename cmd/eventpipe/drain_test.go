@@ -80,8 +80,8 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
-// probe answers GET path's status, 0 when nothing answers.
-func probe(addr, path string) int {
+// probeStatus answers GET path's status, 0 when nothing answers.
+func probeStatus(addr, path string) int {
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get("http://" + addr + path)
 	if err != nil {
@@ -91,15 +91,16 @@ func probe(addr, path string) int {
 	return resp.StatusCode
 }
 
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+// waitFor waits until cond holds, failing t only when integration.Await
+// sees no success for integration.HangAfter (a hang, not a slow machine).
+func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
+	integration.Await(t, what, func() error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // drainWatch polls p's /readyz every 10 ms from now until p exits and
@@ -114,7 +115,7 @@ func watchDrain(p *proc) *drainWatch {
 	go func() {
 		defer close(w.done)
 		for {
-			code := probe(p.addr, "/readyz")
+			code := probeStatus(p.addr, "/readyz")
 			now := time.Now().UnixNano()
 			if code == http.StatusServiceUnavailable {
 				w.notReady.CompareAndSwap(0, now)
@@ -221,7 +222,9 @@ func TestSIGTERMDrainsServeRelayAndConsume(t *testing.T) {
 	if out, err := mig.CombinedOutput(); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
-	ready := func(p *proc) func() bool { return func() bool { return probe(p.addr, "/readyz") == http.StatusOK } }
+	ready := func(p *proc) func() bool {
+		return func() bool { return probeStatus(p.addr, "/readyz") == http.StatusOK }
+	}
 	relayArgs := func(worker, addr string) []string {
 		return []string{"relay", "--streams", eventpipe.RelayEvents, "--worker-id", worker, "--metrics-addr", addr,
 			"--lease-duration", relayLease.String(), "--discovery-interval", relayDiscovery.String()}
@@ -234,12 +237,12 @@ func TestSIGTERMDrainsServeRelayAndConsume(t *testing.T) {
 	c := free()
 	consumer := startProc(t, bin, env, "consume", c, "consume", "todos", "--metrics-addr", c)
 	for _, p := range []*proc{serve, relayA, relayB, consumer} {
-		waitFor(t, p.name+" /startupz", 90*time.Second, func() bool { return probe(p.addr, "/startupz") == http.StatusOK })
+		waitFor(t, p.name+" /startupz", func() bool { return probeStatus(p.addr, "/startupz") == http.StatusOK })
 	}
 	for _, p := range []*proc{serve, relayA, relayB} {
-		waitFor(t, p.name+" /readyz", 60*time.Second, ready(p))
+		waitFor(t, p.name+" /readyz", ready(p))
 	}
-	if code := probe(serve.addr, "/livez"); code != http.StatusOK {
+	if code := probeStatus(serve.addr, "/livez"); code != http.StatusOK {
 		t.Fatalf("serve /livez: %d", code)
 	}
 
@@ -252,13 +255,13 @@ func TestSIGTERMDrainsServeRelayAndConsume(t *testing.T) {
 		wg.Go(func() { l.run(t.Context(), "serve", func() bool { return !notReady.Load() }) })
 		wg.Go(func() {
 			for !notReady.Load() {
-				if probe(serve.addr, "/readyz") == http.StatusServiceUnavailable {
+				if probeStatus(serve.addr, "/readyz") == http.StatusServiceUnavailable {
 					notReady.Store(true)
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
 		})
-		waitFor(t, "load on serve", 60*time.Second, func() bool { return l.n.Load() >= 20 })
+		waitFor(t, "load on serve", func() bool { return l.n.Load() >= 20 })
 		terminate(t, serve)
 		notReady.Store(true)
 		wg.Wait()
@@ -271,13 +274,13 @@ func TestSIGTERMDrainsServeRelayAndConsume(t *testing.T) {
 
 	// A new serve carries the load for the relay's and the consumer's drains.
 	serve = startProc(t, bin, env, "serve-2", ep.HTTPAddr, "serve", "--group", integration.UniqueName(t, "cmds"))
-	waitFor(t, "serve-2 /readyz", 90*time.Second, ready(serve))
+	waitFor(t, "serve-2 /readyz", ready(serve))
 	l := &load{addr: serve.addr}
 	ctx, stopLoad := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() { l.run(ctx, "steady", func() bool { return true }) })
 	defer func() { stopLoad(); wg.Wait() }()
-	waitFor(t, "consume /readyz", 90*time.Second, ready(consumer))
+	waitFor(t, "consume /readyz", ready(consumer))
 
 	// relay: the owner of the shards drains; the other takes them.
 	leases := func() []string {
@@ -293,7 +296,7 @@ func TestSIGTERMDrainsServeRelayAndConsume(t *testing.T) {
 		}
 		return owners
 	}
-	waitFor(t, "leases held", 60*time.Second, func() bool {
+	waitFor(t, "leases held", func() bool {
 		o := leases()
 		return len(o) > 0 && !slices.Contains(o, "")
 	})
@@ -302,9 +305,9 @@ func TestSIGTERMDrainsServeRelayAndConsume(t *testing.T) {
 		victim, other = relayB, relayA
 	}
 	n0 := l.n.Load()
-	waitFor(t, "load during the relay's drain", 60*time.Second, func() bool { return l.n.Load() >= n0+10 })
+	waitFor(t, "load during the relay's drain", func() bool { return l.n.Load() >= n0+10 })
 	terminate(t, victim)
-	waitFor(t, "the other relay holds every shard", relayLease, func() bool {
+	waitFor(t, "the other relay holds every shard", func() bool {
 		for _, o := range leases() {
 			if o != other.name {
 				return false
@@ -320,13 +323,13 @@ func TestSIGTERMDrainsServeRelayAndConsume(t *testing.T) {
 
 	// consume: drains under load; a new one takes over the group.
 	n0 = l.n.Load()
-	waitFor(t, "load during the consumer's drain", 60*time.Second, func() bool { return l.n.Load() >= n0+10 })
+	waitFor(t, "load during the consumer's drain", func() bool { return l.n.Load() >= n0+10 })
 	terminate(t, consumer)
 	c2 := free()
 	consumer = startProc(t, bin, env, "consume-2", c2, "consume", "todos", "--metrics-addr", c2)
-	waitFor(t, "consume-2 /readyz", 90*time.Second, ready(consumer))
+	waitFor(t, "consume-2 /readyz", ready(consumer))
 	n0 = l.n.Load()
-	waitFor(t, "load after the drains", 60*time.Second, func() bool { return l.n.Load() >= n0+10 })
+	waitFor(t, "load after the drains", func() bool { return l.n.Load() >= n0+10 })
 	stopLoad()
 	wg.Wait()
 	if len(l.failures) > 0 {
@@ -341,7 +344,7 @@ func TestSIGTERMDrainsServeRelayAndConsume(t *testing.T) {
 	}
 	defer pool.Close()
 	var rows, once int
-	waitFor(t, fmt.Sprintf("the read model holds the %d accepted todos", len(accepted)), 120*time.Second, func() bool {
+	waitFor(t, fmt.Sprintf("the read model holds the %d accepted todos", len(accepted)), func() bool {
 		err := pool.QueryRow(t.Context(), `SELECT count(*), count(*) FILTER (WHERE version = 1 AND apply_count = 1) FROM todos WHERE todo_id = ANY($1)`, accepted).Scan(&rows, &once)
 		if err != nil {
 			t.Fatal(err)
