@@ -75,9 +75,12 @@ func New(cfg Config) (*Consumer, error) {
 	}
 	for typ := range cfg.Aggregates {
 		// At 0 from the start: an alert on the increase of permanent
-		// failures sees the first one (a series born at 1 has none).
+		// failures sees the first one, and a rate the first snapshots (a
+		// series born at N has no increase).
 		m.failures.WithLabelValues(typ, "permanent")
 		m.failures.WithLabelValues(typ, "transient")
+		m.written.WithLabelValues(typ)
+		m.skipped.WithLabelValues(typ)
 	}
 	taken, err := lru.New[eventstore.Ref, int64](cfg.Remember)
 	if err != nil {

@@ -40,6 +40,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 		}),
 	}
+	// Every outcome and item exists from the start at 0: a rate or an
+	// increase sees the first batch (a series born at N has no increase).
+	for _, outcome := range []string{"applied", "duplicate", "redelivered"} {
+		m.events.WithLabelValues(outcome)
+	}
+	for _, item := range []string{"aggregation", "session"} {
+		m.writes.WithLabelValues(item)
+	}
 	if reg != nil {
 		reg.MustRegister(m.events, m.writes, m.conflicts, m.failures, m.poison, m.batchSeconds)
 	}
