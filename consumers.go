@@ -293,10 +293,11 @@ func snapshotFuncs(c *Catalog, store eventstore.Store) (map[string]commands.Snap
 func (c *Consumers) buildChecks(ctx context.Context, cfg ConsumersConfig, store eventstore.Store, db *pgxpool.Pool, search *esclient.Client, topics bus.Topics) error {
 	c.ready = map[string]health.Check{}
 	if !cfg.NoKafka {
-		var groups []string
+		var groups []readyGroup
 		for _, name := range cfg.Names {
 			cons, _ := cfg.Catalog.Consumer(name)
-			groups = append(groups, cons.Describe(topics).Group)
+			info := cons.Describe(topics)
+			groups = append(groups, readyGroup{group: info.Group, topicPrefix: info.TopicPrefix})
 		}
 		reader, err := kafka.NewOffsetReader(kafka.Cluster{Brokers: cfg.Endpoints.KafkaBrokers, Security: cfg.Endpoints.Kafka})
 		if err != nil {

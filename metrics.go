@@ -114,22 +114,42 @@ func searchCheck(es *esclient.Client) health.Check {
 	}
 }
 
+// readyGroup is a consumer group a readiness check waits for, and the
+// topic prefix it subscribes to when it reads every topic of a prefix
+// (ConsumerInfo.TopicPrefix).
+type readyGroup struct {
+	group, topicPrefix string
+}
+
 // groupsCheck fails unless each of groups is Stable with at least one
 // member, as its coordinator describes it: the brokers answer and the
 // group has formed. Kafka does not say which process a dynamic member
 // is, so it is the group's state, not this process's membership alone,
 // that a pass proves; a rebalance (a member joining or leaving) fails it
-// until the group settles.
-func groupsCheck(reader *kafka.OffsetReader, groups []string) health.Check {
+// until the group settles. A group that reads every topic of a prefix
+// cannot form while no such topic exists (before the first analytics
+// event of a new deployment): it passes then, the brokers having
+// answered the topic listing.
+func groupsCheck(reader *kafka.OffsetReader, groups []readyGroup) health.Check {
 	return func(ctx context.Context) error {
 		var errs []error
 		for _, g := range groups {
-			d, err := reader.DescribeGroup(ctx, g)
+			d, err := reader.DescribeGroup(ctx, g.group)
 			switch {
 			case err != nil:
 				errs = append(errs, err)
 			case d.State != "Stable" || len(d.Members) == 0:
-				errs = append(errs, fmt.Errorf("group %s is %s with %d members", g, d.State, len(d.Members)))
+				if g.topicPrefix != "" {
+					topics, err := reader.TopicsWithPrefix(ctx, g.topicPrefix)
+					if err != nil {
+						errs = append(errs, err)
+						continue
+					}
+					if len(topics) == 0 {
+						continue // nothing to read yet, so no group to join
+					}
+				}
+				errs = append(errs, fmt.Errorf("group %s is %s with %d members", g.group, d.State, len(d.Members)))
 			}
 		}
 		return errors.Join(errs...)

@@ -695,9 +695,9 @@ func (s *WriteSide) addChecks(ctx context.Context, listening <-chan string) erro
 			return fmt.Errorf("write side: %w", err)
 		}
 		s.operatorClosers = append(s.operatorClosers, closerFunc(reader.Close))
-		var groups []string
+		var groups []readyGroup
 		for _, topic := range s.Dispatcher.Topics() {
-			groups = append(groups, CommandGroup(s.cfg.ConsumerGroup, topic))
+			groups = append(groups, readyGroup{group: CommandGroup(s.cfg.ConsumerGroup, topic)})
 		}
 		p.AddReady(CheckKafka, groupsCheck(reader, groups))
 	}
