@@ -18,7 +18,6 @@
 package deploytest
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -31,6 +30,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 	"helm.sh/helm/v4/pkg/action"
@@ -278,12 +278,12 @@ func TestRenderedChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exported := exportedMetrics(t)
+	used := newSelectors() // of the alerts
 	for _, file := range valuesFiles(t) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			vals := readValues(t, file)
 			ms := render(t, ch, vals)
-			if dir := os.Getenv("CHARTTEST_DUMP"); dir != "" { // the rendered manifests, to read
+			if dir := os.Getenv("DEPLOYTEST_DUMP"); dir != "" { // the rendered manifests, to read
 				var all []byte
 				for _, m := range ms {
 					all = append(append(all, "---\n"...), m.body...)
@@ -296,9 +296,16 @@ func TestRenderedChart(t *testing.T) {
 			if t.Failed() {
 				t.FailNow()
 			}
-			checkChart(t, ch, vals, ms, exported)
+			checkChart(t, ch, vals, ms, used)
 		})
 	}
+	// The alerts' metrics, against what serve, a relay and consume --all
+	// export on the local stack.
+	if len(used.users) == 0 {
+		t.Fatal("no values file under ci/ renders the PrometheusRule")
+	}
+	awaitSeries(t, used)
+	t.Logf("every selector of the alerts matches series of the running processes: %s", strings.Join(slices.Sorted(maps.Keys(used.users)), ", "))
 }
 
 // value is the values' entry at path (dot-separated), from vals, else the
@@ -335,7 +342,7 @@ func toInt(t *testing.T, v any) int {
 	return 0
 }
 
-func checkChart(t *testing.T, ch *chart.Chart, vals map[string]any, ms []manifest, exported map[string]bool) {
+func checkChart(t *testing.T, ch *chart.Chart, vals map[string]any, ms []manifest, used *selectors) {
 	deployments := map[string]*appsv1.Deployment{}
 	var jobs []*batchv1.Job
 	kinds := map[string]int{}
@@ -418,7 +425,7 @@ func checkChart(t *testing.T, ch *chart.Chart, vals map[string]any, ms []manifes
 				t.Errorf("ServiceAccount %s: eks.amazonaws.com/role-arn %q, want %q (IRSA)", o.Name, o.Annotations["eks.amazonaws.com/role-arn"], arn)
 			}
 		case *prometheusRule:
-			checkRules(t, o, exported)
+			checkRules(t, o, used)
 		}
 	}
 
@@ -576,139 +583,81 @@ func checkMigrateHook(t *testing.T, job *batchv1.Job, hook *release.Hook) {
 }
 
 // checkRules parses the PrometheusRule's groups with Prometheus' own rule
-// parser and checks that every metric an expression selects is one the
-// binary exports.
-func checkRules(t *testing.T, pr *prometheusRule, exported map[string]bool) {
+// parser and adds every selector of its expressions to used.
+func checkRules(t *testing.T, pr *prometheusRule, used *selectors) {
 	t.Helper()
 	b, err := yaml.Marshal(map[string]any{"groups": pr.Spec.Groups})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := parser.NewParser(parser.Options{})
-	groups, errs := rulefmt.Parse(b, false, model.LegacyValidation, p, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if len(errs) > 0 {
-		t.Fatalf("PrometheusRule %s: rulefmt: %v", pr.Name, errs)
-	}
 	n := 0
-	for _, g := range groups.Groups {
-		for _, r := range g.Rules {
-			n++
-			expr, err := p.ParseExpr(r.Expr)
-			if err != nil {
-				t.Errorf("rule %s: %v", r.Alert, err)
-				continue
-			}
-			used := 0
-			parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
-				vs, ok := node.(*parser.VectorSelector)
-				if !ok {
-					return nil
-				}
-				name := vs.Name
-				for _, m := range vs.LabelMatchers {
-					if m.Name == model.MetricNameLabel {
-						name = m.Value
-					}
-				}
-				used++
-				if !exported[name] {
-					t.Errorf("rule %s uses %s, which the binary does not export", r.Alert, name)
-				}
-				return nil
-			})
-			if used == 0 {
-				t.Errorf("rule %s selects no metric", r.Alert)
-			}
-		}
+	for _, r := range parseRules(t, "PrometheusRule "+pr.Name, b) {
+		n++
+		used.add(t, "alert "+r.Alert, r.Expr)
 	}
 	if n == 0 {
 		t.Errorf("PrometheusRule %s has no rule", pr.Name)
 	}
-	t.Logf("PrometheusRule %s: %d rules parse, their metrics are exported", pr.Name, n)
+	t.Logf("PrometheusRule %s: %d rules parse", pr.Name, n)
 }
 
-// exportedMetrics returns the metric names eventpipe's binary exports, as
-// its Go source declares them (the main module, tests and development
-// tools left out): Name: "eventpipe_…" in the collectors' options,
-// Namespace/Subsystem/Name triples, and constants named …Metric…, plus a
-// histogram's _bucket, _sum and _count series. Reading the source stands
-// in for what the issue asks, a scrape of the running processes' /metrics
-// (serve, relay and consume on the local stack): that check belongs with
-// the image test, which runs them.
-func exportedMetrics(t *testing.T) map[string]bool {
+// parseRules parses a Prometheus rule file with Prometheus' own parser.
+func parseRules(t *testing.T, what string, b []byte) []rulefmt.Rule {
 	t.Helper()
-	var (
-		triple = regexp.MustCompile(`Namespace:\s*"(\w+)",\s*Subsystem:\s*"(\w+)",\s*Name:\s*"(\w+)"`)
-		named  = regexp.MustCompile(`Name:\s*"(eventpipe_\w+)"`)
-		konst  = regexp.MustCompile(`\b(\w*Metric\w*)\s*=\s*"(eventpipe_\w+)"`)
-		histo  = regexp.MustCompile(`Histogram(Vec)?\(prometheus\.HistogramOpts\{\s*(?:Namespace:\s*"(\w+)",\s*Subsystem:\s*"(\w+)",\s*)?Name:\s*"?(\w+)"?`)
-	)
-	consts := map[string]string{} // identifier -> value, for histograms named by a constant
-	names := map[string]bool{}
-	var histos []string
-	root, err := filepath.Abs(moduleRoot)
+	p := parser.NewParser(parser.Options{})
+	groups, errs := rulefmt.Parse(b, false, model.LegacyValidation, p, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if len(errs) > 0 {
+		t.Fatalf("%s: rulefmt: %v", what, errs)
+	}
+	var out []rulefmt.Rule
+	for _, g := range groups.Groups {
+		out = append(out, g.Rules...)
+	}
+	return out
+}
+
+// selectors are the series selectors that alerts and dashboards use,
+// each with what uses it (its text → users, and its matchers).
+type selectors struct {
+	users    map[string][]string
+	matchers map[string][]*labels.Matcher
+}
+
+func newSelectors() *selectors {
+	return &selectors{users: map[string][]string{}, matchers: map[string][]*labels.Matcher{}}
+}
+
+// add parses a PromQL expression and adds each series selector in it,
+// used by user; an expression that selects nothing fails t.
+func (s *selectors) add(t *testing.T, user, expr string) {
+	t.Helper()
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("%s: %v", user, err)
+		return
 	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("eventpipe's module at %s: %v", root, err)
-	}
-	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			if rel == "deploy" || rel == "dev" || rel == "e2e" || rel == "testkit" || rel == "examples" || strings.HasPrefix(d.Name(), ".") || d.Name() == "bin" {
-				return filepath.SkipDir
-			}
+	n := 0
+	parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
+		vs, ok := node.(*parser.VectorSelector)
+		if !ok {
 			return nil
 		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for _, m := range triple.FindAllSubmatch(b, -1) {
-			names[fmt.Sprintf("%s_%s_%s", m[1], m[2], m[3])] = true
-		}
-		for _, m := range named.FindAllSubmatch(b, -1) {
-			names[string(m[1])] = true
-		}
-		for _, m := range konst.FindAllSubmatch(b, -1) {
-			consts[string(m[1])] = string(m[2])
-			names[string(m[2])] = true
-		}
-		for _, m := range histo.FindAllSubmatch(b, -1) {
-			if len(m[2]) > 0 {
-				histos = append(histos, fmt.Sprintf("%s_%s_%s", m[2], m[3], m[4]))
-			} else {
-				histos = append(histos, string(m[4]))
-			}
-		}
+		n++
+		text := vs.String()
+		s.users[text] = appendNew(s.users[text], user)
+		s.matchers[text] = vs.LabelMatchers
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
+	if n == 0 {
+		t.Errorf("%s selects no metric: %s", user, expr)
 	}
-	for _, h := range histos {
-		if v, ok := consts[h]; ok {
-			h = v
-		}
-		for _, s := range []string{"_bucket", "_sum", "_count"} {
-			names[h+s] = true
-		}
+}
+
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
 	}
-	// Sanity: the ones the alerts are about are found.
-	for _, want := range []string{"eventpipe_build_info", "eventpipe_consumer_lag_messages", "eventpipe_relay_lag_seconds", "eventpipe_saga_inputs_total"} {
-		if !names[want] {
-			t.Fatalf("the metrics found in eventpipe's source lack %s: %v", want, slices.Sorted(maps.Keys(names)))
-		}
-	}
-	t.Logf("%d metric names found in eventpipe's source", len(names))
-	return names
+	return append(list, s)
 }
 
 // A guard on the test itself: the strict decoding does fail on an
