@@ -30,8 +30,8 @@ import (
 
 const ecsDir = "../ecs"
 
-// longRunning are the roles that serve probes and drain on SIGTERM.
-var longRunning = []string{"serve", "relay", "consume"}
+// longRunningRoles are the roles that serve probes and drain on SIGTERM.
+var longRunningRoles = []string{"serve", "relay", "consume"}
 
 // secretSuffixes mark a variable whose value is a secret: it must come
 // from the task definition's secrets (Secrets Manager or SSM), never from
@@ -207,36 +207,36 @@ func checkTaskDefinition(b []byte, facts binaryFacts) []string {
 	if in.NetworkMode != ecstypes.NetworkModeAwsvpc || !slices.Contains(in.RequiresCompatibilities, ecstypes.CompatibilityFargate) {
 		bad("networkMode %q, requiresCompatibilities %v: want awsvpc on FARGATE", in.NetworkMode, in.RequiresCompatibilities)
 	}
-	cpu, _ := strconv.Atoi(deref(in.Cpu))
-	mem, _ := strconv.Atoi(deref(in.Memory))
+	cpu, _ := strconv.Atoi(orZero(in.Cpu))
+	mem, _ := strconv.Atoi(orZero(in.Memory))
 	if r, ok := fargateMemory[cpu]; !ok || mem < r[0] || mem > r[1] || mem%1024 != 0 && mem != 512 {
-		bad("cpu %s with memory %s: not a Fargate size", deref(in.Cpu), deref(in.Memory))
+		bad("cpu %s with memory %s: not a Fargate size", orZero(in.Cpu), orZero(in.Memory))
 	}
 	arn := regexp.MustCompile(`^arn:aws:iam::\d{12}:role/\S+$`)
-	if !arn.MatchString(deref(in.TaskRoleArn)) || !arn.MatchString(deref(in.ExecutionRoleArn)) {
-		bad("taskRoleArn %q, executionRoleArn %q: want IAM role ARNs (the task's AWS access; pulling the image, the logs and the secrets)", deref(in.TaskRoleArn), deref(in.ExecutionRoleArn))
+	if !arn.MatchString(orZero(in.TaskRoleArn)) || !arn.MatchString(orZero(in.ExecutionRoleArn)) {
+		bad("taskRoleArn %q, executionRoleArn %q: want IAM role ARNs (the task's AWS access; pulling the image, the logs and the secrets)", orZero(in.TaskRoleArn), orZero(in.ExecutionRoleArn))
 	}
 	volumes := map[string]bool{}
 	for _, v := range in.Volumes {
-		volumes[deref(v.Name)] = true
+		volumes[orZero(v.Name)] = true
 	}
 	if len(in.ContainerDefinitions) != 1 {
 		bad("%d containers, want eventpipe's one", len(in.ContainerDefinitions))
 	}
 	for _, c := range in.ContainerDefinitions {
-		checkContainer(c, volumes, facts, func(format string, args ...any) {
-			bad("container %s: "+format, append([]any{deref(c.Name)}, args...)...)
+		checkECSContainer(c, volumes, facts, func(format string, args ...any) {
+			bad("container %s: "+format, append([]any{orZero(c.Name)}, args...)...)
 		})
 	}
 	return problems
 }
 
-// checkContainer checks one container definition.
-func checkContainer(c ecstypes.ContainerDefinition, volumes map[string]bool, facts binaryFacts, bad func(string, ...any)) {
-	if deref(c.Image) == "" || c.Essential == nil || !*c.Essential {
-		bad("image %q, essential %v: want an image and essential", deref(c.Image), c.Essential)
+// checkECSContainer checks one container definition.
+func checkECSContainer(c ecstypes.ContainerDefinition, volumes map[string]bool, facts binaryFacts, bad func(string, ...any)) {
+	if orZero(c.Image) == "" || c.Essential == nil || !*c.Essential {
+		bad("image %q, essential %v: want an image and essential", orZero(c.Image), c.Essential)
 	}
-	if u := deref(c.User); c.User == nil || u != strconv.Itoa(nonRootUID) && u != fmt.Sprintf("%d:%d", nonRootUID, nonRootUID) {
+	if u := orZero(c.User); c.User == nil || u != strconv.Itoa(nonRootUID) && u != fmt.Sprintf("%d:%d", nonRootUID, nonRootUID) {
 		user := "<nil>"
 		if c.User != nil {
 			user = strconv.Quote(*c.User)
@@ -276,12 +276,12 @@ func checkContainer(c ecstypes.ContainerDefinition, volumes map[string]bool, fac
 	// The environment: names eventpipe reads, no secret values.
 	env := map[string]string{}
 	for _, kv := range c.Environment {
-		name, value := deref(kv.Name), deref(kv.Value)
+		name, value := orZero(kv.Name), orZero(kv.Value)
 		env[name] = value
 		if readsEnv(name) && !facts.envNames[name] {
 			bad("environment %s: eventpipe's source names no such variable", name)
 		}
-		if isSecretName(name) {
+		if isSecretEnvName(name) {
 			bad("environment %s: a secret, want it in secrets (Secrets Manager or SSM)", name)
 		}
 		if u, err := url.Parse(value); err == nil && u.User != nil {
@@ -291,7 +291,7 @@ func checkContainer(c ecstypes.ContainerDefinition, volumes map[string]bool, fac
 		}
 	}
 	for _, s := range c.Secrets {
-		name, from := deref(s.Name), deref(s.ValueFrom)
+		name, from := orZero(s.Name), orZero(s.ValueFrom)
 		if readsEnv(name) && !facts.envNames[name] {
 			bad("secret %s: eventpipe's source names no such variable", name)
 		}
@@ -307,10 +307,10 @@ func checkContainer(c ecstypes.ContainerDefinition, volumes map[string]bool, fac
 	// task's volumes (ECS has no secret files: EFS, for instance).
 	mounts := map[string]bool{}
 	for _, m := range c.MountPoints {
-		if !volumes[deref(m.SourceVolume)] || m.ReadOnly == nil || !*m.ReadOnly {
-			bad("mount %s at %s: want a read-only mount of a volume of the task", deref(m.SourceVolume), deref(m.ContainerPath))
+		if !volumes[orZero(m.SourceVolume)] || m.ReadOnly == nil || !*m.ReadOnly {
+			bad("mount %s at %s: want a read-only mount of a volume of the task", orZero(m.SourceVolume), orZero(m.ContainerPath))
 		}
-		mounts[filepath.Clean(deref(m.ContainerPath))] = true
+		mounts[filepath.Clean(orZero(m.ContainerPath))] = true
 	}
 	files := map[string]string{}
 	for name, value := range env {
@@ -346,16 +346,16 @@ func checkContainer(c ecstypes.ContainerDefinition, volumes map[string]bool, fac
 		bad("logConfiguration %v: want awslogs with a group, region and stream prefix", lc)
 	}
 
-	if !slices.Contains(longRunning, sub) {
+	if !slices.Contains(longRunningRoles, sub) {
 		return
 	}
-	checkLongRunning(c, sub, flags, env, facts, bad)
+	checkECSLongRunning(c, sub, flags, env, facts, bad)
 }
 
-// checkLongRunning checks what a serve, relay or consume container needs
+// checkECSLongRunning checks what a serve, relay or consume container needs
 // beyond the rest: its health check is `eventpipe probe` of its own
 // listener, and the stop timeout covers its drain.
-func checkLongRunning(c ecstypes.ContainerDefinition, sub string, flags, env map[string]string, facts binaryFacts, bad func(string, ...any)) {
+func checkECSLongRunning(c ecstypes.ContainerDefinition, sub string, flags, env map[string]string, facts binaryFacts, bad func(string, ...any)) {
 	// The ports the process listens on.
 	listens := map[int]bool{}
 	addrs := []string{flags["metrics-addr"]}
@@ -379,7 +379,7 @@ func checkLongRunning(c ecstypes.ContainerDefinition, sub string, flags, env map
 	}
 	mapped := map[int]bool{}
 	for _, pm := range c.PortMappings {
-		p := int(deref(pm.ContainerPort))
+		p := int(orZero(pm.ContainerPort))
 		mapped[p] = true
 		if !listens[p] {
 			bad("portMappings maps %d, which the process does not listen on (%v)", p, slices.Sorted(maps.Keys(listens)))
@@ -393,7 +393,7 @@ func checkLongRunning(c ecstypes.ContainerDefinition, sub string, flags, env map
 	if hc == nil {
 		bad("no healthCheck")
 	} else {
-		checkHealthCheck(hc, facts, listens, mapped, bad)
+		checkECSHealthCheck(hc, facts, listens, mapped, bad)
 	}
 
 	// The stop timeout covers the drain: SIGTERM, the grace period, then
@@ -414,14 +414,14 @@ func checkLongRunning(c ecstypes.ContainerDefinition, sub string, flags, env map
 		bad("drain delay %v, grace period %v: want the delay shorter", delay, grace)
 	}
 	if st := c.StopTimeout; st == nil || *st > 120 || time.Duration(*st)*time.Second <= grace {
-		bad("stopTimeout %v, grace period %v: want above the grace period and at most 120", ptrString(st), grace)
+		bad("stopTimeout %v, grace period %v: want above the grace period and at most 120", showPtr(st), grace)
 	}
 }
 
-// checkHealthCheck wants ["CMD", <the image's binary>, "probe", [flags],
+// checkECSHealthCheck wants ["CMD", <the image's binary>, "probe", [flags],
 // "http://127.0.0.1:<port>/livez|readyz|startupz"] on a port the process
 // listens on and the task maps, within ECS's limits.
-func checkHealthCheck(hc *ecstypes.HealthCheck, facts binaryFacts, listens, mapped map[int]bool, bad func(string, ...any)) {
+func checkECSHealthCheck(hc *ecstypes.HealthCheck, facts binaryFacts, listens, mapped map[int]bool, bad func(string, ...any)) {
 	cmd := hc.Command
 	if len(cmd) < 4 || cmd[0] != "CMD" || cmd[1] != facts.entrypoint || cmd[2] != "probe" {
 		bad("healthCheck %q: want [\"CMD\", %q, \"probe\", …]: eventpipe probe (the image has no shell or curl)", cmd, facts.entrypoint)
@@ -449,7 +449,7 @@ func checkHealthCheck(hc *ecstypes.HealthCheck, facts binaryFacts, listens, mapp
 	case !listens[port] || !mapped[port]:
 		bad("healthCheck probes port %d: want one the process listens on (%v) and the task maps (%v)", port, slices.Sorted(maps.Keys(listens)), slices.Sorted(maps.Keys(mapped)))
 	}
-	interval, timeout, retries, start := deref(hc.Interval), deref(hc.Timeout), deref(hc.Retries), deref(hc.StartPeriod)
+	interval, timeout, retries, start := orZero(hc.Interval), orZero(hc.Timeout), orZero(hc.Retries), orZero(hc.StartPeriod)
 	if interval < 5 || interval > 300 || timeout < 2 || timeout > 60 || retries < 1 || retries > 10 || start < 0 || start > 300 {
 		bad("healthCheck interval %d, timeout %d, retries %d, startPeriod %d: out of ECS's ranges", interval, timeout, retries, start)
 	}
@@ -484,7 +484,7 @@ func checkKeyNames(raw any, typ reflect.Type, path string, bad func(string, ...a
 			if !found {
 				continue // strict decoding reports it
 			}
-			if name := lowerFirst(field.Name); key != name {
+			if name := apiName(field.Name); key != name {
 				bad("%s%q: the API's name is %q", path, key, name)
 			}
 			checkKeyNames(v, field.Type, path+key+".", bad)
@@ -513,7 +513,7 @@ func checkEnums(v reflect.Value, path string, bad func(string, ...any)) {
 	case reflect.Struct:
 		for i := range v.NumField() {
 			if v.Type().Field(i).IsExported() {
-				checkEnums(v.Field(i), path+lowerFirst(v.Type().Field(i).Name)+".", bad)
+				checkEnums(v.Field(i), path+apiName(v.Type().Field(i).Name)+".", bad)
 			}
 		}
 	case reflect.Slice:
@@ -600,7 +600,7 @@ func readBinaryFacts(t *testing.T) binaryFacts {
 		}
 	}
 	for name := range facts.envNames {
-		if isSecretName(name) {
+		if isSecretEnvName(name) {
 			facts.envNames[name+"_FILE"] = true
 		}
 	}
@@ -658,10 +658,13 @@ func readsEnv(name string) bool {
 	return strings.HasPrefix(name, "EVENTPIPE_") || strings.HasPrefix(name, "ELASTICSEARCH_") || strings.HasPrefix(name, "PG")
 }
 
-func isSecretName(name string) bool {
+// isSecretEnvName says whether a variable's value is a secret (by its
+// name's suffix).
+func isSecretEnvName(name string) bool {
 	return slices.ContainsFunc(secretSuffixes, func(s string) bool { return strings.HasSuffix(name, s) })
 }
 
+// mustDuration parses a Go duration, reporting what it was when it is not one.
 func mustDuration(s, what string, bad func(string, ...any)) time.Duration {
 	d, err := time.ParseDuration(s)
 	if err != nil {
@@ -670,13 +673,16 @@ func mustDuration(s, what string, bad func(string, ...any)) time.Duration {
 	return d
 }
 
-func lowerFirst(s string) string {
+// apiName is the ECS API's JSON name of a Go field of the SDK: the
+// field's name with its first letter lower case.
+func apiName(s string) string {
 	r := []rune(s)
 	r[0] = unicode.ToLower(r[0])
 	return string(r)
 }
 
-func deref[T any](p *T) T {
+// orZero is *p, or the zero value for nil.
+func orZero[T any](p *T) T {
 	var zero T
 	if p == nil {
 		return zero
@@ -684,7 +690,8 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-func ptrString[T any](p *T) string {
+// showPtr prints *p, or <nil>.
+func showPtr[T any](p *T) string {
 	if p == nil {
 		return "<nil>"
 	}
