@@ -87,12 +87,14 @@ func rootCommand(traces *tracingSetup) *cobra.Command {
 handlers appending to a DynamoDB event store with optimistic concurrency, a relay
 from the table's stream back onto the bus, and subscribers building read models.
 
-Addresses come from the environment; 'eventpipe stack env' prints them.`,
+Addresses come from the environment; 'eventpipe stack env' prints them.
+In a container without a shell or curl, 'eventpipe probe <url>' is the health
+check (e.g. of http://127.0.0.1:8080/readyz).`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		PersistentPreRunE: traces.setup,
 	}
-	root.AddCommand(stackCommand(), migrateCommand(), serveCommand(), sendCommand(), eventsCommand(), relayCommand(), consumeCommand(), replayCommand(), demoCommand(), statusCommand(), trackCommand(), analyticsCommand(), parkedCommand(), poisonCommand(), recalculateCommand(), sagasCommand(), schemasCommand(catalog), authCommand(), versionCommand())
+	root.AddCommand(stackCommand(), migrateCommand(), serveCommand(), sendCommand(), eventsCommand(), relayCommand(), consumeCommand(), replayCommand(), demoCommand(), statusCommand(), trackCommand(), analyticsCommand(), parkedCommand(), poisonCommand(), recalculateCommand(), sagasCommand(), schemasCommand(catalog), authCommand(), versionCommand(), probeCommand())
 	return root
 }
 
