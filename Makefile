@@ -25,7 +25,8 @@ build:
 # IMAGE_BASE=scratch, and the context gets what distroless would have
 # given (this machine's CA bundle, an /etc/passwd naming uid 65532).
 # VERSION and COMMIT go into the binary (`eventpipe version`, with
-# MODIFIED) and the image's labels.
+# MODIFIED) and the image's labels. It is tagged IMAGE_TAG and latest
+# (what docker-compose.yml runs).
 IMAGE       ?= eventpipe
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -52,7 +53,7 @@ image:
 	fi
 	$(PODMAN) build $(IMAGE_BUILD_FLAGS) -f deploy/image/Containerfile --build-arg BASE=$(IMAGE_BASE) \
 	  --build-arg VERSION=$(VERSION) --build-arg REVISION=$(COMMIT) --build-arg CREATED=$$(date -u +%Y-%m-%dT%H:%M:%SZ) \
-	  -t $(IMAGE):$(IMAGE_TAG) $(IMAGE_CTX) || { \
+	  -t $(IMAGE):$(IMAGE_TAG) -t $(IMAGE):latest $(IMAGE_CTX) || { \
 	  [ "$(IMAGE_BASE)" = scratch ] || echo "make image: could not build on $(IMAGE_BASE); where it cannot be pulled, run \`make image IMAGE_BASE=scratch\`"; exit 1; }
 
 stack-up: build

@@ -55,8 +55,11 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if built.ref != "" {
-		if out, err := exec.Command(built.podman, "rmi", "-f", built.ref).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "podman rmi %s: %v\n%s", built.ref, err, out)
+		// Both tags make image gives it: its version and latest.
+		latest, _, _ := strings.Cut(built.ref, ":")
+		latest += ":latest"
+		if out, err := exec.Command(built.podman, "rmi", "-f", built.ref, latest).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "podman rmi %s %s: %v\n%s", built.ref, latest, err, out)
 		}
 	}
 	os.Exit(code)
