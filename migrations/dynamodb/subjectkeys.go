@@ -1,0 +1,56 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/eventpipe/eventpipe/privacy"
+)
+
+// SubjectKeysTable is the definition of the data subjects' keys table
+// (package privacy): one item per subject, keyed by its id, on-demand
+// billing, no stream (a key never travels) and no TTL (a key lives until
+// the subject is forgotten, and its tombstone for ever).
+func SubjectKeysTable(name string) *ddb.CreateTableInput {
+	return &ddb.CreateTableInput{
+		TableName:   aws.String(name),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(privacy.AttrSubject), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(privacy.AttrSubject), KeyType: types.KeyTypeHash},
+		},
+	}
+}
+
+// CreateSubjectKeysTable makes sure the keys table `name` exists as
+// SubjectKeysTable defines it and is ACTIVE. An existing table with other
+// keys is an error, never changed. Running it again is a no-op.
+func CreateSubjectKeysTable(ctx context.Context, client API, name string) error {
+	desc, err := describe(ctx, client, name)
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", name, err)
+	}
+	if desc == nil {
+		_, err := client.CreateTable(ctx, SubjectKeysTable(name))
+		var inUse *types.ResourceInUseException
+		if err != nil && !errors.As(err, &inUse) {
+			return fmt.Errorf("migrate %s: create table: %w", name, err)
+		}
+		slog.Default().InfoContext(ctx, "created subject keys table", "table", name)
+	}
+	if desc, err = waitActive(ctx, client, name); err != nil {
+		return fmt.Errorf("migrate %s: %w", name, err)
+	}
+	if err := sameKeys(desc.KeySchema, map[string]types.KeyType{privacy.AttrSubject: types.KeyTypeHash}); err != nil {
+		return fmt.Errorf("migrate %s: existing table differs from the subject keys table definition: key schema: %w", name, err)
+	}
+	return nil
+}
