@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -25,32 +26,54 @@ const (
 	DefaultKeyID     = "alias/eventpipe-subjects"
 	DefaultCacheSize = 10_000
 	DefaultCacheTTL  = time.Minute
-	// MaxSubjectLen bounds a subject id (it is a DynamoDB key and travels
-	// in every sealed value).
-	MaxSubjectLen = 256
+	// MaxIDLen bounds a subject's or a scope's id (each is part of a
+	// DynamoDB key, and a scope travels in every sealed value).
+	MaxIDLen = 256
 )
 
-// The attributes of an item of the keys table, one per subject.
+// The keys table: hash key AttrPK and range key AttrSK. It holds three
+// kinds of item:
+//
+//   - a scope's data key: pk "key#<scope>", sk "key", with AttrWrapped,
+//     AttrKMSKey, AttrOwner and AttrCreatedAt; once its subject is
+//     forgotten, AttrForgottenAt instead of AttrWrapped;
+//   - a subject's scope: pk "subject#<subject>", sk "scope#<scope>";
+//   - a forgotten subject's tombstone: pk "subject#<subject>", sk
+//     "forgotten", with AttrForgottenAt.
 const (
-	AttrSubject     = "subject"      // the table's hash key
-	AttrWrapped     = "wrapped"      // the data key wrapped by the KMS key (B); absent once forgotten
+	AttrPK          = "pk"
+	AttrSK          = "sk"
+	AttrWrapped     = "wrapped"      // the data key wrapped by the KMS key (B)
 	AttrKMSKey      = "kms_key"      // the ARN of the KMS key that wrapped it
+	AttrOwner       = "subject"      // whose data the scope's key seals
 	AttrCreatedAt   = "created_at"   // RFC 3339
-	AttrForgottenAt = "forgotten_at" // RFC 3339, set by Forget
+	AttrForgottenAt = "forgotten_at" // RFC 3339
 )
+
+const (
+	skKey       = "key"
+	skForgotten = "forgotten"
+)
+
+func keyPK(scope string) string       { return "key#" + scope }
+func subjectPK(subject string) string { return "subject#" + subject }
+func scopeSK(scope string) string     { return "scope#" + scope }
 
 // DynamoDBAPI is what a KeyStore needs of a DynamoDB client.
 type DynamoDBAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
 // KeyStoreConfig configures a KeyStore.
 type KeyStoreConfig struct {
 	// DB holds the keys table. Required.
 	DB DynamoDBAPI
-	// Table is the keys table (default DefaultKeysTable; `eventpipe
-	// migrate` creates it).
+	// Table is the keys table (default DefaultKeysTable;
+	// migrations/dynamodb.CreateSubjectKeysTable makes it).
 	Table string
 	// KMS makes and unwraps the data keys. Required.
 	KMS KMS
@@ -58,7 +81,7 @@ type KeyStoreConfig struct {
 	// alias (default DefaultKeyID). Keys made before a change keep the
 	// KMS key that wrapped them.
 	KeyID string
-	// CacheSize bounds the subjects whose clear keys this process keeps
+	// CacheSize bounds the scopes whose clear keys this process keeps
 	// (default DefaultCacheSize; least recently used out first).
 	CacheSize int
 	// CacheTTL is how long a clear key stays cached (default
@@ -111,17 +134,20 @@ func (c KeyStoreConfig) Validate() error {
 	return nil
 }
 
-// DataKey is a subject's clear data key, ready to seal and open its
-// values. It never leaves the process.
+// DataKey is a scope's clear data key, ready to seal and open the
+// values of its subject in that scope. It never leaves the process.
 type DataKey struct {
-	subject string
-	aead    cipher.AEAD
+	scope, subject string
+	aead           cipher.AEAD
 }
 
-// Subject is whose key it is.
+// Scope is the key's scope.
+func (k *DataKey) Scope() string { return k.scope }
+
+// Subject is whose data the key seals.
 func (k *DataKey) Subject() string { return k.subject }
 
-func newDataKey(subject string, plain []byte) (*DataKey, error) {
+func newDataKey(scope, subject string, plain []byte) (*DataKey, error) {
 	block, err := aes.NewCipher(plain)
 	if err != nil {
 		return nil, err
@@ -130,14 +156,17 @@ func newDataKey(subject string, plain []byte) (*DataKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DataKey{subject: subject, aead: aead}, nil
+	return &DataKey{scope: scope, subject: subject, aead: aead}, nil
 }
 
-// KeyStore keeps each subject's data key, wrapped by the KMS in a
-// DynamoDB table and in clear in a bounded cache. It is safe for
-// concurrent use, also across processes: two that make the first key of
-// a subject at once agree on one (a conditional put; the loser reads the
-// winner's).
+// KeyStore keeps the data keys: one per scope (an aggregate, or a
+// subject's analytics), each sealing one subject's data, made by the KMS
+// and stored wrapped in a DynamoDB table, kept in clear in a bounded
+// cache. Forgetting a subject deletes every key of its scopes. It is safe
+// for concurrent use, also across processes: a scope's first key is
+// made in one transaction with its subject's index entry, on the
+// condition that the subject is not forgotten, so two makers agree on
+// one key and none slips past a forgetting.
 type KeyStore struct {
 	cfg    KeyStoreConfig
 	cache  *expirable.LRU[string, *DataKey]
@@ -173,59 +202,51 @@ func (s *KeyStore) Stats() CacheStats {
 	return CacheStats{Hits: s.hits.Load(), Misses: s.misses.Load()}
 }
 
-func validSubject(subject string) error {
+func validID(field, id string) error {
 	switch {
-	case subject == "":
-		return fmt.Errorf("privacy: %w", &eventstore.ValidationError{Field: "subject", Reason: "is empty"})
-	case len(subject) > MaxSubjectLen:
-		return fmt.Errorf("privacy: %w", &eventstore.ValidationError{Field: "subject", Reason: fmt.Sprintf("is %d bytes, more than %d", len(subject), MaxSubjectLen)})
+	case id == "":
+		return fmt.Errorf("privacy: %w", &eventstore.ValidationError{Field: field, Reason: "is empty"})
+	case len(id) > MaxIDLen:
+		return fmt.Errorf("privacy: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf("is %d bytes, more than %d", len(id), MaxIDLen)})
+	case strings.ContainsRune(id, 0):
+		return fmt.Errorf("privacy: %w", &eventstore.ValidationError{Field: field, Reason: "holds a NUL byte"})
 	}
 	return nil
 }
 
-// errNoKey: the subject has never had a key.
+// errNoKey: the scope has never had a key.
 var errNoKey = errors.New("no key")
 
-// KeyForSealing returns subject's data key, making it (KMS
-// GenerateDataKey, then a conditional put) when the subject has none. A
-// forgotten subject is a *ForgottenError; a KMS failure a *KeyError, and
-// then nothing was stored.
-func (s *KeyStore) KeyForSealing(ctx context.Context, subject string) (*DataKey, error) {
-	return s.key(ctx, subject, true)
-}
-
-// KeyForOpening returns subject's data key. A forgotten subject, or one
-// that never had a key (so no value of it was ever sealed, or it was
-// forgotten before its key was written), is a *ForgottenError.
-func (s *KeyStore) KeyForOpening(ctx context.Context, subject string) (*DataKey, error) {
-	return s.key(ctx, subject, false)
-}
-
-func (s *KeyStore) key(ctx context.Context, subject string, create bool) (*DataKey, error) {
-	if err := validSubject(subject); err != nil {
+// KeyForSealing returns scope's data key, making it for subject when the
+// scope has none (KMS GenerateDataKey, then one transaction). subject
+// may be empty when the scope's key already exists (an aggregate's
+// later events need not name it). A forgotten subject is a
+// *ForgottenError; a KMS failure a *KeyError, and then nothing was
+// stored.
+func (s *KeyStore) KeyForSealing(ctx context.Context, scope, subject string) (*DataKey, error) {
+	if err := validID("scope", scope); err != nil {
 		return nil, err
 	}
-	if k, ok := s.cache.Get(subject); ok {
+	if k, ok := s.cache.Get(scope); ok {
 		s.hits.Add(1)
 		return k, nil
 	}
 	s.misses.Add(1)
-	flight := "open\x00" + subject
-	if create {
-		flight = "seal\x00" + subject
-	}
-	v, err, _ := s.flight.Do(flight, func() (any, error) {
-		k, err := s.load(ctx, subject)
-		if errors.Is(err, errNoKey) && create {
-			k, err = s.create(ctx, subject)
-		}
+	v, err, _ := s.flight.Do("seal\x00"+scope, func() (any, error) {
+		k, err := s.load(ctx, scope)
 		if errors.Is(err, errNoKey) {
-			err = &ForgottenError{Subject: subject}
+			if subject == "" {
+				return nil, fmt.Errorf("privacy: %w", &eventstore.ValidationError{Field: "subject", Reason: "is empty, and scope " + scope + " has no key yet to seal with: the first personal data of a scope must name its subject"})
+			}
+			if err := validID("subject", subject); err != nil {
+				return nil, err
+			}
+			k, err = s.create(ctx, scope, subject)
 		}
 		if err != nil {
 			return nil, err
 		}
-		s.cache.Add(subject, k)
+		s.cache.Add(scope, k)
 		return k, nil
 	})
 	if err != nil {
@@ -234,120 +255,215 @@ func (s *KeyStore) key(ctx context.Context, subject string, create bool) (*DataK
 	return v.(*DataKey), nil
 }
 
-// load reads and unwraps subject's key: errNoKey when it has none, a
-// *ForgottenError when it was forgotten.
-func (s *KeyStore) load(ctx context.Context, subject string) (*DataKey, error) {
-	out, err := s.cfg.DB.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(s.cfg.Table),
-		Key:            map[string]types.AttributeValue{AttrSubject: &types.AttributeValueMemberS{Value: subject}},
-		ConsistentRead: aws.Bool(true),
+// KeyForOpening returns scope's data key. A scope whose subject was
+// forgotten, or that never had a key, is a *ForgottenError.
+func (s *KeyStore) KeyForOpening(ctx context.Context, scope string) (*DataKey, error) {
+	if err := validID("scope", scope); err != nil {
+		return nil, err
+	}
+	if k, ok := s.cache.Get(scope); ok {
+		s.hits.Add(1)
+		return k, nil
+	}
+	s.misses.Add(1)
+	v, err, _ := s.flight.Do("open\x00"+scope, func() (any, error) {
+		k, err := s.load(ctx, scope)
+		if errors.Is(err, errNoKey) {
+			return nil, &ForgottenError{Scope: scope}
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.cache.Add(scope, k)
+		return k, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("privacy: read the key of %s from %s: %w", subject, s.cfg.Table, err)
+		return nil, err
+	}
+	return v.(*DataKey), nil
+}
+
+func itemKey(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		AttrPK: &types.AttributeValueMemberS{Value: pk},
+		AttrSK: &types.AttributeValueMemberS{Value: sk},
+	}
+}
+
+func str(item map[string]types.AttributeValue, attr string) string {
+	if v, ok := item[attr].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// load reads and unwraps scope's key: errNoKey when it has none, a
+// *ForgottenError when its subject was forgotten.
+func (s *KeyStore) load(ctx context.Context, scope string) (*DataKey, error) {
+	out, err := s.cfg.DB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.cfg.Table), Key: itemKey(keyPK(scope), skKey), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("privacy: read the key of %s from %s: %w", scope, s.cfg.Table, err)
 	}
 	if out.Item == nil {
 		return nil, errNoKey
 	}
+	subject := str(out.Item, AttrOwner)
 	if _, ok := out.Item[AttrForgottenAt]; ok {
-		return nil, &ForgottenError{Subject: subject}
+		return nil, &ForgottenError{Subject: subject, Scope: scope}
 	}
-	wrapped, ok1 := out.Item[AttrWrapped].(*types.AttributeValueMemberB)
-	arn, ok2 := out.Item[AttrKMSKey].(*types.AttributeValueMemberS)
-	if !ok1 || !ok2 {
-		return nil, fmt.Errorf("privacy: %w", &eventstore.DecodeError{What: "key item of " + subject + " in " + s.cfg.Table, Reason: "lacks wrapped or kms_key"})
+	wrapped, ok := out.Item[AttrWrapped].(*types.AttributeValueMemberB)
+	arn := str(out.Item, AttrKMSKey)
+	if !ok || arn == "" || subject == "" {
+		return nil, fmt.Errorf("privacy: %w", &eventstore.DecodeError{What: "key item of " + scope + " in " + s.cfg.Table, Reason: "lacks wrapped, kms_key or subject"})
 	}
-	plain, err := s.cfg.KMS.Decrypt(ctx, arn.Value, subject, wrapped.Value)
+	plain, err := s.cfg.KMS.Decrypt(ctx, arn, scope, wrapped.Value)
 	if err != nil {
-		return nil, &KeyError{Subject: subject, Op: "decrypt", KeyID: arn.Value, Err: err}
+		return nil, &KeyError{Scope: scope, Op: "decrypt", KeyID: arn, Err: err}
 	}
-	return newDataKey(subject, plain)
+	return newDataKey(scope, subject, plain)
 }
 
-// create makes subject's first key and stores it wrapped, unless another
-// process stored one (or a tombstone) first: then that one counts.
-func (s *KeyStore) create(ctx context.Context, subject string) (*DataKey, error) {
-	plain, wrapped, arn, err := s.cfg.KMS.GenerateDataKey(ctx, s.cfg.KeyID, subject)
+// create makes scope's first key for subject and stores it wrapped, with
+// the subject's index entry, unless the subject is forgotten (a
+// *ForgottenError) or another process stored the scope's key first
+// (then that one counts).
+func (s *KeyStore) create(ctx context.Context, scope, subject string) (*DataKey, error) {
+	plain, wrapped, arn, err := s.cfg.KMS.GenerateDataKey(ctx, s.cfg.KeyID, scope)
 	if err != nil {
-		return nil, &KeyError{Subject: subject, Op: "generate", KeyID: s.cfg.KeyID, Err: err}
+		return nil, &KeyError{Scope: scope, Op: "generate", KeyID: s.cfg.KeyID, Err: err}
 	}
-	k, err := newDataKey(subject, plain)
+	k, err := newDataKey(scope, subject, plain)
 	if err != nil {
-		return nil, fmt.Errorf("privacy: the data key of %s: %w", subject, err)
+		return nil, fmt.Errorf("privacy: the data key of %s: %w", scope, err)
 	}
-	_, err = s.cfg.DB.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.cfg.Table),
-		Item: map[string]types.AttributeValue{
-			AttrSubject:   &types.AttributeValueMemberS{Value: subject},
-			AttrWrapped:   &types.AttributeValueMemberB{Value: wrapped},
-			AttrKMSKey:    &types.AttributeValueMemberS{Value: arn},
-			AttrCreatedAt: &types.AttributeValueMemberS{Value: s.cfg.Now().UTC().Format(time.RFC3339Nano)},
-		},
-		ConditionExpression:      aws.String("attribute_not_exists(#s)"),
-		ExpressionAttributeNames: map[string]string{"#s": AttrSubject},
-	})
-	var lost *types.ConditionalCheckFailedException
+	now := &types.AttributeValueMemberS{Value: s.cfg.Now().UTC().Format(time.RFC3339Nano)}
+	keyItem := itemKey(keyPK(scope), skKey)
+	keyItem[AttrWrapped] = &types.AttributeValueMemberB{Value: wrapped}
+	keyItem[AttrKMSKey] = &types.AttributeValueMemberS{Value: arn}
+	keyItem[AttrOwner] = &types.AttributeValueMemberS{Value: subject}
+	keyItem[AttrCreatedAt] = now
+	member := itemKey(subjectPK(subject), scopeSK(scope))
+	member[AttrCreatedAt] = now
+	table := aws.String(s.cfg.Table)
+	notExists := aws.String("attribute_not_exists(#pk)")
+	names := map[string]string{"#pk": AttrPK}
+	_, err = s.cfg.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{ConditionCheck: &types.ConditionCheck{TableName: table, Key: itemKey(subjectPK(subject), skForgotten),
+			ConditionExpression: notExists, ExpressionAttributeNames: names}},
+		{Put: &types.Put{TableName: table, Item: keyItem, ConditionExpression: notExists, ExpressionAttributeNames: names}},
+		{Put: &types.Put{TableName: table, Item: member}},
+	}})
+	var cancelled *types.TransactionCanceledException
 	switch {
-	case errors.As(err, &lost):
-		k, err := s.load(ctx, subject) // another writer's key, or its tombstone
-		if errors.Is(err, errNoKey) {
-			return nil, fmt.Errorf("privacy: the key of %s: the conditional put failed but no item is there", subject)
+	case errors.As(err, &cancelled):
+		reasons := cancelled.CancellationReasons
+		if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
+			return nil, &ForgottenError{Subject: subject, Scope: scope}
 		}
-		return k, err
+		if len(reasons) > 1 && aws.ToString(reasons[1].Code) == "ConditionalCheckFailed" {
+			return s.load(ctx, scope) // another writer's key
+		}
+		return nil, fmt.Errorf("privacy: store the key of %s in %s: %w", scope, s.cfg.Table, err)
 	case err != nil:
-		return nil, fmt.Errorf("privacy: store the key of %s in %s: %w", subject, s.cfg.Table, err)
+		return nil, fmt.Errorf("privacy: store the key of %s in %s: %w", scope, s.cfg.Table, err)
 	}
-	s.cfg.Logger.DebugContext(ctx, "made a subject's data key", "subject", subject, "kms_key", arn)
+	s.cfg.Logger.DebugContext(ctx, "made a data key", "scope", scope, "subject", subject, "kms_key", arn)
 	return k, nil
+}
+
+// Scopes returns the scopes whose keys seal subject's data.
+func (s *KeyStore) Scopes(ctx context.Context, subject string) ([]string, error) {
+	if err := validID("subject", subject); err != nil {
+		return nil, err
+	}
+	var scopes []string
+	p := dynamodb.NewQueryPaginator(s.cfg.DB, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.cfg.Table),
+		KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :scope)"),
+		ExpressionAttributeNames:  map[string]string{"#pk": AttrPK, "#sk": AttrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: subjectPK(subject)}, ":scope": &types.AttributeValueMemberS{Value: "scope#"}},
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("privacy: list the scopes of %s in %s: %w", subject, s.cfg.Table, err)
+		}
+		for _, it := range page.Items {
+			scopes = append(scopes, strings.TrimPrefix(str(it, AttrSK), "scope#"))
+		}
+	}
+	return scopes, nil
 }
 
 // Forgotten is what Forget did.
 type Forgotten struct {
 	Subject string
-	// HadKey is false when the subject never had a key (a tombstone is
-	// written all the same, so that none is ever made for it).
-	HadKey bool
-	At     time.Time
+	// Scopes are the subject's scopes; Erased those whose key this call
+	// deleted (fewer when an earlier call had deleted some).
+	Scopes, Erased int
+	// At is when the subject was first forgotten.
+	At time.Time
 }
 
-// Forget deletes subject's data key for good: its item becomes a
-// tombstone without the wrapped key, so its sealed values can never be
-// opened again and no new key is made for it. This process forgets the
-// clear key at once; others within their CacheTTL. Forgetting again is a
-// no-op that reports the first forgetting's time.
+// Forget forgets subject for good: first its tombstone, so that no new
+// key is made for it from then on, then every key of its scopes becomes
+// a tombstone without the wrapped key, so that its sealed values can
+// never be opened again. This process drops the clear keys at once;
+// others within their CacheTTL. Calling it again (after a crash half
+// way, or to be sure) completes what is left and reports the first
+// forgetting's time.
 func (s *KeyStore) Forget(ctx context.Context, subject string) (Forgotten, error) {
-	if err := validSubject(subject); err != nil {
+	if err := validID("subject", subject); err != nil {
 		return Forgotten{}, err
 	}
-	s.cache.Remove(subject)
-	key := map[string]types.AttributeValue{AttrSubject: &types.AttributeValueMemberS{Value: subject}}
-	now := s.cfg.Now().UTC()
-	// Replace the item whole unless it is already a tombstone: the
-	// wrapped key is not kept anywhere.
-	out, err := s.cfg.DB.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.cfg.Table),
-		Item: map[string]types.AttributeValue{
-			AttrSubject:     key[AttrSubject],
-			AttrForgottenAt: &types.AttributeValueMemberS{Value: now.Format(time.RFC3339Nano)},
-		},
-		ConditionExpression:                 aws.String("attribute_not_exists(#f)"),
-		ExpressionAttributeNames:            map[string]string{"#f": AttrForgottenAt},
-		ReturnValues:                        types.ReturnValueAllOld,
+	table := aws.String(s.cfg.Table)
+	at := s.cfg.Now().UTC()
+	stamp := &types.AttributeValueMemberS{Value: at.Format(time.RFC3339Nano)}
+	tomb := itemKey(subjectPK(subject), skForgotten)
+	tomb[AttrForgottenAt] = stamp
+	_, err := s.cfg.DB.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: table, Item: tomb,
+		ConditionExpression: aws.String("attribute_not_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": AttrPK},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	var done *types.ConditionalCheckFailedException
-	if errors.As(err, &done) {
-		at, _ := done.Item[AttrForgottenAt].(*types.AttributeValueMemberS)
-		f := Forgotten{Subject: subject}
-		if at != nil {
-			f.At, _ = time.Parse(time.RFC3339Nano, at.Value)
+	var again *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &again):
+		if first, err := time.Parse(time.RFC3339Nano, str(again.Item, AttrForgottenAt)); err == nil {
+			at = first
 		}
-		return f, nil
-	}
-	if err != nil {
+	case err != nil:
 		return Forgotten{}, fmt.Errorf("privacy: forget %s in %s: %w", subject, s.cfg.Table, err)
 	}
-	_, had := out.Attributes[AttrWrapped]
-	s.cache.Remove(subject) // a look-up that raced the put
-	s.cfg.Logger.InfoContext(ctx, "forgot a subject: its data key is deleted", "subject", subject, "had_key", had)
-	return Forgotten{Subject: subject, HadKey: had, At: now}, nil
+	// Every key made before the tombstone is in the subject's index
+	// (same transaction); none can be made after it.
+	scopes, err := s.Scopes(ctx, subject)
+	if err != nil {
+		return Forgotten{}, fmt.Errorf("privacy: forget %s: %w", subject, err)
+	}
+	f := Forgotten{Subject: subject, Scopes: len(scopes), At: at}
+	for _, scope := range scopes {
+		s.cache.Remove(scope)
+		_, err := s.cfg.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: table, Key: itemKey(keyPK(scope), skKey),
+			UpdateExpression:          aws.String("REMOVE #w SET #f = :at"),
+			ConditionExpression:       aws.String("attribute_exists(#w)"),
+			ExpressionAttributeNames:  map[string]string{"#w": AttrWrapped, "#f": AttrForgottenAt},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":at": stamp},
+		})
+		var gone *types.ConditionalCheckFailedException
+		switch {
+		case errors.As(err, &gone):
+			continue // erased by an earlier call
+		case err != nil:
+			return f, fmt.Errorf("privacy: forget %s: erase the key of %s (call Forget again to finish): %w", subject, scope, err)
+		}
+		f.Erased++
+		s.cache.Remove(scope) // a look-up that raced the update
+	}
+	s.cfg.Logger.InfoContext(ctx, "forgot a subject: its data keys are deleted", "subject", subject, "scopes", f.Scopes, "erased", f.Erased)
+	return f, nil
 }

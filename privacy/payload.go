@@ -13,13 +13,18 @@ import (
 
 // Personal declares which fields of a JSON payload are personal data and
 // whose: the data subject, named by a field of the payload or by the
-// aggregate's id. Fields and Subject are JSON pointers (RFC 6901) into
+// aggregate's id. The data is sealed with a key per aggregate (its
+// scope, "<aggregate type>/<id>"), or per subject with KeyPerSubject;
+// the subject owns the key. Fields and Subject are JSON pointers (RFC 6901) into
 // the payload's objects ("/title", "/holder/name"); a personal field
 // holds a string (names, titles, descriptions, addresses, URLs: declare
 // each one of a nested object) or null.
 type Personal struct {
 	// Subject points at the field holding the subject's id (a string).
-	// Empty when SubjectIsAggregate.
+	// Empty when SubjectIsAggregate. With a key per aggregate, only the
+	// aggregate's first personal event must hold it (its later events
+	// find the key made then): declare it on every event type that has
+	// the field, and on the others only Fields.
 	Subject string
 	// SubjectIsAggregate: the aggregate's id is the subject's (a bank
 	// account is its holder's).
@@ -27,6 +32,11 @@ type Personal struct {
 	// Fields point at the personal fields. A field absent from a payload
 	// is left absent; one that is null stays null.
 	Fields []string
+	// KeyPerSubject seals with one key per subject (scope
+	// "subject/<id>") instead of one per aggregate: for events whose
+	// aggregate is not the subject's (an analytics user's events across
+	// sessions). The subject must then be in every payload.
+	KeyPerSubject bool
 }
 
 // Validate reports a declaration that cannot work: no subject or two, no
@@ -36,8 +46,8 @@ func (p Personal) Validate() error {
 		return fmt.Errorf("privacy: Personal: %w", &eventstore.ValidationError{Field: field, Reason: reason})
 	}
 	switch {
-	case p.Subject == "" && !p.SubjectIsAggregate:
-		return bad("Subject", "is empty and SubjectIsAggregate is false: say whose data it is")
+	case p.Subject == "" && !p.SubjectIsAggregate && p.KeyPerSubject:
+		return bad("Subject", "is empty with KeyPerSubject: every payload must name its subject")
 	case p.Subject != "" && p.SubjectIsAggregate:
 		return bad("Subject", "is set and SubjectIsAggregate too: pick one")
 	case len(p.Fields) == 0:
@@ -97,11 +107,11 @@ func (b Binding) bytes(field string) []byte {
 const ForgottenText = "[forgotten]"
 
 // SealPayload returns payload with each personal field of p sealed with
-// its subject's key (made on the subject's first sealing), bound to b
-// and the field. aggregateID is the subject when p.SubjectIsAggregate. A
-// forgotten subject is a *ForgottenError and a payload without its
-// subject's id a *eventstore.ValidationError: nothing is sealed, and the
-// caller writes nothing.
+// its scope's key (made for the subject on the scope's first sealing),
+// bound to b and the field. A forgotten subject is a *ForgottenError; a
+// payload without its subject's id where one is needed, or with a
+// personal field that is not a string, a *eventstore.ValidationError:
+// nothing is sealed, and the caller writes nothing.
 func SealPayload(ctx context.Context, keys *KeyStore, p Personal, b Binding, payload []byte) ([]byte, error) {
 	doc, err := decode(payload)
 	if err != nil {
@@ -110,6 +120,10 @@ func SealPayload(ctx context.Context, keys *KeyStore, p Personal, b Binding, pay
 	subject, err := subjectOf(p, b, doc)
 	if err != nil {
 		return nil, err
+	}
+	scope := b.AggregateType + "/" + b.AggregateID
+	if p.KeyPerSubject {
+		scope = "subject/" + subject
 	}
 	var key *DataKey
 	for _, field := range p.Fields {
@@ -121,7 +135,7 @@ func SealPayload(ctx context.Context, keys *KeyStore, p Personal, b Binding, pay
 			return nil, fmt.Errorf("privacy: %w", &eventstore.ValidationError{Field: field, Reason: fmt.Sprintf("is personal and holds a %T: a personal field holds a string or null", v)})
 		}
 		if key == nil {
-			if key, err = keys.KeyForSealing(ctx, subject); err != nil {
+			if key, err = keys.KeyForSealing(ctx, scope, subject); err != nil {
 				return nil, err
 			}
 		}
@@ -139,7 +153,7 @@ func SealPayload(ctx context.Context, keys *KeyStore, p Personal, b Binding, pay
 }
 
 // OpenPayload reverses SealPayload: each sealed personal field is opened
-// with its subject's key. When the subject was forgotten, each of its
+// with its scope's key. When the subject was forgotten, each of its
 // fields reads as ForgottenText, and forgotten is true. A sealed value that does not open (altered, or moved from
 // another event or field) is a *eventstore.DecodeError; a KMS failure a
 // *KeyError.
@@ -177,19 +191,29 @@ func OpenPayload(ctx context.Context, keys *KeyStore, p Personal, b Binding, pay
 	return out, forgotten, err
 }
 
+// subjectOf is the payload's subject: the aggregate's id, the Subject
+// field's value, or "" when the declaration names a field the payload
+// lacks and the key is per aggregate (KeyForSealing then needs the key
+// to exist).
 func subjectOf(p Personal, b Binding, doc map[string]any) (string, error) {
 	if p.SubjectIsAggregate {
-		if err := validSubject(b.AggregateID); err != nil {
+		if err := validID("aggregate id", b.AggregateID); err != nil {
 			return "", err
 		}
 		return b.AggregateID, nil
 	}
+	if p.Subject == "" {
+		return "", nil
+	}
 	_, _, v, ok := lookup(doc, p.Subject)
+	if !ok && !p.KeyPerSubject {
+		return "", nil
+	}
 	s, isString := v.(string)
 	if !ok || !isString {
 		return "", fmt.Errorf("privacy: %w", &eventstore.ValidationError{Field: p.Subject, Reason: "holds no subject id (want a string): the payload's personal data has no owner"})
 	}
-	if err := validSubject(s); err != nil {
+	if err := validID(p.Subject, s); err != nil {
 		return "", err
 	}
 	return s, nil

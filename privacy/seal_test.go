@@ -16,7 +16,7 @@ func testKey(t *testing.T, subject string) *DataKey {
 	if _, err := rand.Read(plain); err != nil {
 		t.Fatal(err)
 	}
-	k, err := newDataKey(subject, plain)
+	k, err := newDataKey(subject, "owner of "+subject, plain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,8 +38,8 @@ func TestSealOpensOnlyUnderItsSubjectKeyAndBinding(t *testing.T) {
 	if !strings.HasPrefix(sealed, SealedPrefix) || strings.Contains(sealed, "dentist") {
 		t.Fatalf("sealed value %q: want the prefix and no clear text", sealed)
 	}
-	if s, err := SubjectOf(sealed); err != nil || s != "alice" {
-		t.Fatalf("SubjectOf = %q, %v; want alice", s, err)
+	if s, err := ScopeOf(sealed); err != nil || s != "alice" {
+		t.Fatalf("ScopeOf = %q, %v; want alice", s, err)
 	}
 	got, err := OpenWith(alice, binding, sealed)
 	if err != nil || !bytes.Equal(got, plain) {
@@ -56,11 +56,11 @@ func TestSealOpensOnlyUnderItsSubjectKeyAndBinding(t *testing.T) {
 		binding []byte
 		sealed  string
 	}{
-		"another binding":       {alice, []byte("todo/t1/3/message"), sealed},
-		"another subject's key": {bob, binding, sealed},
-		"altered":               {alice, binding, string(flip)},
-		"not sealed":            {alice, binding, "Call the dentist"},
-		"truncated":             {alice, binding, sealed[:len(SealedPrefix)+8]},
+		"another binding":     {alice, []byte("todo/t1/3/message"), sealed},
+		"another scope's key": {bob, binding, sealed},
+		"altered":             {alice, binding, string(flip)},
+		"not sealed":          {alice, binding, "Call the dentist"},
+		"truncated":           {alice, binding, sealed[:len(SealedPrefix)+8]},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := OpenWith(tc.key, tc.binding, tc.sealed)
@@ -77,7 +77,7 @@ func TestForgottenErrorIsPermanentAndMatches(t *testing.T) {
 	if !errors.Is(err, ErrForgotten) || !eventstore.IsPermanent(err) {
 		t.Fatalf("%v: want errors.Is ErrForgotten and permanent", err)
 	}
-	if ke := (&KeyError{Subject: "a", Op: "decrypt", Err: errors.New("DisabledException")}); eventstore.IsPermanent(ke) {
+	if ke := (&KeyError{Scope: "a", Op: "decrypt", Err: errors.New("DisabledException")}); eventstore.IsPermanent(ke) {
 		t.Fatalf("%v: a KMS failure must be retried, not poisoned", ke)
 	}
 }

@@ -14,18 +14,21 @@ import (
 )
 
 // SubjectKeysTable is the definition of the data subjects' keys table
-// (package privacy): one item per subject, keyed by its id, on-demand
-// billing, no stream (a key never travels) and no TTL (a key lives until
-// the subject is forgotten, and its tombstone for ever).
+// (package privacy: each scope's wrapped key, each subject's scopes, the
+// forgotten subjects' tombstones), keyed by pk (hash) and sk (range),
+// on-demand billing, no stream (a key never travels) and no TTL (a key
+// lives until its subject is forgotten, and a tombstone for ever).
 func SubjectKeysTable(name string) *ddb.CreateTableInput {
 	return &ddb.CreateTableInput{
 		TableName:   aws.String(name),
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(privacy.AttrSubject), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(privacy.AttrPK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(privacy.AttrSK), AttributeType: types.ScalarAttributeTypeS},
 		},
 		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(privacy.AttrSubject), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(privacy.AttrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(privacy.AttrSK), KeyType: types.KeyTypeRange},
 		},
 	}
 }
@@ -49,7 +52,7 @@ func CreateSubjectKeysTable(ctx context.Context, client API, name string) error 
 	if desc, err = waitActive(ctx, client, name); err != nil {
 		return fmt.Errorf("migrate %s: %w", name, err)
 	}
-	if err := sameKeys(desc.KeySchema, map[string]types.KeyType{privacy.AttrSubject: types.KeyTypeHash}); err != nil {
+	if err := sameKeys(desc.KeySchema, map[string]types.KeyType{privacy.AttrPK: types.KeyTypeHash, privacy.AttrSK: types.KeyTypeRange}); err != nil {
 		return fmt.Errorf("migrate %s: existing table differs from the subject keys table definition: key schema: %w", name, err)
 	}
 	return nil
