@@ -56,12 +56,13 @@ func kafkaClient(path string) bool {
 
 // linkedOnlyFrom names the libraries only programs need (the OTLP
 // exporter with its gRPC and protobuf, the Elasticsearch-API server's
-// bleve), with the one package each may be imported from: every other
+// bleve, the stack KMS's Local KMS), with the one package each may be imported from: every other
 // package, and so every test binary but theirs, links without them.
 // Linking is a large part of `make test` (issue 36).
 var linkedOnlyFrom = map[string]string{
 	"go.opentelemetry.io/otel/exporters/otlp": "tracing/otlp",
 	"github.com/blevesearch/":                 "dev/esserver",
+	"github.com/nsmithuk/local-kms":           "dev/kmsserver",
 }
 
 // programOnly returns the home of a program-only library path imports

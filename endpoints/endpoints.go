@@ -15,6 +15,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/httpapi"
+	"github.com/eventpipe/eventpipe/internal/kmsclient"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 	"github.com/eventpipe/eventpipe/relay"
 	"github.com/eventpipe/eventpipe/tlsconfig"
@@ -33,6 +34,8 @@ const (
 	EnvStackDir       = "EVENTPIPE_STACK_DIR"
 	EnvTopicPrefix    = "EVENTPIPE_TOPIC_PREFIX"
 	EnvAWSRoleARN     = "EVENTPIPE_AWS_ROLE_ARN"
+	EnvKMS            = "EVENTPIPE_KMS_ENDPOINT"
+	EnvKMSKeyID       = "EVENTPIPE_KMS_KEY_ID"
 	// EnvKafkaInstanceID is this process's static consumer group
 	// identity; unlike the others it names one process, so `stack env`
 	// never prints it.
@@ -53,6 +56,11 @@ const (
 	DefaultLeasesTable    = relay.DefaultLeaseTable
 	DefaultAnalyticsTable = analytics.DefaultTable
 	DefaultStackDir       = ".stack"
+	// DefaultKMS is the local stack's KMS (dev/kmsserver).
+	DefaultKMS = "http://127.0.0.1:8100"
+	// DefaultKMSKeyID is the KMS key that wraps the per-subject data
+	// keys: the alias the local stack creates at start.
+	DefaultKMSKeyID = "alias/eventpipe-subjects"
 )
 
 // Endpoints is the resolved set of addresses and names.
@@ -67,6 +75,8 @@ type Endpoints struct {
 	AnalyticsTable string   // DynamoDB analytics table
 	StackDir       string   // cache folder of the local stack
 	TopicPrefix    string   // namespace put before every Kafka topic name ("" by default)
+	KMS            string   // KMS endpoint URL; "aws" means AWS KMS with the SDK's default chain (and AWSRoleARN)
+	KMSKeyID       string   // the KMS key wrapping per-subject data keys: key id, key ARN, alias/<name> or alias ARN
 
 	// Kafka is the TLS and SASL of every Kafka client (EVENTPIPE_KAFKA_TLS*,
 	// EVENTPIPE_KAFKA_SASL_*; see kafka.SecurityFromEnv).
@@ -75,8 +85,9 @@ type Endpoints struct {
 	// Elasticsearch client (ELASTICSEARCH_API_KEY, …; see
 	// esclient.SecurityFromEnv).
 	ElasticsearchSecurity esclient.Security
-	// AWSRoleARN, when set, is a role the DynamoDB clients assume (through
-	// STS, from the AWS default credential chain); EVENTPIPE_AWS_ROLE_ARN.
+	// AWSRoleARN, when set, is a role the DynamoDB and KMS clients assume
+	// (through STS, from the AWS default credential chain), each when its
+	// endpoint is "aws"; EVENTPIPE_AWS_ROLE_ARN.
 	AWSRoleARN string
 	// KafkaInstanceID, when set, makes this process's consumers static
 	// members of their groups (see kafka.SubscriberConfig.InstanceID): a
@@ -101,6 +112,31 @@ type Endpoints struct {
 // environment, nil when they could (or were given).
 func (e Endpoints) Err() error { return e.err }
 
+// KMSClient is the KMS client configuration of e: its KMS endpoint, and
+// AWSRoleARN when that endpoint is AWS KMS ("aws"); a local KMS takes
+// static credentials, as DynamoDB Local does.
+func (e Endpoints) KMSClient() kmsclient.Config {
+	c := kmsclient.Config{Endpoint: e.KMS}
+	if e.KMS == kmsclient.AWSEndpoint {
+		c.RoleARN = e.AWSRoleARN
+	}
+	return c
+}
+
+// ValidateKMS reports an unusable KMS endpoint or key id
+// (EVENTPIPE_KMS_ENDPOINT, EVENTPIPE_KMS_KEY_ID, and the role when the
+// endpoint is "aws") as an *eventstore.ValidationError, the variable
+// named in the message.
+func (e Endpoints) ValidateKMS() error {
+	if err := e.KMSClient().Validate(); err != nil {
+		return fmt.Errorf("endpoints: %s=%q: %w", EnvKMS, e.KMS, err)
+	}
+	if err := kmsclient.ValidateKeyID(e.KMSKeyID); err != nil {
+		return fmt.Errorf("endpoints: %s=%q: %w", EnvKMSKeyID, e.KMSKeyID, err)
+	}
+	return nil
+}
+
 // Default returns the built-in defaults, ignoring the environment.
 func Default() Endpoints {
 	return Endpoints{
@@ -113,6 +149,8 @@ func Default() Endpoints {
 		LeasesTable:    DefaultLeasesTable,
 		AnalyticsTable: DefaultAnalyticsTable,
 		StackDir:       DefaultStackDir,
+		KMS:            DefaultKMS,
+		KMSKeyID:       DefaultKMSKeyID,
 	}
 }
 
@@ -138,6 +176,8 @@ func fromLookup(lookup func(string) (string, bool)) Endpoints {
 	str(EnvStackDir, &e.StackDir)
 	str(EnvTopicPrefix, &e.TopicPrefix)
 	str(EnvAWSRoleARN, &e.AWSRoleARN)
+	str(EnvKMS, &e.KMS)
+	str(EnvKMSKeyID, &e.KMSKeyID)
 	str(EnvKafkaInstanceID, &e.KafkaInstanceID)
 	var err error
 	if e.AllowCleartextCredentials, err = tlsconfig.AllowCleartextFromEnv(lookup); err != nil {
@@ -186,6 +226,8 @@ func fill(e, def Endpoints) Endpoints {
 	str(&e.StackDir, def.StackDir)
 	str(&e.TopicPrefix, def.TopicPrefix)
 	str(&e.AWSRoleARN, def.AWSRoleARN)
+	str(&e.KMS, def.KMS)
+	str(&e.KMSKeyID, def.KMSKeyID)
 	str(&e.KafkaInstanceID, def.KafkaInstanceID)
 	if e.Kafka == (kafka.Security{}) {
 		e.Kafka = def.Kafka
@@ -273,6 +315,8 @@ func (e Endpoints) Exports() []string {
 		{EnvAnalyticsTable, e.AnalyticsTable},
 		{EnvStackDir, e.StackDir},
 		{EnvTopicPrefix, e.TopicPrefix},
+		{EnvKMS, e.KMS},
+		{EnvKMSKeyID, e.KMSKeyID},
 	}
 	if e.AWSRoleARN != "" {
 		kv = append(kv, [2]string{EnvAWSRoleARN, e.AWSRoleARN})

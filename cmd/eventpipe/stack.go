@@ -9,20 +9,24 @@ import (
 
 	"github.com/eventpipe/eventpipe/dev/esserver"
 	"github.com/eventpipe/eventpipe/dev/kafkabroker"
+	"github.com/eventpipe/eventpipe/dev/kmsserver"
 	"github.com/eventpipe/eventpipe/dev/stack"
 )
 
 func stackCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stack",
-		Short: "Fetch, start, check and stop the local services (DynamoDB Local, Kafka, PostgreSQL, Elasticsearch API)",
+		Short: "Fetch, start, check and stop the local services (DynamoDB Local, Kafka, PostgreSQL, Elasticsearch API, KMS)",
 		Long: `The local stack runs each service as a process on 127.0.0.1, cached and persisted
 under .stack/ at the repository root (EVENTPIPE_STACK_DIR moves it). Ports follow
 the endpoint variables (EVENTPIPE_DYNAMODB_ENDPOINT, EVENTPIPE_KAFKA_BROKERS,
-EVENTPIPE_POSTGRES_URL, ELASTICSEARCH_URL); a non-loopback endpoint is treated as
-external and left alone. Elasticsearch is served by eventpipe's own
-Elasticsearch-API server (a subset of the Elasticsearch 8 REST API; not
-Elasticsearch): point ELASTICSEARCH_URL at a real Elasticsearch 8 to use that.`,
+EVENTPIPE_POSTGRES_URL, ELASTICSEARCH_URL, EVENTPIPE_KMS_ENDPOINT); a
+non-loopback endpoint is treated as external and left alone. Elasticsearch is
+served by eventpipe's own Elasticsearch-API server (a subset of the
+Elasticsearch 8 REST API; not Elasticsearch): point ELASTICSEARCH_URL at a real
+Elasticsearch 8 to use that. KMS is served by Local KMS's key store and
+operations (github.com/nsmithuk/local-kms) behind eventpipe's own loopback
+server; at start the stack creates the key alias/eventpipe-subjects.`,
 	}
 	var secure bool
 	up := &cobra.Command{
@@ -96,6 +100,7 @@ mode.`,
 		},
 		kafkaBrokerCommand(),
 		esServerCommand(),
+		kmsServerCommand(),
 	)
 	return cmd
 }
@@ -168,6 +173,21 @@ func esServerCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return esserver.Run(cmd.Context(), cfg)
+		},
+	}
+	cfg.BindFlags(cmd.Flags())
+	_ = cmd.MarkFlagRequired("data-dir")
+	return cmd
+}
+
+func kmsServerCommand() *cobra.Command {
+	var cfg kmsserver.Config
+	cmd := &cobra.Command{
+		Use:   "kms-server",
+		Short: "Run the stack's KMS in the foreground (Local KMS's key store and operations on loopback, persisted)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return kmsserver.Run(cmd.Context(), cfg)
 		},
 	}
 	cfg.BindFlags(cmd.Flags())

@@ -12,6 +12,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/dev/esserver"
 	"github.com/eventpipe/eventpipe/dev/kafkabroker"
+	"github.com/eventpipe/eventpipe/dev/kmsserver"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/probe"
@@ -22,12 +23,13 @@ import (
 const (
 	mainKafkaBroker = "eventpipe.kafka-broker"
 	mainESServer    = "eventpipe.es-server"
+	mainKMSServer   = "eventpipe.kms-server"
 )
 
 // RunChildIfRequested turns the test binary into a child process when a
 // test started it as one: the Kafka broker (with the flags of `eventpipe
-// stack kafka-broker`) or the Elasticsearch-API server (`eventpipe stack
-// es-server`). Call it first in TestMain; it does not return in a child.
+// stack kafka-broker`), the Elasticsearch-API server (`eventpipe stack
+// es-server`) or the KMS (`eventpipe stack kms-server`). Call it first in TestMain; it does not return in a child.
 func RunChildIfRequested() {
 	integration.RunChild(map[string]integration.Main{
 		mainKafkaBroker: func(ctx context.Context, args []string) error {
@@ -43,6 +45,13 @@ func RunChildIfRequested() {
 				return err
 			}
 			return esserver.Run(ctx, cfg)
+		},
+		mainKMSServer: func(ctx context.Context, args []string) error {
+			var cfg kmsserver.Config
+			if err := parseFlags(&cfg, args); err != nil {
+				return err
+			}
+			return kmsserver.Run(ctx, cfg)
 		},
 	})
 }
@@ -69,6 +78,13 @@ func KafkaBrokerCommand() (cmd []string, env []string) {
 // RunChildIfRequested); the caller appends the server flags.
 func ESServerCommand() (cmd []string, env []string) {
 	return []string{os.Args[0]}, []string{integration.EnvChild + "=" + mainESServer}
+}
+
+// KMSServerCommand returns the command and extra environment that start
+// this test binary as a KMS child (see RunChildIfRequested); the caller
+// appends the server flags.
+func KMSServerCommand() (cmd []string, env []string) {
+	return []string{os.Args[0]}, []string{integration.EnvChild + "=" + mainKMSServer}
 }
 
 // KafkaBrokerProcess is a Kafka broker running as a child process of the

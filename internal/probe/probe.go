@@ -1,8 +1,8 @@
 // Package probe makes one real request to each backing service to tell
 // whether it is up: ListTables on DynamoDB, ApiVersions and Metadata on
-// Kafka, SELECT 1 on Postgres, GET / on Elasticsearch. The stack uses it as
-// its health check and the tests use it to fail loudly when a service is
-// missing.
+// Kafka, SELECT 1 on Postgres, GET / on Elasticsearch, ListKeys on KMS.
+// The stack uses it as its health check and the tests use it to fail
+// loudly when a service is missing.
 package probe
 
 import (
@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
+	"github.com/eventpipe/eventpipe/internal/kmsclient"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
 
@@ -43,6 +45,24 @@ func DynamoDB(ctx context.Context, endpoint string) error {
 	limit := int32(1)
 	if _, err := client.ListTables(ctx, &dynamodb.ListTablesInput{Limit: &limit}); err != nil {
 		return fmt.Errorf("dynamodb ListTables at %s: %w", endpoint, err)
+	}
+	return nil
+}
+
+// KMS calls ListKeys (limit 1) on endpoint (a local KMS's URL, or "aws"
+// for AWS KMS with the default credential chain) through the AWS SDK's
+// KMS client.
+func KMS(ctx context.Context, endpoint string) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	client, err := kmsclient.New(ctx, kmsclient.Config{Endpoint: endpoint},
+		func(o *kms.Options) { o.RetryMaxAttempts = 1 })
+	if err != nil {
+		return err
+	}
+	limit := int32(1)
+	if _, err := client.ListKeys(ctx, &kms.ListKeysInput{Limit: &limit}); err != nil {
+		return fmt.Errorf("kms ListKeys at %s: %w", endpoint, err)
 	}
 	return nil
 }

@@ -2,6 +2,9 @@ package probe_test
 
 import (
 	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +12,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/bus/kafka/kafkatest"
 	"github.com/eventpipe/eventpipe/dev/certs"
+	"github.com/eventpipe/eventpipe/dev/kmsserver"
 	"github.com/eventpipe/eventpipe/internal/probe"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 	"github.com/eventpipe/eventpipe/testkit/integration"
@@ -77,6 +81,31 @@ func TestProbeErrorsCarryNoPassword(t *testing.T) {
 	} {
 		if err == nil || strings.Contains(err.Error(), "s3cretPW") || !strings.Contains(err.Error(), "127.0.0.1:"+port) {
 			t.Errorf("%s probe of a closed port: %v; want an error naming the address without the password", name, err)
+		}
+	}
+}
+
+// TestKMSProbeMakesAKMSCall probes the stack's KMS handler: it passes;
+// a server that answers HTTP but is no KMS, and a closed port, fail with
+// an error naming the address.
+func TestKMSProbeMakesAKMSCall(t *testing.T) {
+	ctx := context.Background()
+	db, err := kmsserver.Open(kmsserver.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	kms := httptest.NewServer(kmsserver.Handler(db, slog.New(slog.DiscardHandler)))
+	defer kms.Close()
+	if err := probe.KMS(ctx, kms.URL); err != nil {
+		t.Fatalf("probe of the KMS: %v", err)
+	}
+	notKMS := httptest.NewServer(http.NotFoundHandler())
+	defer notKMS.Close()
+	closed := "http://127.0.0.1:" + strconv.Itoa(integration.FreePort(t))
+	for name, url := range map[string]string{"not a KMS": notKMS.URL, "closed port": closed} {
+		if err := probe.KMS(ctx, url); err == nil || !strings.Contains(err.Error(), url) {
+			t.Errorf("%s: probe = %v, want an error naming %s", name, err, url)
 		}
 	}
 }
