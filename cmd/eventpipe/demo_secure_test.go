@@ -48,7 +48,7 @@ func TestDemoRunsOnASecuredStackWithAuthOn(t *testing.T) {
 	}
 	env = append(env, "EVENTPIPE_STACK_DIR="+dir, "EVENTPIPE_DYNAMODB_ENDPOINT=http://"+free(), "EVENTPIPE_KAFKA_BROKERS="+free(),
 		"EVENTPIPE_POSTGRES_URL=postgres://eventpipe@"+free()+"/eventpipe?sslmode=disable", "ELASTICSEARCH_URL=http://"+free(),
-		"EVENTPIPE_HTTP_ADDR="+free())
+		"EVENTPIPE_HTTP_ADDR="+free(), "EVENTPIPE_KMS_ENDPOINT=http://"+free())
 	run := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(bin, args...)

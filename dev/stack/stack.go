@@ -2,8 +2,10 @@
 // eventpipe runs against: DynamoDB Local (Amazon's jar from the npm package
 // amplify-dynamodb-simulator, run with Java 17), a Kafka-protocol broker
 // (franz-go's kfake inside the eventpipe binary), PostgreSQL 15 from
-// Debian, and eventpipe's own Elasticsearch-API server (dev/esserver,
-// also inside the binary; Elasticsearch itself is not installable here).
+// Debian, eventpipe's own Elasticsearch-API server (dev/esserver, also
+// inside the binary; Elasticsearch itself is not installable here), and an
+// AWS KMS (dev/kmsserver: Local KMS's key store and operations inside the
+// binary) holding the key that wraps per-subject data keys.
 // Everything lives under one git-ignored folder: downloads and unpacked
 // tools, data, logs and PID files.
 //
@@ -58,6 +60,11 @@ type Config struct {
 	ESServerCommand []string
 	// ESServerEnv is added to the Elasticsearch-API server's environment.
 	ESServerEnv []string
+	// KMSServerCommand runs the KMS; the stack appends its flags
+	// (default: this executable with "stack kms-server").
+	KMSServerCommand []string
+	// KMSServerEnv is added to the KMS's environment.
+	KMSServerEnv []string
 	// StartTimeout bounds the wait for one component to become healthy
 	// (default 120s; a cold JVM on a busy machine is slow).
 	StartTimeout time.Duration
@@ -108,6 +115,13 @@ func (c *Config) setDefaults() error {
 			return fmt.Errorf("stack: locate own executable for the Elasticsearch-API server: %w", err)
 		}
 		c.ESServerCommand = []string{exe, "stack", "es-server"}
+	}
+	if len(c.KMSServerCommand) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("stack: locate own executable for the KMS: %w", err)
+		}
+		c.KMSServerCommand = []string{exe, "stack", "kms-server"}
 	}
 	if c.StartTimeout == 0 {
 		c.StartTimeout = 120 * time.Second
@@ -198,7 +212,7 @@ func New(cfg Config) (*Stack, error) {
 
 // buildComponents (re)builds the components for the mode in effect.
 func (s *Stack) buildComponents() {
-	s.components = []*component{s.dynamoDB(), s.kafka(), s.postgres(), s.elasticsearch()}
+	s.components = []*component{s.dynamoDB(), s.kafka(), s.postgres(), s.elasticsearch(), s.kms()}
 }
 
 // Dir returns the resolved stack folder.

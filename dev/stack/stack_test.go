@@ -36,8 +36,8 @@ func TestMain(m *testing.M) {
 }
 
 // newThrowawayStack returns a stack in a temporary folder on free ports,
-// sharing the main stack's downloaded tools, whose Kafka broker is this
-// test binary run as a child.
+// sharing the main stack's downloaded tools, whose Kafka broker,
+// Elasticsearch-API server and KMS are this test binary run as a child.
 func newThrowawayStack(t *testing.T, out *bytes.Buffer) *stack.Stack {
 	t.Helper()
 	s, _ := newThrowawayStackWith(t, out, nil)
@@ -61,8 +61,10 @@ func newThrowawayStackWith(t *testing.T, out *bytes.Buffer, mod func(*stack.Conf
 	ep.KafkaBrokers = []string{"127.0.0.1:" + port()}
 	ep.Postgres = "postgres://eventpipe@127.0.0.1:" + port() + "/eventpipe?sslmode=disable"
 	ep.Elasticsearch = "http://127.0.0.1:" + port()
+	ep.KMS = "http://127.0.0.1:" + port()
 	cmd, env := testservers.KafkaBrokerCommand()
 	esCmd, esEnv := testservers.ESServerCommand()
+	kmsCmd, kmsEnv := testservers.KMSServerCommand()
 	main := endpoints.FromEnv().StackDir
 	if !filepath.IsAbs(main) {
 		main = filepath.Join(stack.RepoRoot(), main)
@@ -75,6 +77,8 @@ func newThrowawayStackWith(t *testing.T, out *bytes.Buffer, mod func(*stack.Conf
 		KafkaBrokerEnv:     env,
 		ESServerCommand:    esCmd,
 		ESServerEnv:        esEnv,
+		KMSServerCommand:   kmsCmd,
+		KMSServerEnv:       kmsEnv,
 		Out:                out,
 	}
 	if mod != nil {
@@ -112,7 +116,7 @@ func TestUpIsIdempotentAndDownUpKeepsData(t *testing.T) {
 		t.Fatalf("first up: %v\n%s", err, out.String())
 	}
 	first := pids(t, s)
-	for _, name := range []string{"dynamodb", "kafka", "postgres", "elasticsearch"} {
+	for _, name := range []string{"dynamodb", "kafka", "postgres", "elasticsearch", "kms"} {
 		if first[name] == 0 {
 			t.Fatalf("%s has no process after up:\n%s", name, out.String())
 		}
@@ -122,7 +126,7 @@ func TestUpIsIdempotentAndDownUpKeepsData(t *testing.T) {
 	if err := s.Up(ctx); err != nil {
 		t.Fatalf("second up: %v", err)
 	}
-	if n := strings.Count(out.String(), "already running"); n != 4 || strings.Contains(out.String(), "started at") {
+	if n := strings.Count(out.String(), "already running"); n != 5 || strings.Contains(out.String(), "started at") {
 		t.Fatalf("second up was not a no-op:\n%s", out.String())
 	}
 	if second := pids(t, s); !maps.Equal(first, second) {
