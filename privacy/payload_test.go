@@ -63,7 +63,6 @@ func TestPersonalDeclarationsAndPayloadsRefused(t *testing.T) {
 	p := Personal{Subject: "/owner", Fields: []string{"/title"}}
 	b := Binding{AggregateType: "todo", AggregateID: "t1", Item: "event/TodoCreated/1"}
 	for name, payload := range map[string]string{
-		"no subject id":    `{"title":"x"}`,
 		"numeric subject":  `{"owner":7,"title":"x"}`,
 		"non-string field": `{"owner":"alice","title":{"a":1}}`,
 		"not an object":    `["owner"]`,

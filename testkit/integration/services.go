@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
+	"github.com/eventpipe/eventpipe/internal/kmsclient"
 	"github.com/eventpipe/eventpipe/internal/probe"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
@@ -161,6 +163,25 @@ func Postgres(tb testing.TB) *pgxpool.Pool {
 	}
 	tb.Cleanup(pool.Close)
 	return pool
+}
+
+// KMS returns a client of the environment's KMS (the stack's local one,
+// or the one EVENTPIPE_KMS_ENDPOINT names) after a ListKeys check; it
+// fails tb when the KMS does not answer. Stack does not check the KMS:
+// only the tests of personal data need it.
+func KMS(tb testing.TB) *kms.Client {
+	tb.Helper()
+	Mark(tb)
+	ep := endpointsFromEnv(tb)
+	s := service{"KMS", endpoints.EnvKMS, ep.KMS, func(ctx context.Context) error { return probe.KMS(ctx, ep.KMS) }}
+	if err := s.run(); err != nil {
+		tb.Fatalf("%v", err)
+	}
+	client, err := kmsclient.New(context.Background(), ep.KMSClient())
+	if err != nil {
+		tb.Fatalf("kms client of %s: %v", ep.KMS, err)
+	}
+	return client
 }
 
 // Elasticsearch returns a client of the environment's Elasticsearch (the
