@@ -151,7 +151,7 @@ func Open(cfg Config) (db *DB, err error) {
 	// by another process, corrupt).
 	defer func() {
 		if r := recover(); r != nil {
-			db, err = nil, fmt.Errorf("kmsserver: open key store %s: %v", dir, r)
+			db, err = nil, fmt.Errorf("kmsserver: open key store %s (another kms-server may hold it): %v", dir, r)
 		}
 	}()
 	return &DB{db: data.NewDatabase(dir)}, nil
@@ -212,12 +212,12 @@ func Handler(db *DB, logger *slog.Logger) http.Handler {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	// Local KMS's handlers log through logrus: into ours, as text.
+	// Local KMS's handlers log through logrus: into ours.
 	lr := logrus.New()
-	lr.SetOutput(slogWriter{logger})
-	lr.SetFormatter(&logrus.TextFormatter{DisableColors: true, DisableTimestamp: true})
-	h := &kmsHandler{db: db, log: logger, lr: lr}
-	return h
+	lr.SetOutput(io.Discard)
+	lr.SetLevel(logrus.InfoLevel)
+	lr.AddHook(slogHook{logger})
+	return &kmsHandler{db: db, log: logger, lr: lr}
 }
 
 type kmsHandler struct {
@@ -250,15 +250,21 @@ func (h *kmsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-	h.mu.Lock()
-	resp := op(handler.NewRequestHandler(r, h.lr, h.db.db))
-	h.mu.Unlock()
+	resp := h.run(op, r)
 	if resp.Code >= 500 {
 		h.log.Warn("kms operation failed", "operation", name, "status", resp.Code, "body", resp.Body)
 	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	w.WriteHeader(resp.Code)
 	_, _ = io.WriteString(w, resp.Body)
+}
+
+// run runs one operation at a time (a panic in it, which net/http
+// recovers from, must not keep the lock).
+func (h *kmsHandler) run(op operation, r *http.Request) handler.Response {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return op(handler.NewRequestHandler(r, h.lr, h.db.db))
 }
 
 // refuse answers a request that reaches no operation, in plain text as
@@ -269,12 +275,24 @@ func refuse(w http.ResponseWriter, status int, msg string) {
 	_, _ = io.WriteString(w, msg)
 }
 
-// slogWriter passes logrus's lines to a slog.Logger.
-type slogWriter struct{ log *slog.Logger }
+// slogHook passes Local KMS's logrus entries to a slog.Logger, at their
+// level.
+type slogHook struct{ log *slog.Logger }
 
-func (s slogWriter) Write(p []byte) (int, error) {
-	s.log.Info(strings.TrimSpace(string(p)), "component", "kmsserver")
-	return len(p), nil
+func (slogHook) Levels() []logrus.Level { return logrus.AllLevels }
+
+func (h slogHook) Fire(e *logrus.Entry) error {
+	level := slog.LevelInfo
+	switch {
+	case e.Level <= logrus.ErrorLevel:
+		level = slog.LevelError
+	case e.Level == logrus.WarnLevel:
+		level = slog.LevelWarn
+	case e.Level >= logrus.DebugLevel:
+		level = slog.LevelDebug
+	}
+	h.log.Log(context.Background(), level, strings.TrimSpace(e.Message))
+	return nil
 }
 
 // Run opens the key store and serves KMS on cfg.Addr until ctx ends,
