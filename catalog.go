@@ -101,9 +101,13 @@ func Builtin() *Catalog {
 }
 
 // AddDomain registers d. An aggregate type or a command type that is
-// already registered is an error, and so is an invalid d.
+// already registered is an error, and so is an invalid d or a declaration
+// of personal data its payloads do not fit (schemas.CheckPersonal).
 func (c *Catalog) AddDomain(d commands.Domain) error {
 	if err := d.Validate(); err != nil {
+		return err
+	}
+	if err := schemas.CheckPersonal(d); err != nil {
 		return err
 	}
 	if _, dup := c.domains[d.AggregateType]; dup {

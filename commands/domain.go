@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/privacy"
 )
 
 // Domain describes the write model of one aggregate type without any I/O:
@@ -47,6 +48,12 @@ type Domain struct {
 	// (`eventpipe recalculate`). Optional: nil means the domain keeps no
 	// STATE to recalculate. FacetDomain sets it.
 	NewRecalculate func(store eventstore.Store, opts RecalculateOptions) (RecalculateFunc, error)
+	// Personal declares the personal data of its event types, by event
+	// type: which fields and whose (package privacy, docs/privacy.md).
+	// Optional. Validate checks each declaration; the schema registry
+	// checks that its pointers reach string fields of the payload
+	// (schemas.CheckPersonal, at registration in a catalogue).
+	Personal map[string]privacy.Personal
 }
 
 // SnapshotFunc stores the current state of aggregate id (its latest
@@ -87,6 +94,14 @@ func (d Domain) Validate() error {
 	for _, c := range d.Commands {
 		if !slices.Contains(d.CommandTypes, c.Name()) {
 			return bad("Commands", fmt.Sprintf("%s is not one of CommandTypes", c.Name()))
+		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(d.Personal)) {
+		if _, ok := d.EventTypes[t]; !ok {
+			return bad("Personal", fmt.Sprintf("%s is not one of EventTypes", t))
+		}
+		if err := d.Personal[t].Validate(); err != nil {
+			return fmt.Errorf("commands: domain %s: Personal[%s]: %w", d.AggregateType, t, err)
 		}
 	}
 	return nil

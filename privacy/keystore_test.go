@@ -345,3 +345,26 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 	}
 	return reflect.DeepEqual(x, y)
 }
+
+// TestOrAggregateMakesAnOwnerlessAggregateItsOwnSubject: a TodoCreated
+// without an owner is sealed for the todo itself, and forgetting the
+// todo's id forgets it.
+func TestOrAggregateMakesAnOwnerlessAggregateItsOwnSubject(t *testing.T) {
+	ctx := context.Background()
+	keys := newKeysRig(t).store(t, nil)
+	p := privacy.Personal{Subject: "/owner", OrAggregate: true, Fields: []string{"/title"}}
+	b := privacy.Binding{AggregateType: "todo", AggregateID: "t5", Item: "event/TodoCreated/1"}
+	sealed, err := privacy.SealPayload(ctx, keys, p, b, []byte(`{"owner":"","title":"anonymous"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scopes, err := keys.Scopes(ctx, "t5"); err != nil || len(scopes) != 1 || scopes[0] != "todo/t5" {
+		t.Fatalf("scopes of t5: %v, %v; want [todo/t5]", scopes, err)
+	}
+	if _, err := keys.Forget(ctx, "t5"); err != nil {
+		t.Fatal(err)
+	}
+	if opened, forgotten, err := privacy.OpenPayload(ctx, keys, p, b, sealed); err != nil || !forgotten || !strings.Contains(string(opened), privacy.ForgottenText) {
+		t.Fatalf("after forgetting t5: %s, %v, %v", opened, forgotten, err)
+	}
+}

@@ -29,6 +29,10 @@ type Personal struct {
 	// SubjectIsAggregate: the aggregate's id is the subject's (a bank
 	// account is its holder's).
 	SubjectIsAggregate bool
+	// OrAggregate makes the aggregate's id the subject's when a payload
+	// lacks Subject or holds "" there (a todo whose creator was not
+	// verified has no owner: it is its own subject, forgotten by its id).
+	OrAggregate bool
 	// Fields point at the personal fields. A field absent from a payload
 	// is left absent; one that is null stays null.
 	Fields []string
@@ -50,6 +54,10 @@ func (p Personal) Validate() error {
 		return bad("Subject", "is empty with KeyPerSubject: every payload must name its subject")
 	case p.Subject != "" && p.SubjectIsAggregate:
 		return bad("Subject", "is set and SubjectIsAggregate too: pick one")
+	case p.OrAggregate && p.Subject == "":
+		return bad("OrAggregate", "is set without a Subject to fall back from")
+	case p.OrAggregate && p.KeyPerSubject:
+		return bad("OrAggregate", "is set with KeyPerSubject: a key per subject needs the subject in every payload")
 	case len(p.Fields) == 0:
 		return bad("Fields", "is empty")
 	}
@@ -206,6 +214,12 @@ func subjectOf(p Personal, b Binding, doc map[string]any) (string, error) {
 		return "", nil
 	}
 	_, _, v, ok := lookup(doc, p.Subject)
+	if p.OrAggregate && (!ok || v == "" || v == nil) {
+		if err := validID("aggregate id", b.AggregateID); err != nil {
+			return "", err
+		}
+		return b.AggregateID, nil
+	}
 	if !ok && !p.KeyPerSubject {
 		return "", nil
 	}

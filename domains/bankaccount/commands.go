@@ -5,6 +5,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/privacy"
 )
 
 // Command types.
@@ -31,7 +32,17 @@ type CloseAccountData struct {
 // Domain describes the ledger's write model: its events and its
 // commands, each deciding against the account's STATE.
 func Domain() commands.Domain {
-	return commands.FacetDomain(AggregateType, Processor(), deciders()...)
+	d := commands.FacetDomain(AggregateType, Processor(), deciders()...)
+	d.Personal = Personal
+	return d
+}
+
+// Personal is the bank accounts' personal data (docs/privacy.md): the
+// holder's name and the transactions' descriptions, whose subject is the
+// account.
+var Personal = map[string]privacy.Personal{
+	OwnerRenamed:        {SubjectIsAggregate: true, Fields: []string{"/ownerFirst", "/ownerLast"}},
+	TransactionAccepted: {SubjectIsAggregate: true, Fields: []string{"/desc"}},
 }
 
 // deciders returns the ledger's decision per command type.

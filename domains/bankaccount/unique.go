@@ -67,5 +67,7 @@ func applyUniqueTransaction(a Account, tx TransactionAcceptedData, seen Descript
 // commands, a repeated description refused. Its snapshots hold the
 // Descriptions.
 func UniqueDescriptionsDomain() commands.Domain {
-	return commands.FacetDomain(AggregateType, UniqueDescriptions(), deciders()...)
+	d := commands.FacetDomain(AggregateType, UniqueDescriptions(), deciders()...)
+	d.Personal = Personal
+	return d
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/privacy"
 )
 
 // Command types.
@@ -24,11 +25,22 @@ var (
 // Domain describes the todo write model: its events and its commands,
 // each deciding against the facet's STATE.
 func Domain() commands.Domain {
-	return commands.FacetDomain(AggregateType, Processor(),
+	d := commands.FacetDomain(AggregateType, Processor(),
 		commands.OnCommand(CreateTodoCommand, decideCreate),
 		commands.OnCommand(UpdateTodoCommand, decideUpdate),
 		commands.OnCommand(DeleteTodoCommand, decideDelete),
 	)
+	d.Personal = Personal
+	return d
+}
+
+// Personal is the todos' personal data (docs/privacy.md): a todo's
+// title and message are its owner's, with a key per todo made when it is
+// created. A todo without an owner (its creator was not verified) is its
+// own subject.
+var Personal = map[string]privacy.Personal{
+	TodoCreated: {Subject: "/owner", OrAggregate: true, Fields: []string{"/title", "/message"}},
+	TodoUpdated: {Fields: []string{"/title", "/message"}},
 }
 
 // NewFacet returns the todo facet on store (reads of a todo's STATE, as
