@@ -50,6 +50,7 @@ func (c MigrateConfig) Validate() error {
 	ep := c.Endpoints
 	tables := []struct{ field, name string }{
 		{"Endpoints.EventsTable", ep.EventsTable}, {"Endpoints.LeasesTable", ep.LeasesTable}, {"Endpoints.AnalyticsTable", ep.AnalyticsTable},
+		{"Endpoints.KeysTable", ep.KeysTable},
 	}
 	seen := map[string]string{}
 	for _, t := range tables {
@@ -81,6 +82,7 @@ func validTableName(name string) bool {
 type Migrated struct {
 	EventsTable, LeasesTable string // DynamoDB tables at Endpoints.DynamoDB
 	AnalyticsTable           string // the analytics table (package analytics), also at Endpoints.DynamoDB
+	KeysTable                string // the data subjects' keys (package privacy), also at Endpoints.DynamoDB
 	PostgresSchema           string // the schema of the Postgres tables (PostgresSchema, or MigrateConfig.DB's)
 	PostgresVersion          int32  // eventpipe's own read-model migrations
 	// ReadModelVersions are the versions of the read models that bring
@@ -92,8 +94,9 @@ type Migrated struct {
 }
 
 // Migrate creates or checks the storage, idempotently: the DynamoDB
-// events table (with its stream, index and TTL), lease table and
-// analytics table (with its stream, user index and TTL), and in the
+// events table (with its stream, index and TTL), lease table, analytics
+// table (with its stream, user index and TTL) and the data subjects'
+// keys table (package privacy), and in the
 // Postgres schema of the URL's search_path (PostgresSchema) the
 // projection positions, the built-in read models' tables and
 // the tables of every read model of the catalogue that brings its own
@@ -106,7 +109,7 @@ type Migrated struct {
 func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
 	_ = cfg.FillProcess() // Validate reports Endpoints.Err
 	ep := cfg.Endpoints
-	out := Migrated{EventsTable: ep.EventsTable, LeasesTable: ep.LeasesTable, AnalyticsTable: ep.AnalyticsTable}
+	out := Migrated{EventsTable: ep.EventsTable, LeasesTable: ep.LeasesTable, AnalyticsTable: ep.AnalyticsTable, KeysTable: ep.KeysTable}
 	if err := cfg.Validate(); err != nil {
 		return out, fmt.Errorf("migrate: %w", err)
 	}
@@ -127,6 +130,9 @@ func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
 		return out, err
 	}
 	if err := migrate.CreateAnalyticsTable(ctx, db, ep.AnalyticsTable); err != nil {
+		return out, err
+	}
+	if err := migrate.CreateSubjectKeysTable(ctx, db, ep.KeysTable); err != nil {
 		return out, err
 	}
 	var models []projections.Projection

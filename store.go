@@ -12,12 +12,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/eventpipe/eventpipe/analytics"
+	"github.com/eventpipe/eventpipe/privacy"
 
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
+	"github.com/eventpipe/eventpipe/internal/kmsclient"
 	"github.com/eventpipe/eventpipe/internal/secretenv"
 )
 
@@ -175,6 +177,25 @@ func OpenAnalytics(ctx context.Context, ep Endpoints, logger *slog.Logger) (*ana
 		return nil, err
 	}
 	return analytics.New(analytics.Config{Client: client, Table: ep.AnalyticsTable, Logger: logger})
+}
+
+// OpenKeyStore returns the data subjects' key store of ep (package
+// privacy): the keys table ep.KeysTable on ep's DynamoDB, its data keys
+// made and unwrapped by the KMS at ep.KMS under ep.KMSKeyID. logger may
+// be nil (slog's default).
+func OpenKeyStore(ctx context.Context, ep Endpoints, logger *slog.Logger) (*privacy.KeyStore, error) {
+	if err := ep.ValidateKMS(); err != nil {
+		return nil, err
+	}
+	db, err := dynamoclient.New(ctx, dynamoConfig(ep))
+	if err != nil {
+		return nil, err
+	}
+	k, err := kmsclient.New(ctx, ep.KMSClient())
+	if err != nil {
+		return nil, err
+	}
+	return privacy.NewKeyStore(privacy.KeyStoreConfig{DB: db, Table: ep.KeysTable, KMS: privacy.AWSKMS{Client: k}, KeyID: ep.KMSKeyID, Logger: logger})
 }
 
 // Environment variables of the deployment's command key (see

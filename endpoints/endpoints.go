@@ -16,6 +16,7 @@ import (
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/internal/kmsclient"
+	"github.com/eventpipe/eventpipe/privacy"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 	"github.com/eventpipe/eventpipe/relay"
 	"github.com/eventpipe/eventpipe/tlsconfig"
@@ -31,6 +32,7 @@ const (
 	EnvEventsTable    = "EVENTPIPE_EVENTS_TABLE"
 	EnvLeasesTable    = "EVENTPIPE_LEASES_TABLE"
 	EnvAnalyticsTable = "EVENTPIPE_ANALYTICS_TABLE"
+	EnvKeysTable      = "EVENTPIPE_KEYS_TABLE"
 	EnvStackDir       = "EVENTPIPE_STACK_DIR"
 	EnvTopicPrefix    = "EVENTPIPE_TOPIC_PREFIX"
 	EnvAWSRoleARN     = "EVENTPIPE_AWS_ROLE_ARN"
@@ -55,6 +57,7 @@ const (
 	DefaultEventsTable    = ddbstore.DefaultTable
 	DefaultLeasesTable    = relay.DefaultLeaseTable
 	DefaultAnalyticsTable = analytics.DefaultTable
+	DefaultKeysTable      = privacy.DefaultKeysTable
 	DefaultStackDir       = ".stack"
 	// DefaultKMS is the local stack's KMS (dev/kmsserver).
 	DefaultKMS = "http://127.0.0.1:8100"
@@ -73,6 +76,7 @@ type Endpoints struct {
 	EventsTable    string   // DynamoDB event store table
 	LeasesTable    string   // DynamoDB relay lease table
 	AnalyticsTable string   // DynamoDB analytics table
+	KeysTable      string   // DynamoDB table of the data subjects' keys (package privacy)
 	StackDir       string   // cache folder of the local stack
 	TopicPrefix    string   // namespace put before every Kafka topic name ("" by default)
 	KMS            string   // KMS endpoint URL; "aws" means AWS KMS with the SDK's default chain (and AWSRoleARN)
@@ -148,6 +152,7 @@ func Default() Endpoints {
 		EventsTable:    DefaultEventsTable,
 		LeasesTable:    DefaultLeasesTable,
 		AnalyticsTable: DefaultAnalyticsTable,
+		KeysTable:      DefaultKeysTable,
 		StackDir:       DefaultStackDir,
 		KMS:            DefaultKMS,
 		KMSKeyID:       DefaultKMSKeyID,
@@ -173,6 +178,7 @@ func fromLookup(lookup func(string) (string, bool)) Endpoints {
 	str(EnvEventsTable, &e.EventsTable)
 	str(EnvLeasesTable, &e.LeasesTable)
 	str(EnvAnalyticsTable, &e.AnalyticsTable)
+	str(EnvKeysTable, &e.KeysTable)
 	str(EnvStackDir, &e.StackDir)
 	str(EnvTopicPrefix, &e.TopicPrefix)
 	str(EnvAWSRoleARN, &e.AWSRoleARN)
@@ -223,6 +229,7 @@ func fill(e, def Endpoints) Endpoints {
 	str(&e.EventsTable, def.EventsTable)
 	str(&e.LeasesTable, def.LeasesTable)
 	str(&e.AnalyticsTable, def.AnalyticsTable)
+	str(&e.KeysTable, def.KeysTable)
 	str(&e.StackDir, def.StackDir)
 	str(&e.TopicPrefix, def.TopicPrefix)
 	str(&e.AWSRoleARN, def.AWSRoleARN)
@@ -313,6 +320,7 @@ func (e Endpoints) Exports() []string {
 		{EnvEventsTable, e.EventsTable},
 		{EnvLeasesTable, e.LeasesTable},
 		{EnvAnalyticsTable, e.AnalyticsTable},
+		{EnvKeysTable, e.KeysTable},
 		{EnvStackDir, e.StackDir},
 		{EnvTopicPrefix, e.TopicPrefix},
 		{EnvKMS, e.KMS},

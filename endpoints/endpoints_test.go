@@ -47,7 +47,7 @@ func TestFillKeepsWhatIsSetAndFillsEachEmptyFieldOnItsOwn(t *testing.T) {
 	}
 
 	set := Endpoints{DynamoDB: "d", KafkaBrokers: []string{"k"}, Postgres: "p", Elasticsearch: "e", HTTPAddr: "h",
-		EventsTable: "ev", LeasesTable: "l", AnalyticsTable: "a", StackDir: "s", TopicPrefix: "t.", KMS: "m", KMSKeyID: "alias/x"}
+		EventsTable: "ev", LeasesTable: "l", AnalyticsTable: "a", KeysTable: "ks", StackDir: "s", TopicPrefix: "t.", KMS: "m", KMSKeyID: "alias/x"}
 	if got := set.Fill(); !reflect.DeepEqual(got, set) {
 		t.Errorf("Fill of a full Endpoints = %+v, want it unchanged", got)
 	}
@@ -58,7 +58,7 @@ func TestFillKeepsWhatIsSetAndFillsEachEmptyFieldOnItsOwn(t *testing.T) {
 // out set.
 func TestFillCoversEveryField(t *testing.T) {
 	def := Endpoints{DynamoDB: "d", KafkaBrokers: []string{"k"}, Postgres: "p", Elasticsearch: "e", HTTPAddr: "h",
-		EventsTable: "ev", LeasesTable: "l", AnalyticsTable: "a", StackDir: "s", TopicPrefix: "t.", KMS: "m", KMSKeyID: "alias/x",
+		EventsTable: "ev", LeasesTable: "l", AnalyticsTable: "a", KeysTable: "ks", StackDir: "s", TopicPrefix: "t.", KMS: "m", KMSKeyID: "alias/x",
 		Kafka:                 kafka.Security{SASL: kafka.SASL{Mechanism: kafka.SASLPlain, Username: "u", Password: "p"}},
 		ElasticsearchSecurity: esclient.Security{APIKey: "k"}, AWSRoleARN: "arn:aws:iam::1:role/r", KafkaInstanceID: "pod-0", AllowCleartextCredentials: true,
 		err: errors.New("env")}

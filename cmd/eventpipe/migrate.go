@@ -21,9 +21,9 @@ func migrateCommand() *cobra.Command {
 	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "migrate",
-		Short: "Create or check the storage: the DynamoDB events, lease and analytics tables, the Postgres read models and the Elasticsearch indices (idempotent)",
-		Long: `migrate creates or checks the storage, idempotently: the DynamoDB events, lease
-and analytics tables, eventpipe's Postgres tables (and those of every read model
+		Short: "Create or check the storage: the DynamoDB events, lease, analytics and keys tables, the Postgres read models and the Elasticsearch indices (idempotent)",
+		Long: `migrate creates or checks the storage, idempotently: the DynamoDB events, lease,
+analytics and keys tables, eventpipe's Postgres tables (and those of every read model
 that brings its own migrations) and an Elasticsearch index behind each search
 model's alias.
 
@@ -50,7 +50,7 @@ a compose file or a job can start it with the services.`,
 			// URLs are printed with their passwords masked.
 			dynamo, _ := endpoints.Redact(ep.DynamoDB)
 			es, _ := endpoints.Redact(ep.Elasticsearch)
-			fmt.Fprintf(cmd.OutOrStdout(), "dynamodb tables %s, %s and %s ready at %s\n", m.EventsTable, m.LeasesTable, m.AnalyticsTable, dynamo)
+			fmt.Fprintf(cmd.OutOrStdout(), "dynamodb tables %s, %s, %s and %s ready at %s\n", m.EventsTable, m.LeasesTable, m.AnalyticsTable, m.KeysTable, dynamo)
 			fmt.Fprintf(cmd.OutOrStdout(), "postgres schema %s at version %d (read models, projection positions)\n", m.PostgresSchema, m.PostgresVersion)
 			for _, alias := range slices.Sorted(maps.Keys(m.SearchIndices)) {
 				fmt.Fprintf(cmd.OutOrStdout(), "elasticsearch alias %s on index %s at %s\n", alias, m.SearchIndices[alias], es)

@@ -181,7 +181,7 @@ func pipelineStart() error {
 	}
 	pipeline.apiAddr = apiAddr
 	pipeline.env = append(os.Environ(),
-		"EVENTPIPE_EVENTS_TABLE="+ns+"-events", "EVENTPIPE_LEASES_TABLE="+ns+"-leases", "EVENTPIPE_ANALYTICS_TABLE="+ns+"-analytics",
+		"EVENTPIPE_EVENTS_TABLE="+ns+"-events", "EVENTPIPE_LEASES_TABLE="+ns+"-leases", "EVENTPIPE_ANALYTICS_TABLE="+ns+"-analytics", "EVENTPIPE_KEYS_TABLE="+ns+"-keys",
 		"EVENTPIPE_TOPIC_PREFIX="+ns+".", "EVENTPIPE_POSTGRES_URL="+pgURL, "EVENTPIPE_HTTP_ADDR="+apiAddr,
 		"EVENTPIPE_LOG_LEVEL=warn", "OTEL_EXPORTER_OTLP_ENDPOINT=", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=")
 	pipeline.cleanup = append(pipeline.cleanup, func() { deleteTables(ns) })
@@ -493,7 +493,7 @@ func deleteTables(ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var errs []error
-	for _, t := range []string{"-events", "-leases", "-analytics"} {
+	for _, t := range []string{"-events", "-leases", "-analytics", "-keys"} {
 		if _, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(ns + t)}); err != nil {
 			errs = append(errs, err)
 		}

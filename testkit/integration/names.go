@@ -125,10 +125,11 @@ func Isolate(tb testing.TB) endpoints.Endpoints {
 	ep.EventsTable = UniqueName(tb, "events")
 	ep.LeasesTable = UniqueName(tb, "leases")
 	ep.AnalyticsTable = UniqueName(tb, "analytics")
+	ep.KeysTable = UniqueName(tb, "keys")
 	ep.TopicPrefix = UniqueName(tb, "ns") + "."
 	_, ep.Postgres = PostgresSchema(tb, "rm")
 	tb.Cleanup(func() {
-		for _, t := range []string{ep.EventsTable, ep.LeasesTable, ep.AnalyticsTable} {
+		for _, t := range []string{ep.EventsTable, ep.LeasesTable, ep.AnalyticsTable, ep.KeysTable} {
 			DeleteTable(tb, db, t)
 		}
 	})
@@ -149,6 +150,7 @@ func Environ(ep endpoints.Endpoints) []string {
 		endpoints.EnvEventsTable + "=" + ep.EventsTable,
 		endpoints.EnvLeasesTable + "=" + ep.LeasesTable,
 		endpoints.EnvAnalyticsTable + "=" + ep.AnalyticsTable,
+		endpoints.EnvKeysTable + "=" + ep.KeysTable,
 		endpoints.EnvStackDir + "=" + ep.StackDir,
 		endpoints.EnvTopicPrefix + "=" + ep.TopicPrefix,
 	}

@@ -71,6 +71,10 @@ The environment of a role's container. Argument: dict "root" $ "role" <serve|rel
 - name: EVENTPIPE_ANALYTICS_TABLE
   value: {{ . | quote }}
 {{- end }}
+{{- with $v.config.keysTable }}
+- name: EVENTPIPE_KEYS_TABLE
+  value: {{ . | quote }}
+{{- end }}
 {{- with $v.kafka.brokers }}
 - name: EVENTPIPE_KAFKA_BROKERS
   value: {{ . | quote }}
