@@ -32,7 +32,7 @@ type keysRig struct {
 	keyID string // the test's KMS key's ARN
 }
 
-func newKeysRig(t *testing.T) keysRig {
+func newKeysRig(t testing.TB) keysRig {
 	t.Helper()
 	ctx := context.Background()
 	db := integration.DynamoDB(t)
@@ -49,7 +49,7 @@ func newKeysRig(t *testing.T) keysRig {
 	return keysRig{db: db, kms: k, table: table, keyID: aws.ToString(key.KeyMetadata.Arn)}
 }
 
-func (r keysRig) store(t *testing.T, mod func(*privacy.KeyStoreConfig)) *privacy.KeyStore {
+func (r keysRig) store(t testing.TB, mod func(*privacy.KeyStoreConfig)) *privacy.KeyStore {
 	t.Helper()
 	cfg := privacy.KeyStoreConfig{DB: r.db, Table: r.table, KMS: privacy.AWSKMS{Client: r.kms}, KeyID: r.keyID}
 	if mod != nil {
