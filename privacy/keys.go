@@ -224,40 +224,36 @@ var errNoKey = errors.New("no key")
 // *ForgottenError; a KMS failure a *KeyError, and then nothing was
 // stored.
 func (s *KeyStore) KeyForSealing(ctx context.Context, scope, subject string) (*DataKey, error) {
-	if err := validID("scope", scope); err != nil {
-		return nil, err
-	}
-	if k, ok := s.cache.Get(scope); ok {
-		s.hits.Add(1)
-		return k, nil
-	}
-	s.misses.Add(1)
-	v, err, _ := s.flight.Do("seal\x00"+scope, func() (any, error) {
+	return s.cached(scope, "seal", func() (*DataKey, error) {
 		k, err := s.load(ctx, scope)
-		if errors.Is(err, errNoKey) {
-			if subject == "" {
-				return nil, fmt.Errorf("privacy: %w", &eventstore.ValidationError{Field: "subject", Reason: "is empty, and scope " + scope + " has no key yet to seal with: the first personal data of a scope must name its subject"})
-			}
-			if err := validID("subject", subject); err != nil {
-				return nil, err
-			}
-			k, err = s.create(ctx, scope, subject)
+		if !errors.Is(err, errNoKey) {
+			return k, err
 		}
-		if err != nil {
+		if subject == "" {
+			return nil, fmt.Errorf("privacy: %w", &eventstore.ValidationError{Field: "subject", Reason: "is empty, and scope " + scope + " has no key yet to seal with: the first personal data of a scope must name its subject"})
+		}
+		if err := validID("subject", subject); err != nil {
 			return nil, err
 		}
-		s.cache.Add(scope, k)
-		return k, nil
+		return s.create(ctx, scope, subject)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v.(*DataKey), nil
 }
 
 // KeyForOpening returns scope's data key. A scope whose subject was
 // forgotten, or that never had a key, is a *ForgottenError.
 func (s *KeyStore) KeyForOpening(ctx context.Context, scope string) (*DataKey, error) {
+	return s.cached(scope, "open", func() (*DataKey, error) {
+		k, err := s.load(ctx, scope)
+		if errors.Is(err, errNoKey) {
+			return nil, &ForgottenError{Scope: scope}
+		}
+		return k, err
+	})
+}
+
+// cached returns scope's key from the cache, or from fetch (one call at
+// a time per scope and purpose in this process), caching what it gives.
+func (s *KeyStore) cached(scope, purpose string, fetch func() (*DataKey, error)) (*DataKey, error) {
 	if err := validID("scope", scope); err != nil {
 		return nil, err
 	}
@@ -266,11 +262,8 @@ func (s *KeyStore) KeyForOpening(ctx context.Context, scope string) (*DataKey, e
 		return k, nil
 	}
 	s.misses.Add(1)
-	v, err, _ := s.flight.Do("open\x00"+scope, func() (any, error) {
-		k, err := s.load(ctx, scope)
-		if errors.Is(err, errNoKey) {
-			return nil, &ForgottenError{Scope: scope}
-		}
+	v, err, _ := s.flight.Do(purpose+"\x00"+scope, func() (any, error) {
+		k, err := fetch()
 		if err != nil {
 			return nil, err
 		}

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -18,25 +16,6 @@ import (
 	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
-
-// lockedBuffer is a bytes.Buffer a child process writes while the test
-// reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestMigrateWaitsForTheServices: `migrate --wait` started while its
 // Kafka broker is down says it waits for Kafka and creates nothing; once
@@ -50,7 +29,7 @@ func TestMigrateWaitsForTheServices(t *testing.T) {
 	cmd := exec.Command(bin, "migrate", "--wait", integration.HangAfter().String())
 	cmd.Env = append(os.Environ(), integration.Environ(ep)...)
 	cmd.Env = append(cmd.Env, endpoints.EnvKafkaBrokers+"="+broker.Addr)
-	var out lockedBuffer
+	var out output
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

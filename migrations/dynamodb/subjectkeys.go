@@ -2,9 +2,6 @@ package dynamodb
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -37,23 +34,5 @@ func SubjectKeysTable(name string) *ddb.CreateTableInput {
 // SubjectKeysTable defines it and is ACTIVE. An existing table with other
 // keys is an error, never changed. Running it again is a no-op.
 func CreateSubjectKeysTable(ctx context.Context, client API, name string) error {
-	desc, err := describe(ctx, client, name)
-	if err != nil {
-		return fmt.Errorf("migrate %s: %w", name, err)
-	}
-	if desc == nil {
-		_, err := client.CreateTable(ctx, SubjectKeysTable(name))
-		var inUse *types.ResourceInUseException
-		if err != nil && !errors.As(err, &inUse) {
-			return fmt.Errorf("migrate %s: create table: %w", name, err)
-		}
-		slog.Default().InfoContext(ctx, "created subject keys table", "table", name)
-	}
-	if desc, err = waitActive(ctx, client, name); err != nil {
-		return fmt.Errorf("migrate %s: %w", name, err)
-	}
-	if err := sameKeys(desc.KeySchema, map[string]types.KeyType{privacy.AttrPK: types.KeyTypeHash, privacy.AttrSK: types.KeyTypeRange}); err != nil {
-		return fmt.Errorf("migrate %s: existing table differs from the subject keys table definition: key schema: %w", name, err)
-	}
-	return nil
+	return ensureKeyedTable(ctx, client, SubjectKeysTable(name), "subject keys table")
 }

@@ -94,3 +94,31 @@ func keyTypes(schema []types.KeySchemaElement) map[string]types.KeyType {
 	}
 	return m
 }
+
+// ensureKeyedTable creates the table def when it is missing and waits
+// until it is ACTIVE; an existing table whose key schema is not def's is
+// an error, never changed. For the tables without stream, index or TTL
+// (what ensureTable adds to this); kind names the table in the log and
+// errors.
+func ensureKeyedTable(ctx context.Context, client API, def *ddb.CreateTableInput, kind string) error {
+	name := aws.ToString(def.TableName)
+	desc, err := describe(ctx, client, name)
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", name, err)
+	}
+	if desc == nil {
+		_, err := client.CreateTable(ctx, def)
+		var inUse *types.ResourceInUseException
+		if err != nil && !errors.As(err, &inUse) {
+			return fmt.Errorf("migrate %s: create table: %w", name, err)
+		}
+		slog.Default().InfoContext(ctx, "created "+kind, "table", name)
+	}
+	if desc, err = waitActive(ctx, client, name); err != nil {
+		return fmt.Errorf("migrate %s: %w", name, err)
+	}
+	if err := sameKeys(desc.KeySchema, keyTypes(def.KeySchema)); err != nil {
+		return fmt.Errorf("migrate %s: existing table differs from the %s definition: key schema: %w", name, kind, err)
+	}
+	return nil
+}
