@@ -13,6 +13,8 @@ import (
 	"github.com/eventpipe/eventpipe/domains/transfer"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/httpapi"
+	"github.com/eventpipe/eventpipe/privacy"
+	"github.com/eventpipe/eventpipe/privacy/subjects"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/elastic"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
@@ -54,7 +56,8 @@ func NewCatalog() *Catalog {
 }
 
 // Builtin returns a catalogue of the example domains (bank accounts,
-// orders, todos, and money transfers between bank accounts), the
+// orders, todos, and money transfers between bank accounts) and the data
+// subjects' (privacy/subjects: ForgetSubject, SubjectForgotten), the
 // Postgres read models of the first three (accounts, orders, todos,
 // and order-rollups, the orders per hour and per day), their
 // Elasticsearch read models (todos-search, orders-search), the todo and
@@ -65,7 +68,7 @@ func NewCatalog() *Catalog {
 // from NewCatalog.
 func Builtin() *Catalog {
 	c := NewCatalog()
-	for _, d := range []commands.Domain{bankaccount.Domain(), order.Domain(), todo.Domain(), transfer.Domain()} {
+	for _, d := range []commands.Domain{bankaccount.Domain(), order.Domain(), todo.Domain(), transfer.Domain(), subjects.Domain()} {
 		if err := c.AddDomain(d); err != nil {
 			panic(fmt.Sprintf("eventpipe: built-in domain: %v", err)) // the built-in set is fixed and tested
 		}
@@ -123,6 +126,19 @@ func (c *Catalog) AddDomain(d commands.Domain) error {
 		c.commands[t] = d.AggregateType
 	}
 	return nil
+}
+
+// Personal returns its domains' declarations of personal data, by
+// aggregate type then event type (commands.Domain.Personal): what a
+// privacy.Sealer seals. Empty when no domain declares any.
+func (c *Catalog) Personal() map[string]map[string]privacy.Personal {
+	out := map[string]map[string]privacy.Personal{}
+	for t, d := range c.domains {
+		if len(d.Personal) > 0 {
+			out[t] = d.Personal
+		}
+	}
+	return out
 }
 
 // AddReadModel registers the Postgres read model p as a consumer

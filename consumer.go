@@ -113,6 +113,9 @@ type Resources struct {
 	// eventstore.TypeReader).
 	Store   eventstore.Store
 	History projections.HistoryPage
+	// Opener opens the sealed personal data of what consumers read from
+	// the bus: the Store's sealer (nil when it seals nothing).
+	Opener eventstore.Opener
 	// DB and Search: set when a consumer's Needs asked for them.
 	DB     *pgxpool.Pool
 	Search *esclient.Client

@@ -84,7 +84,7 @@ func newProjectionRunner(r Resources, a projections.Sink, info ConsumerInfo, reb
 		return nil, fmt.Errorf("eventpipe: %s %s: start history: it does not name its event types, so it cannot catch up from the event store", info.Kind, a.Name())
 	}
 	return projections.NewRunner(projections.RunnerConfig{Applier: a, NewSubscriber: r.NewSubscriber, Brokers: r.Endpoints.KafkaBrokers, KafkaSecurity: r.Endpoints.Kafka, KafkaInstanceID: r.Endpoints.KafkaInstanceID,
-		Topics: r.Topics, Publisher: r.Publisher, Parking: r.Parking, History: r.History, Start: start, Upcasters: r.upcasters(), Rebuild: rebuild,
+		Topics: r.Topics, Publisher: r.Publisher, Parking: r.Parking, History: r.History, Start: start, Upcasters: r.upcasters(), Opener: r.Opener, Rebuild: rebuild,
 		AggregateTypeOf: r.Catalog.aggregateTypeOfEvent,
 		Registerer:      r.registerer("projection", a.Name()), Logger: r.Logger})
 }
@@ -155,7 +155,7 @@ func (s saga) Build(ctx context.Context, r Resources) (Runnable, error) {
 		r.Logger.Warn("no command key: the saga's commands are not signed, and any client can send one under its ids (set EVENTPIPE_COMMAND_KEY_FILE)", "saga", s.d.SagaName())
 	}
 	sc := sagas.Config{Saga: s.d, DB: r.DB, Publisher: r.Publisher, Outcomes: r.Store, CommandKey: r.CommandKey, NewSubscriber: r.NewSubscriber,
-		Brokers: r.Endpoints.KafkaBrokers, KafkaSecurity: r.Endpoints.Kafka, KafkaInstanceID: r.Endpoints.KafkaInstanceID, Topics: r.Topics, Upcasters: r.upcasters(), Registerer: r.registerer("saga", s.d.SagaName()), Logger: r.Logger}
+		Brokers: r.Endpoints.KafkaBrokers, KafkaSecurity: r.Endpoints.Kafka, KafkaInstanceID: r.Endpoints.KafkaInstanceID, Topics: r.Topics, Upcasters: r.upcasters(), Opener: r.Opener, Registerer: r.registerer("saga", s.d.SagaName()), Logger: r.Logger}
 	runner, err := sagas.New(sc)
 	if err != nil {
 		return nil, err

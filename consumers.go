@@ -213,7 +213,7 @@ func NewConsumers(ctx context.Context, cfg ConsumersConfig) (*Consumers, error) 
 	if tr, ok := store.(eventstore.TypeReader); ok {
 		history = StoreHistory(tr)
 	}
-	res := Resources{Catalog: cfg.Catalog, Endpoints: ep, Topics: topics, Store: store, History: history,
+	res := Resources{Catalog: cfg.Catalog, Endpoints: ep, Topics: topics, Store: store, History: history, Opener: openerOf(store),
 		DB: cfg.DB, Search: cfg.Search, NewSubscriber: cfg.NewSubscriber, Start: cfg.Start, SnapshotEvery: cfg.SnapshotEvery, CommandKey: cfg.CommandKey, NoAutoRebuild: cfg.NoAutoRebuild,
 		Registerer: cfg.Registerer, Logger: cfg.Logger}
 	if needs.Elasticsearch && res.Search == nil {

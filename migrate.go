@@ -11,7 +11,9 @@ import (
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
+	"github.com/eventpipe/eventpipe/internal/kmsclient"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	kmskey "github.com/eventpipe/eventpipe/migrations/kms"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
 	"github.com/eventpipe/eventpipe/projections"
 	"github.com/eventpipe/eventpipe/projections/elastic"
@@ -83,8 +85,13 @@ type Migrated struct {
 	EventsTable, LeasesTable string // DynamoDB tables at Endpoints.DynamoDB
 	AnalyticsTable           string // the analytics table (package analytics), also at Endpoints.DynamoDB
 	KeysTable                string // the data subjects' keys (package privacy), also at Endpoints.DynamoDB
-	PostgresSchema           string // the schema of the Postgres tables (PostgresSchema, or MigrateConfig.DB's)
-	PostgresVersion          int32  // eventpipe's own read-model migrations
+	// KMSKey is the id of the KMS key of Endpoints.KMSKeyID, which wraps
+	// the data subjects' keys ("" when no domain declares personal data);
+	// KMSKeyCreated is set when Migrate created it (a local KMS only).
+	KMSKey          string
+	KMSKeyCreated   bool
+	PostgresSchema  string // the schema of the Postgres tables (PostgresSchema, or MigrateConfig.DB's)
+	PostgresVersion int32  // eventpipe's own read-model migrations
 	// ReadModelVersions are the versions of the read models that bring
 	// their own migrations, by name.
 	ReadModelVersions map[string]int32
@@ -96,7 +103,9 @@ type Migrated struct {
 // Migrate creates or checks the storage, idempotently: the DynamoDB
 // events table (with its stream, index and TTL), lease table, analytics
 // table (with its stream, user index and TTL) and the data subjects'
-// keys table (package privacy), and in the
+// keys table (package privacy); when the catalogue declares personal
+// data, the KMS key of Endpoints.KMSKeyID (created behind its alias on a
+// local KMS, only checked on AWS KMS, where the operator makes it); and in the
 // Postgres schema of the URL's search_path (PostgresSchema) the
 // projection positions, the built-in read models' tables and
 // the tables of every read model of the catalogue that brings its own
@@ -134,6 +143,11 @@ func Migrate(ctx context.Context, cfg MigrateConfig) (Migrated, error) {
 	}
 	if err := migrate.CreateSubjectKeysTable(ctx, db, ep.KeysTable); err != nil {
 		return out, err
+	}
+	if len(cfg.Catalog.Personal()) > 0 {
+		if out.KMSKey, out.KMSKeyCreated, err = ensureKMSKey(ctx, ep); err != nil {
+			return out, err
+		}
 	}
 	var models []projections.Projection
 	for _, name := range cfg.Catalog.ReadModelNames() {
@@ -191,4 +205,21 @@ func MigratePostgres(ctx context.Context, conn *pgx.ConnConfig, schema string, l
 		versions[p.Name()] = v
 	}
 	return version, versions, nil
+}
+
+// ensureKMSKey makes sure ep.KMSKeyID names a key of ep's KMS: created
+// behind its alias on a local KMS, only checked on AWS KMS.
+func ensureKMSKey(ctx context.Context, ep Endpoints) (id string, created bool, err error) {
+	if err := ep.ValidateKMS(); err != nil {
+		return "", false, err
+	}
+	client, err := kmsclient.New(ctx, ep.KMSClient())
+	if err != nil {
+		return "", false, err
+	}
+	key, err := kmskey.EnsureKey(ctx, client, ep.KMSKeyID, ep.KMS != kmsclient.AWSEndpoint)
+	if err != nil {
+		return "", false, fmt.Errorf("migrate: %w", err)
+	}
+	return key.ID, key.Created, nil
 }

@@ -153,7 +153,8 @@ const DefaultCommandRetention = 7 * 24 * time.Hour
 
 // OpenStore connects to the events table of ep (DynamoDB Local, or AWS
 // when ep.DynamoDB is "aws") with c's schema: the event types of its
-// domains and its upcasters. The command records it writes expire after
+// domains and its upcasters. When c's domains declare personal data, the
+// store seals it with the subjects' keys (OpenSealer). The command records it writes expire after
 // DefaultCommandRetention (WriteSideConfig.CommandRetention sets the write
 // side's). logger may be nil (slog's default).
 func OpenStore(ctx context.Context, ep Endpoints, c *Catalog, logger *slog.Logger) (*ddbstore.Store, error) {
@@ -165,7 +166,41 @@ func openStore(ctx context.Context, ep Endpoints, c *Catalog, logger *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	return ddbstore.New(ddbstore.Config{Client: client, Table: ep.EventsTable, Schema: c.Schema(), Logger: logger, CommandRetention: retention})
+	sealer, err := OpenSealer(ctx, ep, c, logger)
+	if err != nil {
+		return nil, err
+	}
+	cfg := ddbstore.Config{Client: client, Table: ep.EventsTable, Schema: c.Schema(), Logger: logger, CommandRetention: retention}
+	if sealer != nil {
+		cfg.Sealer = sealer
+	}
+	return ddbstore.New(cfg)
+}
+
+// OpenSealer returns the sealer of c's personal data (package privacy,
+// docs/privacy.md) on ep's key store (OpenKeyStore), or nil when no
+// domain of c declares personal data. OpenStore seals with it.
+func OpenSealer(ctx context.Context, ep Endpoints, c *Catalog, logger *slog.Logger) (*privacy.Sealer, error) {
+	personal := c.Personal()
+	if len(personal) == 0 {
+		return nil, nil
+	}
+	keys, err := OpenKeyStore(ctx, ep, logger)
+	if err != nil {
+		return nil, fmt.Errorf("personal data keys: %w", err)
+	}
+	return privacy.NewSealer(privacy.SealerConfig{Keys: keys, Personal: personal})
+}
+
+// openerOf is the opener of store's sealed data: its Sealer when it is
+// a DynamoDB store that seals, else nil.
+func openerOf(store eventstore.Store) eventstore.Opener {
+	if s, ok := store.(*ddbstore.Store); ok {
+		if sealer := s.Sealer(); sealer != nil {
+			return sealer
+		}
+	}
+	return nil
 }
 
 // OpenAnalytics connects to the analytics table of ep (seed 001's raw

@@ -87,6 +87,23 @@ func UpcastedEventFromMessage(msg *message.Message, u *eventstore.Upcasters) (ev
 	return up, nil
 }
 
+// OpenedEventFromMessage is UpcastedEventFromMessage, then the event's
+// sealed personal fields opened by o (nil: none; see eventstore.Opener):
+// what a consumer of the events topics reads. A forgotten subject's
+// fields read as forgotten; a value that does not open is a
+// *eventstore.DecodeError (permanent), a KMS failure a retried error.
+func OpenedEventFromMessage(msg *message.Message, u *eventstore.Upcasters, o eventstore.Opener) (eventstore.Envelope, error) {
+	e, err := UpcastedEventFromMessage(msg, u)
+	if err != nil || o == nil {
+		return e, err
+	}
+	opened, err := o.OpenEvent(msg.Context(), e)
+	if err != nil {
+		return e, fmt.Errorf("event message %s: open %s: %w", msg.UUID, e, err)
+	}
+	return opened, nil
+}
+
 // MetadataOutboundName carries an outbound event's name.
 const MetadataOutboundName = "outbound_name"
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/pause"
+	"github.com/eventpipe/eventpipe/privacy"
 	"github.com/eventpipe/eventpipe/tracing"
 )
 
@@ -159,6 +160,8 @@ func (h *facetHandler[S]) Handle(ctx context.Context, cmd Command) (Result, erro
 		switch {
 		case errors.Is(err, eventstore.ErrAggregateNotFound):
 			cur = h.cfg.Facet.Initial(cmd.AggregateID)
+		case errors.Is(err, privacy.ErrForgotten):
+			return h.refused(res, err)
 		case err != nil:
 			return res, err
 		}
@@ -207,7 +210,8 @@ func (h *facetHandler[S]) Handle(ctx context.Context, cmd Command) (Result, erro
 }
 
 // refused turns err into the command's Result. A decision or a rule's
-// refusal is an answer; an answer recorded earlier for this command id is
+// refusal is an answer, and so is a forgotten subject (StatusRejected,
+// privacy.CodeForgotten); an answer recorded earlier for this command id is
 // repeated; a permanent error (eventstore.IsPermanent: bad input) is
 // StatusInvalid plus an *InvalidError; anything else is returned for
 // retry.
@@ -225,6 +229,10 @@ func (h *facetHandler[S]) refused(res Result, err error) (Result, error) {
 		res.Status, res.Reason, res.Code = dec.Status, dec.Reason, dec.Code
 	case errors.As(err, &rej):
 		res.Status, res.Reason, res.Code = StatusRejected, rej.Reason, rej.Code
+	case errors.Is(err, privacy.ErrForgotten):
+		// The aggregate's subject was forgotten: its data cannot be
+		// read or written again.
+		res.Status, res.Reason, res.Code = StatusRejected, err.Error(), privacy.CodeForgotten
 	case eventstore.IsPermanent(err):
 		res.Status, res.Reason = StatusInvalid, err.Error()
 		return res, &InvalidError{Err: err}

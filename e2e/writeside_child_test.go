@@ -81,7 +81,7 @@ func startServeChild(t *testing.T, ep endpoints.Endpoints, group string, env ...
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envServeChild+"="+group,
-		endpoints.EnvEventsTable+"="+ep.EventsTable, endpoints.EnvTopicPrefix+"="+ep.TopicPrefix,
+		endpoints.EnvEventsTable+"="+ep.EventsTable, endpoints.EnvKeysTable+"="+ep.KeysTable, endpoints.EnvTopicPrefix+"="+ep.TopicPrefix,
 		"EVENTPIPE_LOG_LEVEL=warn")
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

@@ -19,6 +19,7 @@ import (
 	"github.com/eventpipe/eventpipe/dev/rigs"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/todo"
+	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 	"github.com/eventpipe/eventpipe/projections"
@@ -100,7 +101,10 @@ func TestPipelineRunsOnGoChannelWithTheRealStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner, err := projections.NewRunner(projections.RunnerConfig{Applier: applier, NewSubscriber: subscribers, Publisher: goch, Topics: topics})
+	// The store seals the todos' titles: the runner opens them with its
+	// sealer, as eventpipe.NewConsumers wires it.
+	runner, err := projections.NewRunner(projections.RunnerConfig{Applier: applier, NewSubscriber: subscribers, Publisher: goch, Topics: topics,
+		Opener: svc.Store.(*ddbstore.Store).Sealer()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,21 @@ package privacy
 import (
 	"errors"
 	"fmt"
+
+	"github.com/eventpipe/eventpipe/eventstore"
 )
+
+// CodeForgotten is the code of a command refused because the data
+// subject of its aggregate was forgotten (commands.Result.Code).
+const CodeForgotten eventstore.Code = "privacy.forgotten"
 
 // ErrForgotten is matched (errors.Is) by every *ForgottenError.
 var ErrForgotten = errors.New("subject forgotten")
 
 // ForgottenError says a subject was forgotten: its keys are gone, so its
 // sealed values cannot be opened and nothing new can be sealed for it.
-// Subject is empty when only the scope is known (a scope without a key).
+// Subject is empty when only the scope is known (an append's check
+// that its keys still exist failed).
 // It is permanent: asking again gives the same answer.
 type ForgottenError struct {
 	Subject, Scope string
@@ -34,7 +41,8 @@ func (e *ForgottenError) Permanent() bool { return true }
 
 // KeyError says the KMS refused or failed to make or unwrap a scope's
 // data key: a wrong, disabled, deleted or unreachable KMS key, or a
-// wrapped key that is not the scope's. Nothing was written. It is not
+// wrapped key that is not the scope's; or (Op "find") that the keys
+// table has no key of a scope whose sealed value is being opened. Nothing was written. It is not
 // permanent: a key re-enabled or a KMS back makes the same call work, so
 // consumers retry (and their lag shows it) rather than drop data.
 type KeyError struct {

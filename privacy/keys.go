@@ -240,15 +240,31 @@ func (s *KeyStore) KeyForSealing(ctx context.Context, scope, subject string) (*D
 }
 
 // KeyForOpening returns scope's data key. A scope whose subject was
-// forgotten, or that never had a key, is a *ForgottenError.
+// forgotten is a *ForgottenError. A scope without any key item (never a
+// key, not even a forgotten one: the value was sealed with another keys
+// table, or the table was restored from an older backup) is a *KeyError
+// (Op "find"): not permanent, so that a misconfigured process retries
+// and shows it rather than take the data for forgotten.
 func (s *KeyStore) KeyForOpening(ctx context.Context, scope string) (*DataKey, error) {
 	return s.cached(scope, "open", func() (*DataKey, error) {
 		k, err := s.load(ctx, scope)
 		if errors.Is(err, errNoKey) {
-			return nil, &ForgottenError{Scope: scope}
+			return nil, &KeyError{Scope: scope, Op: "find", KeyID: s.cfg.KeyID,
+				Err: fmt.Errorf("the keys table %s has no key of %s, neither live nor forgotten (is this the keys table the data was sealed with?)", s.cfg.Table, scope)}
 		}
 		return k, err
 	})
+}
+
+// KeyIfAny returns scope's data key, or nil when the scope has never had
+// one (nothing of it was sealed). A scope whose subject was forgotten is
+// a *ForgottenError. A key found is cached; the absence of one is not.
+func (s *KeyStore) KeyIfAny(ctx context.Context, scope string) (*DataKey, error) {
+	k, err := s.cached(scope, "any", func() (*DataKey, error) { return s.load(ctx, scope) })
+	if errors.Is(err, errNoKey) {
+		return nil, nil
+	}
+	return k, err
 }
 
 // cached returns scope's key from the cache, or from fetch (one call at

@@ -121,6 +121,13 @@ const ForgottenText = "[forgotten]"
 // personal field that is not a string, a *eventstore.ValidationError:
 // nothing is sealed, and the caller writes nothing.
 func SealPayload(ctx context.Context, keys *KeyStore, p Personal, b Binding, payload []byte) ([]byte, error) {
+	return sealPayload(ctx, keys, p, b, payload, false)
+}
+
+// sealPayload is SealPayload; with orAggregate, a payload that names no
+// subject has its aggregate as subject (used only when the scope has no
+// key yet: an aggregate stored before sealing began).
+func sealPayload(ctx context.Context, keys *KeyStore, p Personal, b Binding, payload []byte, orAggregate bool) ([]byte, error) {
 	doc, err := decode(payload)
 	if err != nil {
 		return nil, err
@@ -128,6 +135,12 @@ func SealPayload(ctx context.Context, keys *KeyStore, p Personal, b Binding, pay
 	subject, err := subjectOf(p, b, doc)
 	if err != nil {
 		return nil, err
+	}
+	if subject == "" && orAggregate && !p.KeyPerSubject {
+		if err := validID("aggregate id", b.AggregateID); err != nil {
+			return nil, err
+		}
+		subject = b.AggregateID
 	}
 	scope := b.AggregateType + "/" + b.AggregateID
 	if p.KeyPerSubject {

@@ -44,6 +44,9 @@ type RunnerConfig struct {
 	// upcaster was added, or re-driven from a poison topic, is applied as
 	// the current version.
 	Upcasters *eventstore.Upcasters
+	// Opener opens each event's sealed personal data before the
+	// projection sees it (package privacy's Sealer; nil: none).
+	Opener eventstore.Opener
 	// KafkaInstanceID makes its Kafka subscribers static group members
 	// (see bus/kafka.SubscriberConfig.InstanceID); empty: dynamic.
 	KafkaInstanceID string
@@ -612,7 +615,7 @@ func (r *Runner) consume(ctx context.Context) error {
 // handle hands the message's event to the batcher and returns the result
 // of the transaction it was applied in.
 func (r *Runner) handle(msg *message.Message) error {
-	e, err := bus.UpcastedEventFromMessage(msg, r.cfg.Upcasters)
+	e, err := bus.OpenedEventFromMessage(msg, r.cfg.Upcasters, r.cfg.Opener)
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,10 @@ type Config struct {
 	// current schema version before the saga sees it (nil: none; see
 	// projections.RunnerConfig.Upcasters).
 	Upcasters *eventstore.Upcasters
+	// Opener opens the sealed personal data of each event and outbound
+	// payload before the saga sees it (package privacy's Sealer; nil:
+	// none).
+	Opener eventstore.Opener
 	// KafkaInstanceID makes its Kafka subscribers static group members
 	// (see bus/kafka.SubscriberConfig.InstanceID); empty: dynamic.
 	KafkaInstanceID string
@@ -269,7 +273,7 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 func (r *Runner) handleEvent(msg *message.Message) error {
-	e, err := bus.UpcastedEventFromMessage(msg, r.cfg.Upcasters)
+	e, err := bus.OpenedEventFromMessage(msg, r.cfg.Upcasters, r.cfg.Opener)
 	if err != nil {
 		return err
 	}
@@ -285,6 +289,13 @@ func (r *Runner) handleOutbound(msg *message.Message) error {
 			reason = err.Error()
 		}
 		return &eventstore.DecodeError{What: "outbound message " + msg.UUID, Reason: reason}
+	}
+	if r.cfg.Opener != nil {
+		opened, err := r.cfg.Opener.OpenOutbound(msg.Context(), o)
+		if err != nil {
+			return fmt.Errorf("outbound message %s: %w", msg.UUID, err)
+		}
+		o = opened
 	}
 	in := Input{ID: "outbound:" + o.ID, Kind: KindOutbound, Outbound: o, CorrelationID: o.Metadata.CorrelationID}
 	return r.routed(msg.Context(), in)

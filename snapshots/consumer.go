@@ -15,6 +15,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/privacy"
 )
 
 // FailedError is a snapshot the consumer gave up on: the rules reject a
@@ -164,7 +165,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 // (the poison middleware parks it); a transient failure returns the
 // error for the retry middleware, until GiveUpAfter turns it into a
 // *FailedError. Events of aggregate types the consumer does not snapshot
-// are acked.
+// are acked, and so are those of an aggregate whose data subject was
+// forgotten (package privacy): counted as skipped.
 func (c *Consumer) Handle(msg *message.Message) error {
 	e, err := bus.EventFromMessage(msg)
 	if err != nil {
@@ -189,6 +191,12 @@ func (c *Consumer) Handle(msg *message.Message) error {
 	start := time.Now()
 	seq, err := snapshot(ctx, ref.ID)
 	<-c.sem
+	if errors.Is(err, privacy.ErrForgotten) {
+		// Its subject was forgotten: nothing of it can be stored again.
+		c.metrics.skipped.WithLabelValues(ref.Type).Inc()
+		c.cfg.Logger.DebugContext(ctx, "snapshot skipped: the aggregate's subject was forgotten", "aggregate", ref.String(), "trigger", e.Sequence)
+		return nil
+	}
 	if err != nil {
 		return c.failed(ctx, msg.UUID, ref, e.Sequence, err)
 	}

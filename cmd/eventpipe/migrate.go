@@ -51,6 +51,12 @@ a compose file or a job can start it with the services.`,
 			dynamo, _ := endpoints.Redact(ep.DynamoDB)
 			es, _ := endpoints.Redact(ep.Elasticsearch)
 			fmt.Fprintf(cmd.OutOrStdout(), "dynamodb tables %s, %s, %s and %s ready at %s\n", m.EventsTable, m.LeasesTable, m.AnalyticsTable, m.KeysTable, dynamo)
+			switch {
+			case m.KMSKeyCreated:
+				fmt.Fprintf(cmd.OutOrStdout(), "kms key %s created as %s at %s (wraps the data subjects' keys)\n", m.KMSKey, ep.KMSKeyID, ep.KMS)
+			case m.KMSKey != "":
+				fmt.Fprintf(cmd.OutOrStdout(), "kms key %s (%s) ready at %s (wraps the data subjects' keys)\n", m.KMSKey, ep.KMSKeyID, ep.KMS)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "postgres schema %s at version %d (read models, projection positions)\n", m.PostgresSchema, m.PostgresVersion)
 			for _, alias := range slices.Sorted(maps.Keys(m.SearchIndices)) {
 				fmt.Fprintf(cmd.OutOrStdout(), "elasticsearch alias %s on index %s at %s\n", alias, m.SearchIndices[alias], es)
@@ -58,7 +64,7 @@ a compose file or a job can start it with the services.`,
 			return nil
 		},
 	}
-	cmd.Flags().DurationVar(&wait, "wait", 0, "first wait up to this long for DynamoDB, Kafka, Postgres and Elasticsearch to answer (0: do not wait)")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "first wait up to this long for DynamoDB, KMS, Kafka, Postgres and Elasticsearch to answer (0: do not wait)")
 	return cmd
 }
 
@@ -73,6 +79,7 @@ func awaitServices(ctx context.Context, ep endpoints.Endpoints, limit time.Durat
 	defer cancel()
 	checks := map[string]func(context.Context) error{
 		"dynamodb": func(ctx context.Context) error { return probe.DynamoDB(ctx, ep.DynamoDB) },
+		"kms":      func(ctx context.Context) error { return probe.KMS(ctx, ep.KMS) },
 		"kafka":    func(ctx context.Context) error { return probe.Kafka(ctx, ep.KafkaBrokers, ep.Kafka) },
 		"postgres": func(ctx context.Context) error { return probe.Postgres(ctx, ep.Postgres) },
 		"elasticsearch": func(ctx context.Context) error {

@@ -27,19 +27,25 @@ import (
 )
 
 // Endpoints returns the environment's endpoints with a fresh events
-// table, deleted when t ends.
+// table and a fresh keys table (the data subjects' keys the store seals
+// personal data with), deleted when t ends.
 func Endpoints(t testing.TB) endpoints.Endpoints {
 	t.Helper()
 	db := testenv.DynamoDB(t)
 	testenv.KafkaBrokers(t)
 	ep := testenv.Endpoints()
 	ep.EventsTable = testenv.UniqueName(t, "events")
+	ep.KeysTable = testenv.UniqueName(t, "keys")
 	ep.TopicPrefix = testenv.UniqueName(t, "ns") + "."
 	ctx := context.Background()
 	if err := migrate.CreateEventsTable(ctx, db, ep.EventsTable); err != nil {
 		t.Fatalf("create events table: %v", err)
 	}
 	t.Cleanup(func() { testenv.DeleteTable(t, db, ep.EventsTable) })
+	if err := migrate.CreateSubjectKeysTable(ctx, db, ep.KeysTable); err != nil {
+		t.Fatalf("create keys table: %v", err)
+	}
+	t.Cleanup(func() { testenv.DeleteTable(t, db, ep.KeysTable) })
 	return ep
 }
 

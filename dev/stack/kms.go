@@ -2,25 +2,18 @@ package stack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
-	"strings"
 	"syscall"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 
 	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/internal/kmsclient"
 	"github.com/eventpipe/eventpipe/internal/probe"
+	kmskey "github.com/eventpipe/eventpipe/migrations/kms"
 )
-
-// SubjectsKeyDescription is the description of the key the stack creates
-// behind the alias of EVENTPIPE_KMS_KEY_ID.
-const SubjectsKeyDescription = "eventpipe: wraps the per-subject data keys (created by eventpipe stack up)"
 
 // kms is the stack's AWS KMS (dev/kmsserver: Local KMS's key store and
 // operations inside the eventpipe binary, on loopback). Its data is in
@@ -68,37 +61,17 @@ func (s *Stack) ensureSubjectsKey(ctx context.Context, endpoint string) error {
 	if err != nil {
 		return err
 	}
-	alias := keyID
-	if strings.HasPrefix(alias, "arn:") {
-		if _, rest, _ := strings.Cut(alias, ":alias/"); rest != "" {
-			alias = "alias/" + rest
-		}
-	}
-	desc, err := client.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: aws.String(keyID)})
-	var notFound *kmstypes.NotFoundException
+	key, err := kmskey.EnsureKey(ctx, client, keyID, true)
 	switch {
-	case err == nil:
-		if st := desc.KeyMetadata.KeyState; st != kmstypes.KeyStateEnabled {
-			s.printf("%-14s %s is key %s in state %s: GenerateDataKey with it fails until it is enabled", "kms", keyID, aws.ToString(desc.KeyMetadata.KeyId), st)
+	case err != nil:
+		return err
+	case !key.Created:
+		if key.State != string(kmstypes.KeyStateEnabled) {
+			s.printf("%-14s %s is key %s in state %s: GenerateDataKey with it fails until it is enabled", "kms", keyID, key.ID, key.State)
 		}
 		return nil
-	case !errors.As(err, &notFound):
-		return fmt.Errorf("describe key %s: %w", keyID, err)
-	case !strings.HasPrefix(alias, "alias/"):
-		return fmt.Errorf("%s=%s names a key the stack's KMS does not hold; the stack creates keys only behind an alias (alias/<name>)", endpoints.EnvKMSKeyID, keyID)
 	}
-	created, err := client.CreateKey(ctx, &kms.CreateKeyInput{
-		Description: aws.String(SubjectsKeyDescription),
-		KeySpec:     kmstypes.KeySpecSymmetricDefault,
-		KeyUsage:    kmstypes.KeyUsageTypeEncryptDecrypt,
-	})
-	if err != nil {
-		return fmt.Errorf("create the key of %s: %w", alias, err)
-	}
-	id := aws.ToString(created.KeyMetadata.KeyId)
-	if _, err := client.CreateAlias(ctx, &kms.CreateAliasInput{AliasName: aws.String(alias), TargetKeyId: aws.String(id)}); err != nil {
-		return fmt.Errorf("create alias %s of key %s: %w", alias, id, err)
-	}
-	s.printf("%-14s created symmetric key %s with %s", "kms", id, alias)
+	id := key.ID
+	s.printf("%-14s created symmetric key %s with %s", "kms", id, keyID)
 	return nil
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 
-	"github.com/eventpipe/eventpipe/dev/stack"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/endpoints"
 	"github.com/eventpipe/eventpipe/internal/kmsclient"
+	kmskey "github.com/eventpipe/eventpipe/migrations/kms"
 )
 
 // TestKMSComponentKeepsItsKeys brings a throwaway stack up and checks its
@@ -54,7 +54,7 @@ func TestKMSComponentKeepsItsKeys(t *testing.T) {
 		}
 		m := desc.KeyMetadata
 		if m.KeyState != kmstypes.KeyStateEnabled || m.KeySpec != kmstypes.KeySpecSymmetricDefault || m.KeyUsage != kmstypes.KeyUsageTypeEncryptDecrypt ||
-			aws.ToString(m.Description) != stack.SubjectsKeyDescription {
+			aws.ToString(m.Description) != kmskey.KeyDescription {
 			t.Fatalf("%s is %+v, want the stack's enabled symmetric encryption key", alias, m)
 		}
 		return aws.ToString(m.KeyId)

@@ -22,6 +22,43 @@ const (
 	reasonTransactionConflict = "TransactionConflict"
 )
 
+// seal returns req with its personal data sealed by Config.Sealer (req
+// itself without one): a copy, so that the result holds the events as
+// given.
+func (s *Store) seal(ctx context.Context, req eventstore.AppendRequest) (eventstore.AppendRequest, error) {
+	if s.cfg.Sealer == nil {
+		return req, nil
+	}
+	out := req
+	out.Events = make([]eventstore.Envelope, len(req.Events))
+	for i, e := range req.Events {
+		sealed, err := s.cfg.Sealer.SealEvent(ctx, e)
+		if err != nil {
+			return req, fmt.Errorf("seal %s: %w", e, err)
+		}
+		out.Events[i] = sealed
+	}
+	if req.State != nil {
+		st, err := s.cfg.Sealer.SealDocument(ctx, req.Aggregate, eventstore.DocumentState, req.State)
+		if err != nil {
+			return req, fmt.Errorf("seal the state: %w", err)
+		}
+		out.State = st
+	}
+	if len(req.Outbound) > 0 {
+		out.Outbound = make([]eventstore.Outbound, len(req.Outbound))
+		for i, o := range req.Outbound {
+			p, err := s.cfg.Sealer.SealDocument(ctx, req.Aggregate, eventstore.OutboundDocument(o.Seq, o.Index), o.Payload)
+			if err != nil {
+				return req, fmt.Errorf("seal outbound %s: %w", o.Name, err)
+			}
+			o.Payload = p
+			out.Outbound[i] = o
+		}
+	}
+	return out, nil
+}
+
 // Append writes req in one TransactWriteItems (see docs/eventstore.md): the #METADATA update
 // conditional on req.ExpectedVersion (attribute_not_exists for a new
 // aggregate), every event (each conditional on not existing), the STATE
@@ -29,7 +66,9 @@ const (
 // existing). Nothing is written unless all are.
 //
 // Before any write it validates req (*eventstore.ValidationError, against
-// the configured Schema) and DynamoDB's limits: more than 100 items is
+// the configured Schema), seals its personal data (Config.Sealer: a
+// forgotten subject is an error matching privacy.ErrForgotten), and
+// checks DynamoDB's limits on the sealed items: more than 100 items is
 // eventstore.ErrTooManyItems, an item over 400 KB eventstore.ErrItemTooLarge,
 // more than 4 MB in all eventstore.ErrTransactionTooLarge.
 //
@@ -50,9 +89,21 @@ func (s *Store) Append(ctx context.Context, req eventstore.AppendRequest) (event
 	if err := req.Validate(s.cfg.Schema); err != nil {
 		return eventstore.AppendResult{}, wrap(err)
 	}
-	tx, err := transaction(s.cfg.Table, req, time.Now().UTC(), s.cfg.CommandRetention)
+	sealed, err := s.seal(ctx, req)
 	if err != nil {
 		return eventstore.AppendResult{}, wrap(err)
+	}
+	tx, err := transaction(s.cfg.Table, sealed, time.Now().UTC(), s.cfg.CommandRetention)
+	if err != nil {
+		return eventstore.AppendResult{}, wrap(err)
+	}
+	if kc, ok := s.cfg.Sealer.(KeyChecker); ok {
+		checks, gone := kc.KeyChecks(sealed)
+		if n := len(tx.input.TransactItems) + len(checks); n > MaxTransactionItems {
+			return eventstore.AppendResult{}, wrap(fmt.Errorf("%w: needs %d items with the checks of %d data keys, limit %d", eventstore.ErrTooManyItems, n, len(checks), MaxTransactionItems))
+		}
+		tx.keyIdx, tx.keyGone = len(tx.input.TransactItems), gone
+		tx.input.TransactItems = append(tx.input.TransactItems, checks...)
 	}
 	for attempt := 0; ; attempt++ {
 		_, err := s.cfg.Client.TransactWriteItems(ctx, tx.input)
@@ -91,6 +142,21 @@ type prepared struct {
 	commandIdx    int    // -1 without command id
 	stateIdx      int    // -1 without a STATE condition
 	stateRevision string // the revision of the STATE written ("" for none)
+	// keyIdx is where the checks of the data keys begin (KeyChecker);
+	// keyGone the error of each one's failure.
+	keyIdx  int
+	keyGone []error
+}
+
+// KeyChecker is a Sealer whose data keys an append requires, in its own
+// transaction, to still exist: an append sealed with a key that was
+// deleted meanwhile (its subject forgotten by another process while this
+// one held the key) then writes nothing. package privacy's Sealer is one.
+type KeyChecker interface {
+	// KeyChecks returns the condition checks that the keys sealed's
+	// values were sealed with still exist, and the error of each one's
+	// failure.
+	KeyChecks(sealed eventstore.AppendRequest) (checks []types.TransactWriteItem, gone []error)
 }
 
 // CheckAppendLimits checks a valid req (see eventstore.AppendRequest.Validate)
@@ -249,6 +315,11 @@ func (s *Store) cancelled(ctx context.Context, req eventstore.AppendRequest, tx 
 		}
 		res, err := s.CommandResult(ctx, ref, req.CommandID)
 		return res, false, err
+	}
+	for i, gone := range tx.keyGone {
+		if code(tx.keyIdx+i) == reasonConditionFailed {
+			return eventstore.AppendResult{}, false, gone
+		}
 	}
 	if code(tx.stateIdx) == reasonConditionFailed && code(0) != reasonConditionFailed {
 		s.cfg.Logger.DebugContext(ctx, "append conflict: STATE rewritten since read", "aggregate", ref.String(), "version", req.ExpectedVersion)

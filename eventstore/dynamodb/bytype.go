@@ -71,7 +71,7 @@ func (s *Store) ListByType(ctx context.Context, q TypeQuery) (Page, error) {
 	}
 	page := Page{Events: make([]eventstore.Envelope, 0, len(out.Items))}
 	for _, it := range out.Items {
-		e, err := s.decodeEvent(it)
+		e, err := s.decodeEvent(ctx, it)
 		if err != nil {
 			return Page{}, wrap(err)
 		}

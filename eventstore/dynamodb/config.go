@@ -46,6 +46,13 @@ type Config struct {
 	// one; default 3. A changed version is never retried: it is a
 	// *eventstore.ConcurrencyError.
 	ConflictRetries int
+	// Sealer, when set, seals personal data before it is written (each
+	// event's personal fields; STATE, snapshots and outbound payloads
+	// whole) and opens it after it is read (Load, LoadPage, ListByType,
+	// State, Snapshot): package privacy's Sealer. The table, and so the
+	// stream the relay publishes from, then holds it sealed only. Nil
+	// stores everything as given.
+	Sealer eventstore.Sealer
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -110,3 +117,7 @@ func (s *Store) Table() string { return s.cfg.Table }
 
 // Schema returns the store's schema (for a Facet's Upcasters).
 func (s *Store) Schema() eventstore.Schema { return s.cfg.Schema }
+
+// Sealer returns the store's Config.Sealer (nil: it seals nothing), the
+// opener its consumers read the bus with.
+func (s *Store) Sealer() eventstore.Sealer { return s.cfg.Sealer }

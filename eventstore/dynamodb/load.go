@@ -95,7 +95,7 @@ func (s *Store) query(ctx context.Context, ref eventstore.Ref, afterSeq int64, l
 	}
 	page := eventPage{more: len(out.LastEvaluatedKey) > 0, events: make([]eventstore.Envelope, 0, len(out.Items))}
 	for _, it := range out.Items {
-		e, err := s.decodeEvent(it)
+		e, err := s.decodeEvent(ctx, it)
 		if err != nil {
 			return eventPage{}, fmt.Errorf("load %s: %w", ref, err)
 		}
@@ -104,13 +104,21 @@ func (s *Store) query(ctx context.Context, ref eventstore.Ref, afterSeq int64, l
 	return page, nil
 }
 
-// decodeEvent decodes and upcasts an EVENT item.
-func (s *Store) decodeEvent(it map[string]types.AttributeValue) (eventstore.Envelope, error) {
+// decodeEvent decodes and upcasts an EVENT item, then opens its personal
+// fields (Config.Sealer).
+func (s *Store) decodeEvent(ctx context.Context, it map[string]types.AttributeValue) (eventstore.Envelope, error) {
 	e, err := EnvelopeFromItem(it)
 	if err != nil {
 		return e, fmt.Errorf("%s %s: %w", getOptS(it, AttrPK), getOptS(it, AttrSK), err)
 	}
-	return s.cfg.Schema.Upcasters.Upcast(e)
+	if e, err = s.cfg.Schema.Upcasters.Upcast(e); err != nil || s.cfg.Sealer == nil {
+		return e, err
+	}
+	opened, err := s.cfg.Sealer.OpenEvent(ctx, e)
+	if err != nil {
+		return e, fmt.Errorf("open %s: %w", e, err)
+	}
+	return opened, nil
 }
 
 // Version returns ref's current version from its #METADATA item,

@@ -17,13 +17,13 @@ import (
 // State returns ref's STATE item (strongly consistent), or
 // eventstore.ErrAggregateNotFound.
 func (s *Store) State(ctx context.Context, ref eventstore.Ref) (eventstore.Stored, error) {
-	return s.stored(ctx, ref, SKState, "state")
+	return s.stored(ctx, ref, SKState, eventstore.DocumentState)
 }
 
 // Snapshot returns ref's #SNAPSHOT item (strongly consistent), or
 // eventstore.ErrAggregateNotFound when none was taken.
 func (s *Store) Snapshot(ctx context.Context, ref eventstore.Ref) (eventstore.Stored, error) {
-	return s.stored(ctx, ref, SKSnapshot, "snapshot")
+	return s.stored(ctx, ref, SKSnapshot, eventstore.DocumentSnapshot)
 }
 
 func (s *Store) stored(ctx context.Context, ref eventstore.Ref, sk, op string) (eventstore.Stored, error) {
@@ -34,6 +34,11 @@ func (s *Store) stored(ctx context.Context, ref eventstore.Ref, sk, op string) (
 	st, err := storedFromItem(it)
 	if err != nil {
 		return eventstore.Stored{}, fmt.Errorf("%s %s: %s: %w", op, ref, sk, err)
+	}
+	if s.cfg.Sealer != nil {
+		if st.Data, err = s.cfg.Sealer.OpenDocument(ctx, ref, op, st.Data); err != nil {
+			return eventstore.Stored{}, fmt.Errorf("%s %s: %w", op, ref, err)
+		}
 	}
 	return st, nil
 }
@@ -60,6 +65,11 @@ func (s *Store) PutSnapshot(ctx context.Context, ref eventstore.Ref, st eventsto
 	}
 	if st.UpdatedAt.IsZero() {
 		st.UpdatedAt = time.Now()
+	}
+	if s.cfg.Sealer != nil {
+		if st.Data, err = s.cfg.Sealer.SealDocument(ctx, ref, eventstore.DocumentSnapshot, st.Data); err != nil {
+			return fmt.Errorf("put snapshot %s: seal: %w", ref, err)
+		}
 	}
 	it := stateItem(ref, SKSnapshot, st)
 	if err := checkSnapshotItem(it); err != nil {

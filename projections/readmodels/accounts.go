@@ -7,6 +7,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/privacy/subjects"
 )
 
 // Accounts keeps accounts (owner, balance, whether and when they were
@@ -17,14 +18,16 @@ type Accounts struct{}
 func (Accounts) Name() string { return "accounts" }
 
 // AggregateTypes implements projections.Projection.
-func (Accounts) AggregateTypes() []string { return []string{bankaccount.AggregateType} }
+func (Accounts) AggregateTypes() []string {
+	return []string{bankaccount.AggregateType, subjects.AggregateType}
+}
 
 // Tables implements projections.Rebuildable.
 func (Accounts) Tables() []string { return []string{"accounts", "account_transactions"} }
 
 // EventTypes implements projections.EventTyper.
 func (Accounts) EventTypes() []string {
-	return bankaccount.Domain().EventTypes.Names()
+	return append(bankaccount.Domain().EventTypes.Names(), subjects.SubjectForgotten)
 }
 
 // Apply implements projections.Projection.
@@ -54,6 +57,12 @@ func (Accounts) Apply(_ context.Context, b *pgx.Batch, e eventstore.Envelope) er
 	case bankaccount.AccountClosed:
 		touch(b, "accounts", "account_id", e, `closed = true, closed_at = $3, updated_at = $3`)
 		return nil
+	case subjects.SubjectForgotten:
+		// The subject's accounts keep their balances, their holder's
+		// name and their transactions' descriptions forgotten.
+		return scrub(b, e, bankaccount.AggregateType,
+			`UPDATE accounts SET owner_first = $1, owner_last = $1 WHERE account_id = ANY($2)`,
+			`UPDATE account_transactions SET description = $1 WHERE account_id = ANY($2)`)
 	default:
 		return unknownEvent(e)
 	}

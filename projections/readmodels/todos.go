@@ -8,6 +8,8 @@ import (
 
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/privacy"
+	"github.com/eventpipe/eventpipe/privacy/subjects"
 )
 
 // Todos keeps one row per todo; a deleted todo keeps its row, marked
@@ -18,7 +20,7 @@ type Todos struct{}
 func (Todos) Name() string { return "todos" }
 
 // AggregateTypes implements projections.Projection.
-func (Todos) AggregateTypes() []string { return []string{todo.AggregateType} }
+func (Todos) AggregateTypes() []string { return []string{todo.AggregateType, subjects.AggregateType} }
 
 // Version implements projections.Versioned: 2 since rows carry the
 // todo's owner (version 1 built rows without it).
@@ -28,7 +30,9 @@ func (Todos) Version() int { return 2 }
 func (Todos) Tables() []string { return []string{"todos"} }
 
 // EventTypes implements projections.EventTyper.
-func (Todos) EventTypes() []string { return todo.Domain().EventTypes.Names() }
+func (Todos) EventTypes() []string {
+	return append(todo.Domain().EventTypes.Names(), subjects.SubjectForgotten)
+}
 
 // Apply implements projections.Projection.
 func (Todos) Apply(_ context.Context, b *pgx.Batch, e eventstore.Envelope) error {
@@ -51,6 +55,9 @@ func (Todos) Apply(_ context.Context, b *pgx.Batch, e eventstore.Envelope) error
 	case todo.TodoDeleted:
 		touch(b, "todos", "todo_id", e, `deleted = $4, updated_at = $3`, true)
 		return nil
+	case subjects.SubjectForgotten:
+		// The subject's todos keep their rows, their text forgotten.
+		return scrub(b, e, todo.AggregateType, `UPDATE todos SET title = $1, message = $1 WHERE todo_id = ANY($2)`)
 	default:
 		return unknownEvent(e)
 	}
@@ -105,4 +112,21 @@ func ListTodos(ctx context.Context, db interface {
 		return nil, fmt.Errorf("todos: list: %w", err)
 	}
 	return out, nil
+}
+
+// scrub queues each of updates ($1 privacy.ForgottenText, $2 the ids)
+// for the aggregates of aggregateType among the scopes of e, a
+// SubjectForgotten: what a read model holding a forgotten subject's
+// personal data in clear does.
+func scrub(b *pgx.Batch, e eventstore.Envelope, aggregateType string, updates ...string) error {
+	f, err := subjects.SubjectForgottenEvent.Decode(e)
+	if err != nil {
+		return err
+	}
+	if ids := subjects.IDsOf(f.Scopes, aggregateType); len(ids) > 0 {
+		for _, u := range updates {
+			b.Queue(u, privacy.ForgottenText, ids)
+		}
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/httpapi/auth"
+	"github.com/eventpipe/eventpipe/privacy"
 )
 
 // CommandRecords reads and writes the event store's command records
@@ -122,6 +123,9 @@ func (h *todoAPI) owns(w http.ResponseWriter, r *http.Request, grant auth.Grant,
 	switch {
 	case errors.Is(err, eventstore.ErrAggregateNotFound):
 		return true
+	case errors.Is(err, privacy.ErrForgotten):
+		writeForgotten(w, op.id)
+		return false
 	case err != nil:
 		httpapi.WriteServerError(w, r, http.StatusServiceUnavailable, "unavailable", err)
 		return false
@@ -182,7 +186,7 @@ func (h *todoAPI) write(w http.ResponseWriter, r *http.Request, key *httpapi.Ide
 			op.answer(w, prior.LastSeq)
 			return
 		case errors.As(err, &refused):
-			writeRefusal(w, refused.Refusal.Status, refused.Refusal.Reason)
+			writeRefusal(w, refused.Refusal.Status, refused.Refusal.Code, refused.Refusal.Reason)
 			return
 		case errors.As(err, &invalid):
 			httpapi.WriteError(w, http.StatusBadRequest, "invalid", invalid.Error())

@@ -21,6 +21,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/httpapi/auth"
+	"github.com/eventpipe/eventpipe/privacy"
 )
 
 // Dispatcher runs a command in-process and returns its result
@@ -253,6 +254,8 @@ func (h *todoAPI) get(w http.ResponseWriter, r *http.Request, grant auth.Grant) 
 	switch {
 	case errors.Is(err, eventstore.ErrAggregateNotFound) || (err == nil && (!st.Item.Exists || !grant.OwnedBy(st.Item.Owner))):
 		httpapi.WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("todo %s does not exist", id))
+	case errors.Is(err, privacy.ErrForgotten):
+		writeForgotten(w, id)
 	case errors.As(err, &ve):
 		httpapi.WriteError(w, http.StatusBadRequest, "invalid", ve.Error())
 	case err != nil:
@@ -342,14 +345,18 @@ func (h *todoAPI) run(w http.ResponseWriter, r *http.Request, typ, id, commandID
 	case res.Status == commands.StatusAccepted:
 		return res, true
 	default:
-		writeRefusal(w, string(res.Status), res.Reason)
+		writeRefusal(w, string(res.Status), res.Code, res.Reason)
 	}
 	return res, false
 }
 
 // writeRefusal answers a command's refusal: conflict 409, not found 404,
-// invalid 400, any other (rejected) 422.
-func writeRefusal(w http.ResponseWriter, status, reason string) {
+// invalid 400, a forgotten owner's todo 410, any other (rejected) 422.
+func writeRefusal(w http.ResponseWriter, status string, code eventstore.Code, reason string) {
+	if code == privacy.CodeForgotten {
+		httpapi.WriteError(w, http.StatusGone, "forgotten", reason)
+		return
+	}
 	switch commands.Status(status) {
 	case commands.StatusConflict:
 		httpapi.WriteError(w, http.StatusConflict, "conflict", reason)
@@ -360,6 +367,12 @@ func writeRefusal(w http.ResponseWriter, status, reason string) {
 	default:
 		httpapi.WriteError(w, http.StatusUnprocessableEntity, status, reason)
 	}
+}
+
+// writeForgotten answers 410 for a todo whose owner was forgotten: its
+// data keys are erased, so it can be neither read nor changed.
+func writeForgotten(w http.ResponseWriter, id string) {
+	httpapi.WriteError(w, http.StatusGone, "forgotten", fmt.Sprintf("todo %s belonged to a data subject who was forgotten: its personal data is erased", id))
 }
 
 // ifMatch parses If-Match: "<version>"; missing is 428, malformed 400.

@@ -75,6 +75,12 @@ The environment of a role's container. Argument: dict "root" $ "role" <serve|rel
 - name: EVENTPIPE_KEYS_TABLE
   value: {{ . | quote }}
 {{- end }}
+- name: EVENTPIPE_KMS_ENDPOINT
+  value: {{ $v.config.kmsEndpoint | quote }}
+{{- with $v.config.kmsKeyId }}
+- name: EVENTPIPE_KMS_KEY_ID
+  value: {{ . | quote }}
+{{- end }}
 {{- with $v.kafka.brokers }}
 - name: EVENTPIPE_KAFKA_BROKERS
   value: {{ . | quote }}

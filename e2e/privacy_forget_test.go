@@ -1,0 +1,200 @@
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/dev/rigs"
+	"github.com/eventpipe/eventpipe/domains/bankaccount"
+	"github.com/eventpipe/eventpipe/domains/todo"
+	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/operator"
+	"github.com/eventpipe/eventpipe/privacy"
+	"github.com/eventpipe/eventpipe/projections/readmodels"
+	"github.com/eventpipe/eventpipe/testkit/integration"
+)
+
+// schemaDump returns every row of every table of the read models'
+// Postgres schema as text: what a pg_dump of it would hold.
+func schemaDump(t *testing.T, db *pgxpool.Pool) string {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := db.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(tables) < 5 {
+		t.Fatalf("tables of the schema: %v, %v", tables, err)
+	}
+	var b strings.Builder
+	for _, table := range tables {
+		rows, err := db.Query(ctx, `SELECT t::text FROM `+pgx.Identifier{table}.Sanitize()+` t`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s: %s\n", table, strings.Join(texts, "\n"))
+	}
+	return b.String()
+}
+
+// TestForgetScrubsTheReadModelsAndRefusesCommands runs the pipeline on
+// the stack (the write side's dispatcher, the relay, the todos and
+// accounts read models), with three subjects' personal data in todos
+// and an account, then forgets two of them with operator.Forget (as
+// `eventpipe forget` does): their rows keep their ids, versions and
+// balances with every personal value "[forgotten]", nowhere in the
+// schema any more; the third subject's stay readable; commands on the
+// forgotten aggregates are refused with privacy.forgotten; forgetting
+// again reports the first time; both are recorded as operator actions.
+func TestForgetScrubsTheReadModelsAndRefusesCommands(t *testing.T) {
+	ctx := context.Background()
+	ep := integration.Isolate(t)
+	quiet := slog.New(slog.DiscardHandler)
+	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}}); err != nil {
+		t.Fatal(err)
+	}
+	svc := rigs.NewService(t, ep, integration.UniqueName(t, "g"))
+	send := func(typ, aggType, id, actor string, payload any) commands.Result {
+		t.Helper()
+		cmd := mustCmd(t, typ, aggType, id, payload)
+		cmd.Actor, cmd.ActorSource = actor, eventstore.ActorHTTP
+		res, err := svc.Dispatcher.Dispatch(ctx, cmd)
+		if err != nil {
+			t.Fatalf("%s %s/%s: %v", typ, aggType, id, err)
+		}
+		return res
+	}
+	accept := func(typ, aggType, id, actor string, payload any) {
+		t.Helper()
+		if res := send(typ, aggType, id, actor, payload); res.Status != commands.StatusAccepted {
+			t.Fatalf("%s %s/%s: %+v", typ, aggType, id, res)
+		}
+	}
+	// ada (todos t-ada-1, t-ada-2), grace (t-grace) and the account
+	// acc-bob, its own subject.
+	forgotten := []string{"Ada's dentist at nine", "ask Ada about the engine", "Ada's new title", "Robert", "Bobbington", "salary of Robert"}
+	kept := []string{"Grace's compiler notes", "COBOL at ten"}
+	accept(todo.CreateTodo, todo.AggregateType, "t-ada-1", "ada", todo.TodoData{Title: forgotten[0], Message: forgotten[1]})
+	accept(todo.CreateTodo, todo.AggregateType, "t-ada-2", "ada", todo.TodoData{Title: "draft"})
+	accept(todo.UpdateTodo, todo.AggregateType, "t-ada-2", "ada", todo.TodoData{Title: forgotten[2]})
+	accept(todo.CreateTodo, todo.AggregateType, "t-grace", "grace", todo.TodoData{Title: kept[0], Message: kept[1]})
+	accept(bankaccount.OpenAccount, bankaccount.AggregateType, "acc-bob", "ops", struct{}{})
+	accept(bankaccount.RenameOwner, bankaccount.AggregateType, "acc-bob", "ops", bankaccount.OwnerRenamedData{OwnerFirst: forgotten[3], OwnerLast: forgotten[4]})
+	accept(bankaccount.RecordTransaction, bankaccount.AggregateType, "acc-bob", "ops", bankaccount.TransactionAcceptedData{Desc: forgotten[5], Amount: 1200})
+
+	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}, DiscoveryInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rel.Close() })
+	cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet},
+		Names: []string{readmodels.Todos{}.Name(), readmodels.Accounts{}.Name()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cons.Close() })
+	running := []*rigs.Background{rigs.GoRun(t, "relay", rel.Run), rigs.GoRun(t, "consumers", cons.Run)}
+	db, err := pgxpool.New(ctx, ep.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	holds := func(values ...string) error {
+		for _, b := range running {
+			b.Check(t)
+		}
+		dump := schemaDump(t, db)
+		for _, v := range values {
+			if !strings.Contains(dump, v) {
+				return fmt.Errorf("the read models lack %q", v)
+			}
+		}
+		return nil
+	}
+	integration.Await(t, "every personal value in the read models", func() error { return holds(append(forgotten, kept...)...) })
+
+	for _, subject := range []string{"ada", "acc-bob"} {
+		res, err := operator.Forget(ctx, operator.ForgetConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}, Subject: subject, Actor: "dpo", Reason: "erasure request " + subject})
+		if err != nil || res.Before {
+			t.Fatalf("forget %s: %+v, %v", subject, res, err)
+		}
+		if len(res.Fact.Scopes) == 0 || res.Fact.Erased != len(res.Fact.Scopes) {
+			t.Fatalf("forget %s: fact %+v", subject, res.Fact)
+		}
+	}
+	integration.Await(t, "the forgotten subjects' values scrubbed from the read models", func() error {
+		if err := holds(kept...); err != nil {
+			return err
+		}
+		dump := schemaDump(t, db)
+		for _, v := range forgotten {
+			if strings.Contains(dump, v) {
+				return fmt.Errorf("the read models still hold %q", v)
+			}
+		}
+		return nil
+	})
+	var title, message string
+	var version, balance int64
+	if err := db.QueryRow(ctx, `SELECT title, message, version FROM todos WHERE todo_id = 't-ada-1'`).Scan(&title, &message, &version); err != nil ||
+		title != privacy.ForgottenText || message != privacy.ForgottenText || version != 1 {
+		t.Fatalf("t-ada-1 after forgetting: %q %q v%d, %v", title, message, version, err)
+	}
+	if err := db.QueryRow(ctx, `SELECT owner_first, balance FROM accounts WHERE account_id = 'acc-bob'`).Scan(&title, &balance); err != nil ||
+		title != privacy.ForgottenText || balance != 1200 {
+		t.Fatalf("acc-bob after forgetting: %q balance %d, %v", title, balance, err)
+	}
+	for _, c := range []struct{ typ, aggType, id string }{
+		{todo.UpdateTodo, todo.AggregateType, "t-ada-1"},
+		{bankaccount.RecordTransaction, bankaccount.AggregateType, "acc-bob"},
+	} {
+		var payload any = todo.TodoData{Title: "again"}
+		if c.aggType == bankaccount.AggregateType {
+			payload = bankaccount.TransactionAcceptedData{Desc: "again", Amount: 1}
+		}
+		if res := send(c.typ, c.aggType, c.id, "ada", payload); res.Status != commands.StatusRejected || res.Code != privacy.CodeForgotten {
+			t.Errorf("%s on forgotten %s: %+v, want rejected with %s", c.typ, c.id, res, privacy.CodeForgotten)
+		}
+	}
+	accept(todo.UpdateTodo, todo.AggregateType, "t-grace", "grace", todo.TodoData{Title: kept[0] + " (read)", Message: kept[1]})
+
+	again, err := operator.Forget(ctx, operator.ForgetConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}, Subject: "ada", Actor: "dpo"})
+	if err != nil || !again.Before {
+		t.Fatalf("forgetting ada again: %+v, %v; want Before", again, err)
+	}
+	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}, Action: operator.ActionForget})
+	if err != nil || len(actions) != 3 {
+		t.Fatalf("forget actions: %+v, %v; want 3", actions, err)
+	}
+	if a := actions[len(actions)-1]; a.Actor != "dpo" || a.Target != "subject/ada" || !strings.Contains(a.Result, "forgotten: 2 keys erased of 2 scopes") {
+		t.Errorf("first forget action: %+v", a)
+	}
+	// A process that never held the key reads nothing of it (the write
+	// side may, within its key cache's TTL: docs/privacy.md).
+	fresh, err := eventpipe.OpenStore(ctx, ep, eventpipe.Builtin(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.State(ctx, eventstore.Ref{Type: todo.AggregateType, ID: "t-ada-2"}); !errors.Is(err, privacy.ErrForgotten) {
+		t.Errorf("STATE of a forgotten todo: %v", err)
+	}
+	events, err := fresh.Load(ctx, eventstore.Ref{Type: todo.AggregateType, ID: "t-ada-2"}, 0)
+	if err != nil || len(events) != 2 || !strings.Contains(string(events[1].Payload), privacy.ForgottenText) {
+		t.Errorf("events of a forgotten todo: %v, %v", events, err)
+	}
+}
