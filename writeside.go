@@ -266,7 +266,7 @@ const (
 	// OperatorAuthenticated: OperatorAddr is not loopback and is behind
 	// Auth, the same JWT and policy as the API: reading /status and
 	// /status.json needs a read grant of status, /metrics one of metrics.
-	OperatorAuthenticated OperatorAccess = "JWT authentication (read grants status and metrics)"
+	OperatorAuthenticated OperatorAccess = "JWT authentication (read grants status and metrics; subjects: read exports, write forgets)"
 	// OperatorOpen: OperatorAddr is not loopback, without authentication,
 	// because OperatorInsecure says so.
 	OperatorOpen OperatorAccess = "WITHOUT AUTHENTICATION off loopback (OperatorInsecure)"
@@ -351,9 +351,10 @@ type WriteSide struct {
 }
 
 // OperatorResources are the resources of the operator's routes
-// (/metrics, /status and /status.json) as an auth policy names them,
-// beside the catalogue's HTTP resources.
-var OperatorResources = []string{"metrics", "status"}
+// (/metrics, /status and /status.json, /subjects/{id}/forget and
+// /subjects/{id}/export) as an auth policy names them, beside the
+// catalogue's HTTP resources.
+var OperatorResources = []string{"metrics", "status", "subjects"}
 
 // NewWriteSide connects to DynamoDB (without an injected Store) and
 // Kafka (without an injected Publisher) and assembles the write side.
@@ -595,7 +596,7 @@ func (s *WriteSide) NewOperatorHTTP() (*httpapi.Server, error) {
 	switch access := s.cfg.OperatorAccess(); access {
 	case OperatorAuthenticated:
 		hc.Middleware = s.auth.Middleware
-		s.cfg.Logger.Info("operator listener behind JWT authentication: /status and /status.json need a read grant of status, /metrics one of metrics", "addr", s.cfg.OperatorAddr)
+		s.cfg.Logger.Info("operator listener behind JWT authentication: /status and /status.json need a read grant of status, /metrics one of metrics, /subjects a read (export) or write (forget) grant of subjects", "addr", s.cfg.OperatorAddr)
 	case OperatorLoopback:
 		s.cfg.Logger.Info("operator listener on loopback, without authentication: open to this host's processes", "addr", s.cfg.OperatorAddr)
 	case OperatorOpen:

@@ -2,9 +2,15 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,12 +21,17 @@ import (
 	"github.com/eventpipe/eventpipe"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/dev/rigs"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/httpapi/auth"
+	"github.com/eventpipe/eventpipe/httpapi/auth/authtest"
 	"github.com/eventpipe/eventpipe/operator"
 	"github.com/eventpipe/eventpipe/privacy"
+	"github.com/eventpipe/eventpipe/projections/elastic"
 	"github.com/eventpipe/eventpipe/projections/readmodels"
+	"github.com/eventpipe/eventpipe/projections/searchmodels"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
@@ -54,11 +65,11 @@ func schemaDump(t *testing.T, db *pgxpool.Pool) string {
 
 // TestForgetScrubsTheReadModelsAndRefusesCommands runs the pipeline on
 // the stack (the write side's dispatcher, the relay, the todos and
-// accounts read models), with three subjects' personal data in todos
+// accounts read models, the todos-search model), with three subjects' personal data in todos
 // and an account, then forgets two of them with operator.Forget (as
-// `eventpipe forget` does): their rows keep their ids, versions and
-// balances with every personal value "[forgotten]", nowhere in the
-// schema any more; the third subject's stay readable; commands on the
+// `eventpipe forget` does): their rows and search documents keep their
+// ids, versions and balances with every personal value "[forgotten]",
+// nowhere in the schema or the index any more; the third subject's stay readable; commands on the
 // forgotten aggregates are refused with privacy.forgotten; forgetting
 // again reports the first time; both are recorded as operator actions.
 func TestForgetScrubsTheReadModelsAndRefusesCommands(t *testing.T) {
@@ -103,7 +114,7 @@ func TestForgetScrubsTheReadModelsAndRefusesCommands(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = rel.Close() })
 	cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet},
-		Names: []string{readmodels.Todos{}.Name(), readmodels.Accounts{}.Name()}})
+		Names: []string{readmodels.Todos{}.Name(), readmodels.Accounts{}.Name(), searchmodels.TodoSearch{}.Name()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,11 +125,22 @@ func TestForgetScrubsTheReadModelsAndRefusesCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
+	es := testenv.Elasticsearch(t)
+	alias := elastic.Alias(ep.TopicPrefix, searchmodels.TodoSearch{}.Name())
+	// dump is the read models' schema and the search model's documents.
+	dump := func() string {
+		docs := testenv.SearchDocuments(t, es, alias)
+		var b strings.Builder
+		for id, d := range docs {
+			fmt.Fprintf(&b, "search %s v%d: %s\n", id, d.Version, d.Source)
+		}
+		return schemaDump(t, db) + b.String()
+	}
 	holds := func(values ...string) error {
 		for _, b := range running {
 			b.Check(t)
 		}
-		dump := schemaDump(t, db)
+		dump := dump()
 		for _, v := range values {
 			if !strings.Contains(dump, v) {
 				return fmt.Errorf("the read models lack %q", v)
@@ -127,6 +149,48 @@ func TestForgetScrubsTheReadModelsAndRefusesCommands(t *testing.T) {
 		return nil
 	}
 	integration.Await(t, "every personal value in the read models", func() error { return holds(append(forgotten, kept...)...) })
+
+	// The export of ada: exactly the values written for her, opened.
+	export, err := operator.ExportSubject(ctx, operator.ExportConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}, Subject: "ada", Actor: "dpo", Reason: "access request"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := map[string]bool{forgotten[0]: true, forgotten[1]: true, "draft": true, forgotten[2]: true}
+	got := map[string]bool{}
+	for scope, events := range export.Events {
+		for _, e := range events {
+			p, ok := todo.Personal[e.EventType]
+			if !ok || !strings.HasPrefix(scope, "todo/") {
+				continue
+			}
+			var payload map[string]any
+			if err := json.Unmarshal(e.Payload, &payload); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range p.Fields {
+				if v, _ := payload[strings.TrimPrefix(f, "/")].(string); v != "" {
+					got[v] = true
+				}
+			}
+		}
+	}
+	if !maps.Equal(got, written) || export.Forgotten || !slices.Equal(export.Scopes, []string{"todo/t-ada-1", "todo/t-ada-2"}) {
+		t.Fatalf("export of ada: personal values %v, scopes %v, forgotten %v; want %v", got, export.Scopes, export.Forgotten, written)
+	}
+	whole, err := json.Marshal(export)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{forgotten[0], forgotten[2]} {
+		if n := strings.Count(string(whole), v); n < 3 { // the event, the read model's row, the search document
+			t.Errorf("export of ada holds %q %d times, want it in the events, the todos row and the search document", v, n)
+		}
+	}
+	for _, v := range append(kept, forgotten[3:]...) {
+		if strings.Contains(string(whole), v) {
+			t.Errorf("export of ada holds another subject's %q", v)
+		}
+	}
 
 	for _, subject := range []string{"ada", "acc-bob"} {
 		res, err := operator.Forget(ctx, operator.ForgetConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}, Subject: subject, Actor: "dpo", Reason: "erasure request " + subject})
@@ -141,7 +205,7 @@ func TestForgetScrubsTheReadModelsAndRefusesCommands(t *testing.T) {
 		if err := holds(kept...); err != nil {
 			return err
 		}
-		dump := schemaDump(t, db)
+		dump := dump()
 		for _, v := range forgotten {
 			if strings.Contains(dump, v) {
 				return fmt.Errorf("the read models still hold %q", v)
@@ -149,6 +213,9 @@ func TestForgetScrubsTheReadModelsAndRefusesCommands(t *testing.T) {
 		}
 		return nil
 	})
+	if d := testenv.SearchDocuments(t, es, alias)["t-ada-2"]; d.Version != 2 || !strings.Contains(d.Source, `"title":"`+privacy.ForgottenText+`"`) {
+		t.Errorf("search document of t-ada-2 after forgetting: %+v; want its version 2 kept, its title forgotten", d)
+	}
 	var title, message string
 	var version, balance int64
 	if err := db.QueryRow(ctx, `SELECT title, message, version FROM todos WHERE todo_id = 't-ada-1'`).Scan(&title, &message, &version); err != nil ||
@@ -181,6 +248,10 @@ func TestForgetScrubsTheReadModelsAndRefusesCommands(t *testing.T) {
 	if err != nil || len(actions) != 3 {
 		t.Fatalf("forget actions: %+v, %v; want 3", actions, err)
 	}
+	after, err := operator.ExportSubject(ctx, operator.ExportConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}, Subject: "ada"})
+	if err != nil || !after.Forgotten || strings.Contains(mustJSON(t, after), forgotten[0]) || !strings.Contains(mustJSON(t, after), privacy.ForgottenText) {
+		t.Fatalf("export of ada after forgetting: %s, %v", mustJSON(t, after), err)
+	}
 	if a := actions[len(actions)-1]; a.Actor != "dpo" || a.Target != "subject/ada" || !strings.Contains(a.Result, "forgotten: 2 keys erased of 2 scopes") {
 		t.Errorf("first forget action: %+v", a)
 	}
@@ -196,5 +267,97 @@ func TestForgetScrubsTheReadModelsAndRefusesCommands(t *testing.T) {
 	events, err := fresh.Load(ctx, eventstore.Ref{Type: todo.AggregateType, ID: "t-ada-2"}, 0)
 	if err != nil || len(events) != 2 || !strings.Contains(string(events[1].Payload), privacy.ForgottenText) {
 		t.Errorf("events of a forgotten todo: %v, %v", events, err)
+	}
+}
+
+// doWithBearer sends a request with a bearer token (none when empty) and
+// returns the status and body.
+func doWithBearer(t *testing.T, method, url, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestSubjectRoutesNeedTheirGrant serves the write side with JWT auth
+// and the operator routes as serve mounts them (operator.MountRoutes):
+// exporting a subject needs a read grant of "subjects", forgetting a
+// write grant; the verified caller is recorded; a forgotten owner's todo
+// answers 410 Gone.
+func TestSubjectRoutesNeedTheirGrant(t *testing.T) {
+	ctx := context.Background()
+	const iss, aud = "https://idp.eventpipe.test/", "eventpipe-write"
+	idp := authtest.New(t, iss, aud)
+	ep := integration.Isolate(t)
+	quiet := slog.New(slog.DiscardHandler)
+	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}}); err != nil {
+		t.Fatal(err)
+	}
+	ep.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	svc, err := eventpipe.NewWriteSide(ctx, eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}, ConsumerGroup: integration.UniqueName(t, "g"),
+		Auth: &auth.Config{JWKSURL: idp.Serve(t), HTTPClient: idp.HTTPClient(), Issuer: iss, Audience: aud,
+			Policy: &auth.Policy{Rules: []auth.Rule{
+				{Subjects: []string{"alice"}, Commands: []string{todo.CreateTodo}, Read: []string{"todo"}},
+				{Subjects: []string{"ops"}, Read: []string{"status", operator.SubjectResource}},
+				{Subjects: []string{"dpo"}, Read: []string{operator.SubjectResource}, Write: []string{operator.SubjectResource}},
+			}}},
+		OperatorRoutes: operator.MountRoutes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	base := rigs.ServeHTTP(t, svc)
+	tok := func(sub string) string { return idp.Sign(t, authtest.ES256, authtest.Claims{Subject: sub}) }
+	if status, body := doWithBearer(t, "POST", base+"/todo", tok("alice"), `{"id":"a1","title":"alice's secret plan"}`); status != 201 {
+		t.Fatalf("create: %d %s", status, body)
+	}
+	status, body := doWithBearer(t, "GET", base+"/subjects/alice/export", tok("ops"), "")
+	if status != 200 || !strings.Contains(body, "alice's secret plan") || !strings.Contains(body, `"todo/a1"`) {
+		t.Fatalf("export by ops (read grant): %d %s", status, body)
+	}
+	for _, c := range []struct {
+		who, token string
+		want       int
+	}{{"nobody", "", 401}, {"alice", tok("alice"), 403}, {"ops (read only)", tok("ops"), 403}} {
+		if status, body := doWithBearer(t, "POST", base+"/subjects/alice/forget", c.token, ""); status != c.want {
+			t.Errorf("forget by %s: %d %s, want %d", c.who, status, body, c.want)
+		}
+	}
+	if status, body := doWithBearer(t, "POST", base+"/subjects/alice/forget", tok("dpo"), `{"reason":"ticket 7","extra":1}`); status != 400 {
+		t.Errorf("forget with an unknown field: %d %s, want 400", status, body)
+	}
+	if status, body := doWithBearer(t, "GET", base+"/todo/a1", tok("alice"), ""); status != 200 {
+		t.Fatalf("the refused forgets forgot: %d %s", status, body)
+	}
+	status, body = doWithBearer(t, "POST", base+"/subjects/alice/forget", tok("dpo"), `{"reason":"ticket 7"}`)
+	var ans struct {
+		Before bool     `json:"forgotten_before"`
+		Scopes []string `json:"scopes"`
+		Erased int      `json:"erased"`
+		Reason string   `json:"reason"`
+	}
+	if err := json.Unmarshal([]byte(body), &ans); status != 200 || err != nil || ans.Before || ans.Erased != 1 || !slices.Equal(ans.Scopes, []string{"todo/a1"}) || ans.Reason != "ticket 7" {
+		t.Fatalf("forget by dpo: %d %s", status, body)
+	}
+	if status, body := doWithBearer(t, "POST", base+"/subjects/alice/forget", tok("dpo"), ""); status != 200 || !strings.Contains(body, `"forgotten_before":true`) {
+		t.Errorf("forget again: %d %s", status, body)
+	}
+	if status, body := doWithBearer(t, "GET", base+"/todo/a1", tok("alice"), ""); status != http.StatusGone || !strings.Contains(body, "forgotten") {
+		t.Errorf("a forgotten owner's todo: %d %s, want 410", status, body)
+	}
+	actions, err := operator.OperatorActions(ctx, operator.OperatorActionsConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}, Action: operator.ActionForget})
+	if err != nil || len(actions) != 2 || actions[1].Actor != "dpo" || actions[1].Reason != "ticket 7" {
+		t.Fatalf("forget actions: %+v, %v", actions, err)
 	}
 }

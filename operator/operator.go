@@ -32,7 +32,7 @@ const (
 // actions are the Action constants, as OperatorActionsConfig.Action
 // takes them.
 var actions = []string{ActionPoisonRedrive, ActionParkedReapply, ActionParkedSkip, ActionRecalculate, ActionAnalyticsRecount,
-	ActionSagaAbort, ActionSagaRetry, ActionForget}
+	ActionSagaAbort, ActionSagaRetry, ActionForget, ActionExport}
 
 // OperatorAction is one recorded operator action: a row of the Postgres
 // table operator_actions (migrations/postgres 009).

@@ -66,7 +66,7 @@ func access(cfg eventpipe.WriteSideConfig) statuspage.Access {
 		a.Rules = append(a.Rules, statuspage.AccessRule(r))
 	}
 	if cfg.OperatorAddr == "" {
-		a.Operator = "on the API's listener, behind its authentication (read grants status and metrics)"
+		a.Operator = "on the API's listener, behind its authentication (read grants status and metrics; subjects: read exports, write forgets)"
 	}
 	return a
 }

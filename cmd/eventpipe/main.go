@@ -94,7 +94,7 @@ check (e.g. of http://127.0.0.1:8080/readyz).`,
 		SilenceErrors:     true,
 		PersistentPreRunE: traces.setup,
 	}
-	root.AddCommand(stackCommand(), migrateCommand(), serveCommand(), sendCommand(), eventsCommand(), relayCommand(), consumeCommand(), replayCommand(), demoCommand(), statusCommand(), trackCommand(), analyticsCommand(), parkedCommand(), poisonCommand(), recalculateCommand(), forgetCommand(), sagasCommand(), schemasCommand(catalog), authCommand(), versionCommand(), probeCommand())
+	root.AddCommand(stackCommand(), migrateCommand(), serveCommand(), sendCommand(), eventsCommand(), relayCommand(), consumeCommand(), replayCommand(), demoCommand(), statusCommand(), trackCommand(), analyticsCommand(), parkedCommand(), poisonCommand(), recalculateCommand(), forgetCommand(), exportCommand(), sagasCommand(), schemasCommand(catalog), authCommand(), versionCommand(), probeCommand())
 	return root
 }
 

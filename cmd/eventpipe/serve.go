@@ -112,7 +112,7 @@ whose signature does not verify is refused either way
 			// The status page is the operator surface's own route, on the
 			// API's listener or on --operator-addr's (package operator).
 			svc, err := eventpipe.NewWriteSide(cmd.Context(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Catalog: catalog, Logger: slog.Default()}, ConsumerGroup: group,
-				OperatorAddr: operatorAddr, OperatorInsecure: operatorInsecure, OperatorRoutes: operator.MountStatusPage, Auth: authCfg, NoAuth: authCfg == nil && noAuth,
+				OperatorAddr: operatorAddr, OperatorInsecure: operatorInsecure, OperatorRoutes: operator.MountRoutes, Auth: authCfg, NoAuth: authCfg == nil && noAuth,
 				CommandKey: key, CommandRetention: retention, HTTPLimits: limits, ProducerKeys: producerKeys, RequireSignedCommands: requireSigned,
 				Probes: probes, ShutdownTimeout: drain.stopBudget()})
 			if err != nil {

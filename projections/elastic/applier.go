@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/eventpipe/eventpipe/privacy/subjects"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
@@ -134,7 +135,7 @@ func NewApplier(cfg ApplierConfig) (*Applier, error) {
 	}
 	wants := map[string]bool{}
 	for _, t := range cfg.Projection.AggregateTypes() {
-		wants[t] = true
+		wants[t] = t != subjects.AggregateType // its facts are scrubs (Scrubber), not documents
 	}
 	if cfg.CacheSize == 0 {
 		cfg.CacheSize = 10_000
@@ -190,11 +191,34 @@ type current struct {
 // time _mget, skips the events at or below
 // a document's version, repairs gaps from the store, folds the rest in
 // sequence order and writes each changed document once, in one _bulk,
-// with the last folded sequence as its external version. A document that
+// with the last folded sequence as its external version. Then, for a
+// Scrubber, the documents a SubjectForgotten names are scrubbed. A document that
 // another writer has already moved to that version or beyond is refused by
 // the index (409) and counted as skipped. Nothing is lost when it fails:
 // a retry folds from the stored documents again.
 func (a *Applier) Apply(ctx context.Context, events []eventstore.Envelope) (projections.Outcome, error) {
+	events, forgotten := splitForgotten(events)
+	out, err := a.apply(ctx, events)
+	if err != nil || len(forgotten) == 0 {
+		return out, err
+	}
+	// After the batch's own writes: a document folded from events read
+	// before the keys were gone is scrubbed too.
+	s, ok := a.cfg.Projection.(Scrubber)
+	if !ok {
+		out.Skipped += len(forgotten)
+		return out, nil
+	}
+	n, err := a.scrub(ctx, s, forgotten)
+	if err != nil {
+		return projections.Outcome{}, err
+	}
+	out.Applied += n
+	return out, nil
+}
+
+// apply folds and writes the documents of events (no SubjectForgotten).
+func (a *Applier) apply(ctx context.Context, events []eventstore.Envelope) (projections.Outcome, error) {
 	out := projections.Outcome{Positions: map[eventstore.Ref]int64{}}
 	refs, byAgg, unwanted := projections.ByAggregate(events, a.wants)
 	out.Skipped = unwanted

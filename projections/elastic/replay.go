@@ -384,6 +384,9 @@ func reconcile(ctx context.Context, es esapi.Transport, from string, a *Applier)
 // a's aggregate types holds it.
 func loadAny(ctx context.Context, a *Applier, id string, after int64) ([]eventstore.Envelope, error) {
 	for _, t := range a.AggregateTypes() {
+		if !a.wants[t] {
+			continue // the subjects' facts have no documents
+		}
 		events, err := a.cfg.Store.Load(ctx, eventstore.Ref{Type: t, ID: id}, after)
 		if err != nil {
 			return nil, fmt.Errorf("load %s/%s after %d: %w", t, id, after, err)

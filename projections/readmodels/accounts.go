@@ -2,12 +2,15 @@ package readmodels
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/privacy/subjects"
+	"github.com/eventpipe/eventpipe/projections"
 )
 
 // Accounts keeps accounts (owner, balance, whether and when they were
@@ -66,4 +69,25 @@ func (Accounts) Apply(_ context.Context, b *pgx.Batch, e eventstore.Envelope) er
 	default:
 		return unknownEvent(e)
 	}
+}
+
+// Export implements projections.Exporter: the rows of the accounts among
+// ids and of their transactions.
+func (Accounts) Export(ctx context.Context, db projections.Querier, ids map[string][]string) (map[string][]json.RawMessage, error) {
+	accounts := ids[bankaccount.AggregateType]
+	if len(accounts) == 0 {
+		return nil, nil
+	}
+	out := map[string][]json.RawMessage{}
+	for table, query := range map[string]string{
+		"accounts":             `SELECT row_to_json(t) FROM accounts t WHERE account_id = ANY($1) ORDER BY account_id`,
+		"account_transactions": `SELECT row_to_json(t) FROM account_transactions t WHERE account_id = ANY($1) ORDER BY account_id, seq`,
+	} {
+		rows, err := projections.ExportRows(ctx, db, query, accounts)
+		if err != nil {
+			return nil, fmt.Errorf("accounts: export %s: %w", table, err)
+		}
+		out[table] = rows
+	}
+	return out, nil
 }

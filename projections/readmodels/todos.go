@@ -2,6 +2,7 @@ package readmodels
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -10,6 +11,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/privacy"
 	"github.com/eventpipe/eventpipe/privacy/subjects"
+	"github.com/eventpipe/eventpipe/projections"
 )
 
 // Todos keeps one row per todo; a deleted todo keeps its row, marked
@@ -129,4 +131,18 @@ func scrub(b *pgx.Batch, e eventstore.Envelope, aggregateType string, updates ..
 		}
 	}
 	return nil
+}
+
+// Export implements projections.Exporter: the rows of the todos among
+// ids.
+func (Todos) Export(ctx context.Context, db projections.Querier, ids map[string][]string) (map[string][]json.RawMessage, error) {
+	todos := ids[todo.AggregateType]
+	if len(todos) == 0 {
+		return nil, nil
+	}
+	rows, err := projections.ExportRows(ctx, db, `SELECT row_to_json(t) FROM todos t WHERE todo_id = ANY($1) ORDER BY todo_id`, todos)
+	if err != nil {
+		return nil, fmt.Errorf("todos: export: %w", err)
+	}
+	return map[string][]json.RawMessage{"todos": rows}, nil
 }

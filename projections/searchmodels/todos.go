@@ -6,6 +6,8 @@ import (
 
 	"github.com/eventpipe/eventpipe/domains/todo"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/privacy"
+	"github.com/eventpipe/eventpipe/privacy/subjects"
 )
 
 // TodoSearch is the todos' Elasticsearch read model: one document per
@@ -37,10 +39,23 @@ func (TodoSearch) Name() string { return "todos-search" }
 func (TodoSearch) Version() int { return 2 }
 
 // AggregateTypes implements elastic.Projection.
-func (TodoSearch) AggregateTypes() []string { return []string{todo.AggregateType} }
+func (TodoSearch) AggregateTypes() []string {
+	return []string{todo.AggregateType, subjects.AggregateType}
+}
 
 // EventTypes implements elastic.Projection.
-func (TodoSearch) EventTypes() []string { return todo.Domain().EventTypes.Names() }
+func (TodoSearch) EventTypes() []string {
+	return append(todo.Domain().EventTypes.Names(), subjects.SubjectForgotten)
+}
+
+// Scrub implements elastic.Scrubber: a forgotten owner's todo keeps its
+// document, its title and message forgotten (docs/privacy.md).
+func (TodoSearch) Scrub(doc json.RawMessage) (json.RawMessage, error) {
+	return fold(doc, func(d *TodoDoc) error {
+		d.Title, d.Message = privacy.ForgottenText, privacy.ForgottenText
+		return nil
+	})
+}
 
 // IndexBody implements elastic.Projection.
 func (TodoSearch) IndexBody() map[string]any {
