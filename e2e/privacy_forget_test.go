@@ -361,3 +361,92 @@ func TestSubjectRoutesNeedTheirGrant(t *testing.T) {
 		t.Fatalf("forget actions: %+v, %v", actions, err)
 	}
 }
+
+// consumeChild runs the consumers its arguments name, on the endpoints of
+// the environment (integration.Environ), as `eventpipe consume` does.
+func consumeChild(ctx context.Context, names []string) error {
+	cons, err := eventpipe.NewConsumers(ctx, eventpipe.ConsumersConfig{Process: eventpipe.Process{Endpoints: eventpipe.EndpointsFromEnv(), Logger: slog.New(slog.DiscardHandler)}, Names: names})
+	if err != nil {
+		return err
+	}
+	defer cons.Close()
+	return cons.Run(ctx)
+}
+
+// TestScrubSurvivesKilledConsumers forgets 120 subjects, one after the
+// other, while the todos read model and the todos-search model run in a
+// child process that is killed with SIGKILL three times as they scrub:
+// after the last restart every todo of every subject is scrubbed in both
+// (the facts are redelivered; a scrub is idempotent), and the kills are
+// shown to have landed with scrubs still to do.
+func TestScrubSurvivesKilledConsumers(t *testing.T) {
+	const subjectsN, todosEach = 120, 3
+	ctx := context.Background()
+	ep := integration.Isolate(t)
+	quiet := slog.New(slog.DiscardHandler)
+	if _, err := eventpipe.Migrate(ctx, eventpipe.MigrateConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}}); err != nil {
+		t.Fatal(err)
+	}
+	svc := rigs.NewService(t, ep, integration.UniqueName(t, "g"))
+	for s := range subjectsN {
+		for i := range todosEach {
+			cmd := mustCmd(t, todo.CreateTodo, todo.AggregateType, fmt.Sprintf("t-%03d-%d", s, i), todo.TodoData{Title: fmt.Sprintf("secret %03d/%d", s, i)})
+			cmd.Actor, cmd.ActorSource = fmt.Sprintf("u%03d", s), eventstore.ActorHTTP
+			if res, err := svc.Dispatcher.Dispatch(ctx, cmd); err != nil || res.Status != commands.StatusAccepted {
+				t.Fatalf("create: %+v, %v", res, err)
+			}
+		}
+	}
+	rel, err := eventpipe.NewRelay(ctx, eventpipe.RelayConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}, DiscoveryInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rel.Close() })
+	relay := rigs.GoRun(t, "relay", rel.Run)
+	child := integration.StartChild(t, integration.ChildConfig{Main: "consume", Env: integration.Environ(ep),
+		Args: []string{readmodels.Todos{}.Name(), searchmodels.TodoSearch{}.Name()}})
+	db, err := pgxpool.New(ctx, ep.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	es := testenv.Elasticsearch(t)
+	alias := elastic.Alias(ep.TopicPrefix, searchmodels.TodoSearch{}.Name())
+	const total = subjectsN * todosEach
+	count := func(title string) (pg, search int64) {
+		relay.Check(t)
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM todos WHERE title LIKE $1`, title).Scan(&pg); err != nil && !strings.Contains(err.Error(), "does not exist") {
+			t.Fatal(err)
+		}
+		for _, d := range testenv.SearchDocuments(t, es, alias) {
+			if strings.Contains(d.Source, `"title":"`+strings.TrimSuffix(title, "%")) {
+				search++
+			}
+		}
+		return pg, search
+	}
+	integration.Await(t, "every todo in both models", func() error {
+		if pg, search := count("secret %"); pg != total || search != total {
+			return fmt.Errorf("%d rows and %d documents of %d", pg, search, total)
+		}
+		return nil
+	})
+	forgetting := rigs.GoRun(t, "forgetting", func(ctx context.Context) error {
+		for s := range subjectsN {
+			if _, err := operator.Forget(ctx, operator.ForgetConfig{Process: eventpipe.Process{Endpoints: ep, Logger: quiet}, Subject: fmt.Sprintf("u%03d", s), Actor: "dpo"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	scrubbed := func() int64 {
+		forgetting.Returned(t) // fails t on an error; done is fine
+		pg, search := count(privacy.ForgottenText)
+		return pg + search
+	}
+	killedAt := integration.KillRepeatedly(t, child, scrubbed, 2*total, 3)
+	if pg, search := count("secret %"); pg != 0 || search != 0 {
+		t.Fatalf("after the kills, %d rows and %d documents still hold their titles", pg, search)
+	}
+	t.Logf("kills at %v scrubbed of %d", killedAt, 2*total)
+}

@@ -28,9 +28,11 @@ import (
 // started it as one: a serve child (writeside_child_test.go), a saga child
 // (rigs.TransferRig.StartSaga), an analytics serve or aggregator child
 // (writeside_analytics_idempotent_test.go), an HTTP API child
-// (writeside_idempotency_test.go) or a Kafka broker
-// (the crash tests that run their own broker).
+// (writeside_idempotency_test.go), a consumers child
+// (privacy_forget_test.go) or a Kafka broker (the crash tests that run
+// their own broker).
 func TestMain(m *testing.M) {
+	integration.RunChild(map[string]integration.Main{"consume": consumeChild})
 	runServeChildIfRequested()
 	rigs.RunSagaChildIfRequested()
 	runAnalyticsChildIfRequested()
