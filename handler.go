@@ -2,6 +2,7 @@ package eventpipe
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -41,6 +42,12 @@ type HandlerConfig struct {
 	// Middlewares run inside eventpipe's own (poison, retries, tracing),
 	// around Handler, in order.
 	Middlewares []message.HandlerMiddleware
+	// Open hands Handler each message with its sealed personal data
+	// opened (docs/privacy.md): an event's personal fields, an outbound
+	// record's payload, with the store's sealer. Handler gets a copy: the
+	// message on its topic, and on the poison topic when it fails, stays
+	// sealed. Without it Handler sees what the relay published.
+	Open bool
 }
 
 // Validate reports the first missing or invalid field, an
@@ -113,6 +120,10 @@ func (h handlerConsumer) Build(ctx context.Context, r Resources) (Runnable, erro
 	if r.Publisher == nil {
 		return nil, errors.New("eventpipe: handler " + h.cfg.Name + ": Resources.Publisher is nil")
 	}
+	handle := h.cfg.Handler
+	if h.cfg.Open && r.Opener != nil {
+		handle = openedHandler(r.Opener, r.upcasters(), h.cfg.Handler)
+	}
 	run := func(ctx context.Context) error {
 		router, err := message.NewRouter(message.RouterConfig{}, watermill.NewSlogLogger(r.Logger))
 		if err != nil {
@@ -139,7 +150,7 @@ func (h handlerConsumer) Build(ctx context.Context, r Resources) (Runnable, erro
 				return fmt.Errorf("eventpipe: handler %s: subscriber for %s: %w", h.cfg.Name, topic, err)
 			}
 			subs = append(subs, sub)
-			router.AddConsumerHandler(info.Group+":"+topic, topic, sub, h.cfg.Handler)
+			router.AddConsumerHandler(info.Group+":"+topic, topic, sub, handle)
 		}
 		if err := router.Run(ctx); err != nil {
 			return fmt.Errorf("eventpipe: handler %s: router: %w", h.cfg.Name, err)
@@ -147,4 +158,37 @@ func (h handlerConsumer) Build(ctx context.Context, r Resources) (Runnable, erro
 		return nil
 	}
 	return r.startThenRun(info.Group, fixedTopics(info.Topics), start, run), nil
+}
+
+// openedHandler calls next with a copy of each message whose event or
+// outbound record is opened by o (HandlerConfig.Open).
+func openedHandler(o eventstore.Opener, u *eventstore.Upcasters, next message.NoPublishHandlerFunc) message.NoPublishHandlerFunc {
+	return func(msg *message.Message) error {
+		var body []byte
+		if msg.Metadata.Get(bus.MetadataOutboundName) != "" {
+			var rec eventstore.OutboundRecord
+			if err := json.Unmarshal(msg.Payload, &rec); err != nil {
+				return &eventstore.DecodeError{What: "outbound message " + msg.UUID, Reason: err.Error()}
+			}
+			opened, err := o.OpenOutbound(msg.Context(), rec)
+			if err != nil {
+				return fmt.Errorf("outbound message %s: %w", msg.UUID, err)
+			}
+			if body, err = json.Marshal(opened); err != nil {
+				return err
+			}
+		} else {
+			e, err := bus.OpenedEventFromMessage(msg, u, o)
+			if err != nil {
+				return err
+			}
+			if body, err = eventstore.Marshal(e); err != nil {
+				return err
+			}
+		}
+		c := msg.Copy()
+		c.Payload = body
+		c.SetContext(msg.Context())
+		return next(c)
+	}
 }

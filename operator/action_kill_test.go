@@ -50,7 +50,7 @@ func TestAnOperatorActionKilledAfterItsEffectIsShownStarted(t *testing.T) {
 		s.corrupt(t, id, fmt.Sprintf(`{"id":%q,"balance":999999,"minimumBalance":-1000,"closed":false}`, id))
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envRecalculateChild+"=1", endpoints.EnvEventsTable+"="+s.ep.EventsTable, endpoints.EnvPostgres+"="+s.ep.Postgres,
+	cmd.Env = append(os.Environ(), envRecalculateChild+"=1", endpoints.EnvEventsTable+"="+s.ep.EventsTable, endpoints.EnvKeysTable+"="+s.ep.KeysTable, endpoints.EnvPostgres+"="+s.ep.Postgres,
 		endpoints.EnvTopicPrefix+"="+s.ep.TopicPrefix, "EVENTPIPE_LOG_LEVEL=warn")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
