@@ -3,6 +3,7 @@ package eventpipe
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/ThreeDotsLabs/watermill"
 
@@ -72,7 +73,9 @@ func projectionInfo(t bus.Topics, kind ConsumerKind, name string, aggTypes []str
 		info.DefaultStart = bus.StartHistory
 	}
 	for _, at := range aggTypes {
-		info.Topics = append(info.Topics, t.Events(at))
+		if topic := t.Events(at); !slices.Contains(info.Topics, topic) {
+			info.Topics = append(info.Topics, topic)
+		}
 	}
 	return info
 }

@@ -33,7 +33,7 @@ type sealRig struct {
 	domain map[string]commands.Domain
 }
 
-func newSealRig(t *testing.T) *sealRig {
+func newSealRig(t testing.TB) *sealRig {
 	t.Helper()
 	r := &sealRig{keysRig: newKeysRig(t)}
 	r.events = integration.UniqueName(t, "events")
@@ -53,7 +53,7 @@ func newSealRig(t *testing.T) *sealRig {
 	return r
 }
 
-func (r *sealRig) eventStore(t *testing.T, sealer eventstore.Sealer) *ddbstore.Store {
+func (r *sealRig) eventStore(t testing.TB, sealer eventstore.Sealer) *ddbstore.Store {
 	t.Helper()
 	s, err := ddbstore.New(ddbstore.Config{Client: r.db, Table: r.events, Sealer: sealer})
 	if err != nil {
@@ -63,7 +63,7 @@ func (r *sealRig) eventStore(t *testing.T, sealer eventstore.Sealer) *ddbstore.S
 }
 
 // send handles one command on store, its actor verified.
-func (r *sealRig) send(t *testing.T, store eventstore.Store, typ, aggType, id, actor string, payload any) (commands.Result, error) {
+func (r *sealRig) send(t testing.TB, store eventstore.Store, typ, aggType, id, actor string, payload any) (commands.Result, error) {
 	t.Helper()
 	cmd, err := commands.NewJSON(typ, aggType, id, payload)
 	if err != nil {
@@ -83,7 +83,7 @@ func (r *sealRig) send(t *testing.T, store eventstore.Store, typ, aggType, id, a
 	return commands.Result{}, nil
 }
 
-func (r *sealRig) accept(t *testing.T, typ, aggType, id, actor string, payload any) {
+func (r *sealRig) accept(t testing.TB, typ, aggType, id, actor string, payload any) {
 	t.Helper()
 	res, err := r.send(t, r.es, typ, aggType, id, actor, payload)
 	if err != nil || res.Status != commands.StatusAccepted {

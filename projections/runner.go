@@ -281,7 +281,7 @@ const DefaultHandOverMargin = 5 * time.Minute
 // Topics are the event topics the projection consumes.
 func (r *Runner) Topics() []string {
 	var topics []string
-	for _, aggType := range r.cfg.Applier.AggregateTypes() {
+	for _, aggType := range distinct(r.cfg.Applier.AggregateTypes()) {
 		topics = append(topics, r.cfg.Topics.Events(aggType))
 	}
 	return topics
@@ -584,7 +584,7 @@ func (r *Runner) consume(ctx context.Context) error {
 			_ = sub.Close()
 		}
 	}()
-	for _, aggType := range r.cfg.Applier.AggregateTypes() {
+	for _, aggType := range distinct(r.cfg.Applier.AggregateTypes()) {
 		topic := r.cfg.Topics.Events(aggType)
 		sub, err := r.cfg.NewSubscriber(group)
 		if err != nil {
@@ -800,4 +800,17 @@ func (r *Runner) observe(out Outcome, events []eventstore.Envelope) {
 		}
 		r.age.Set(max(0, time.Since(latest).Seconds()))
 	}
+}
+
+// distinct returns s without repeats, in order of first appearance: a
+// projection made of others may list a type twice (two read models that
+// both scrub forgotten subjects list subjects.AggregateType).
+func distinct(s []string) []string {
+	out := make([]string, 0, len(s))
+	for _, v := range s {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
