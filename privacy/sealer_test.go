@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
@@ -312,5 +313,56 @@ func TestSealingStoreRefusesTamperingAndReadsWhatWasStoredBefore(t *testing.T) {
 	_, err = r.es.Load(ctx, eventstore.Ref{Type: todo.AggregateType, ID: "t3"}, 0)
 	if !errors.Is(err, eventstore.ErrMalformed) || !eventstore.IsPermanent(err) {
 		t.Fatalf("Load of a moved sealed value: %v, want a permanent eventstore.ErrMalformed", err)
+	}
+}
+
+// TestSealingStoreWritesNothingWhenTheKMSKeyFails, through the todo
+// command handlers on a sealing store: with a KMS key that does not
+// exist, a CreateTodo fails with a *privacy.KeyError (not an answer: the
+// dispatcher retries it) and the table is unchanged; with the key
+// disabled (revoked) after a todo was made, a process without the key in
+// its cache can neither read the todo's STATE nor update it, and writes
+// nothing; enabled again, the update goes through.
+func TestSealingStoreWritesNothingWhenTheKMSKeyFails(t *testing.T) {
+	r := newSealRig(t)
+	ctx := context.Background()
+	var ke *privacy.KeyError
+	withKey := func(mod func(*privacy.KeyStoreConfig)) *ddbstore.Store {
+		s, err := privacy.NewSealer(privacy.SealerConfig{Keys: r.store(t, mod), Personal: map[string]map[string]privacy.Personal{todo.AggregateType: todo.Personal}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.eventStore(t, s)
+	}
+	missing := withKey(func(c *privacy.KeyStoreConfig) { c.KeyID = "alias/eventpipe-no-such-key" })
+	_, before := r.scan(t)
+	if res, err := r.send(t, missing, todo.CreateTodo, todo.AggregateType, "k1", "u1", todo.TodoData{Title: "never stored"}); !errors.As(err, &ke) || ke.Op != "generate" || eventstore.IsPermanent(err) {
+		t.Fatalf("create with a missing KMS key: %+v, %v; want a *KeyError of generate, retried", res, err)
+	}
+	if raw, after := r.scan(t); after != before || bytes.Contains(raw, []byte("never stored")) {
+		t.Fatalf("a failed create wrote: %d items, then %d", before, after)
+	}
+
+	r.accept(t, todo.CreateTodo, todo.AggregateType, "k2", "u2", todo.TodoData{Title: "stored sealed"})
+	if _, err := r.kms.DisableKey(ctx, &kms.DisableKeyInput{KeyId: aws.String(r.keyID)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = r.kms.EnableKey(context.Background(), &kms.EnableKeyInput{KeyId: aws.String(r.keyID)}) })
+	other := withKey(nil) // another process: nothing cached
+	_, before = r.scan(t)
+	if _, err := other.State(ctx, eventstore.Ref{Type: todo.AggregateType, ID: "k2"}); !errors.As(err, &ke) || ke.Op != "decrypt" {
+		t.Fatalf("STATE under a disabled KMS key: %v, want a *KeyError of decrypt", err)
+	}
+	if res, err := r.send(t, other, todo.UpdateTodo, todo.AggregateType, "k2", "u2", todo.TodoData{Title: "not now"}); !errors.As(err, &ke) || eventstore.IsPermanent(err) {
+		t.Fatalf("update under a disabled KMS key: %+v, %v; want a *KeyError, retried", res, err)
+	}
+	if _, after := r.scan(t); after != before {
+		t.Fatalf("a failed update wrote: %d items, then %d", before, after)
+	}
+	if _, err := r.kms.EnableKey(ctx, &kms.EnableKeyInput{KeyId: aws.String(r.keyID)}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.send(t, withKey(nil), todo.UpdateTodo, todo.AggregateType, "k2", "u2", todo.TodoData{Title: "now"}); err != nil || res.Status != commands.StatusAccepted {
+		t.Fatalf("update with the key enabled again: %+v, %v", res, err)
 	}
 }
