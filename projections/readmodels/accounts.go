@@ -10,7 +10,6 @@ import (
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/privacy/subjects"
-	"github.com/eventpipe/eventpipe/projections"
 )
 
 // Accounts keeps accounts (owner, balance, whether and when they were
@@ -73,7 +72,7 @@ func (Accounts) Apply(_ context.Context, b *pgx.Batch, e eventstore.Envelope) er
 
 // Export implements projections.Exporter: the rows of the accounts among
 // ids and of their transactions.
-func (Accounts) Export(ctx context.Context, db projections.Querier, ids map[string][]string) (map[string][]json.RawMessage, error) {
+func (Accounts) Export(ctx context.Context, db querier, ids map[string][]string) (map[string][]json.RawMessage, error) {
 	accounts := ids[bankaccount.AggregateType]
 	if len(accounts) == 0 {
 		return nil, nil
@@ -83,7 +82,7 @@ func (Accounts) Export(ctx context.Context, db projections.Querier, ids map[stri
 		"accounts":             `SELECT row_to_json(t) FROM accounts t WHERE account_id = ANY($1) ORDER BY account_id`,
 		"account_transactions": `SELECT row_to_json(t) FROM account_transactions t WHERE account_id = ANY($1) ORDER BY account_id, seq`,
 	} {
-		rows, err := projections.ExportRows(ctx, db, query, accounts)
+		rows, err := exportRows(ctx, db, query, accounts)
 		if err != nil {
 			return nil, fmt.Errorf("accounts: export %s: %w", table, err)
 		}

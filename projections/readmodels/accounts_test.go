@@ -301,3 +301,9 @@ func TestClosedAccountKeepsItsRowAndItsRefunds(t *testing.T) {
 	}
 	w.assertEqualsScratchReplay(t, []string{"acc-closed", "acc-open"}, "closed and open accounts")
 }
+
+// The read models that hold personal data export it (operator.ExportSubject).
+var (
+	_ projections.Exporter = readmodels.Todos{}
+	_ projections.Exporter = readmodels.Accounts{}
+)

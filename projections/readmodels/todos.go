@@ -11,7 +11,6 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/privacy"
 	"github.com/eventpipe/eventpipe/privacy/subjects"
-	"github.com/eventpipe/eventpipe/projections"
 )
 
 // Todos keeps one row per todo; a deleted todo keeps its row, marked
@@ -135,14 +134,34 @@ func scrub(b *pgx.Batch, e eventstore.Envelope, aggregateType string, updates ..
 
 // Export implements projections.Exporter: the rows of the todos among
 // ids.
-func (Todos) Export(ctx context.Context, db projections.Querier, ids map[string][]string) (map[string][]json.RawMessage, error) {
+func (Todos) Export(ctx context.Context, db querier, ids map[string][]string) (map[string][]json.RawMessage, error) {
 	todos := ids[todo.AggregateType]
 	if len(todos) == 0 {
 		return nil, nil
 	}
-	rows, err := projections.ExportRows(ctx, db, `SELECT row_to_json(t) FROM todos t WHERE todo_id = ANY($1) ORDER BY todo_id`, todos)
+	rows, err := exportRows(ctx, db, `SELECT row_to_json(t) FROM todos t WHERE todo_id = ANY($1) ORDER BY todo_id`, todos)
 	if err != nil {
 		return nil, fmt.Errorf("todos: export: %w", err)
 	}
 	return map[string][]json.RawMessage{"todos": rows}, nil
+}
+
+// querier is projections.Querier, spelt out: this package does not
+// import projections (which brings the Kafka client).
+type querier = interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// exportRows returns the rows of query, whose one column is a JSON
+// object (row_to_json).
+func exportRows(ctx context.Context, db querier, query string, args ...any) ([]json.RawMessage, error) {
+	rows, err := db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (json.RawMessage, error) {
+		var b []byte
+		err := r.Scan(&b)
+		return json.RawMessage(b), err
+	})
 }
