@@ -45,7 +45,7 @@ func TestHTTPAuth(t *testing.T) {
 				{Scopes: []string{"todo:write"}, Commands: []string{todo.CreateTodo}},
 				{Subjects: []string{"ops"}, Read: []string{"status"}},
 			}}},
-		OperatorRoutes: operator.MountStatusPage}) // the status page, as serve mounts it
+		OperatorRoutes: operator.MountRoutes}) // the operator routes, as serve mounts them
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func ownersService(t *testing.T, idp *authtest.Provider, policy *auth.Policy) *o
 	e := readModelSchema(t, r.ep, true)
 	svc, err := eventpipe.NewWriteSide(context.Background(), eventpipe.WriteSideConfig{Process: eventpipe.Process{Endpoints: e}, ConsumerGroup: testenv.UniqueName(t, "g"),
 		Auth:           &auth.Config{JWKSURL: idp.Serve(t), HTTPClient: idp.HTTPClient(), Issuer: ownersIss, Audience: ownersAud, Policy: policy},
-		OperatorRoutes: operator.MountStatusPage})
+		OperatorRoutes: operator.MountRoutes}) // as serve mounts them
 	if err != nil {
 		t.Fatal(err)
 	}

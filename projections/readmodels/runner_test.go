@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -109,13 +110,26 @@ func TestRunnerBatchesAndPoisonsOnlyTheBadMessage(t *testing.T) {
 // without waiting for acks, and hands a nacked message out again: the
 // worst a subscriber may do to the Runner (the key-ordered one never
 // delivers an aggregate's next event before the previous one was acked).
+// Its messages are on the topic of their aggregate type; the read
+// model's other topics (the subjects' facts) get none.
 type burstSubscriber struct {
-	msgs   []*message.Message
-	closed chan struct{}
+	msgs      []*message.Message
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
-func (s *burstSubscriber) Subscribe(ctx context.Context, _ string) (<-chan *message.Message, error) {
+func (s *burstSubscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
 	out := make(chan *message.Message)
+	if !strings.HasSuffix(topic, "."+bankaccount.AggregateType) {
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-s.closed:
+			}
+			close(out)
+		}()
+		return out, nil
+	}
 	stop := make(chan struct{})
 	go func() {
 		select {
@@ -153,7 +167,9 @@ func (s *burstSubscriber) Subscribe(ctx context.Context, _ string) (<-chan *mess
 	return out, nil
 }
 
-func (s *burstSubscriber) Close() error { close(s.closed); return nil }
+// Close is called once per subscription: the Runner closes the
+// subscriber of each of its topics.
+func (s *burstSubscriber) Close() error { s.closeOnce.Do(func() { close(s.closed) }); return nil }
 
 // concurrencySink is the Applier, counting how many of its transactions
 // run at once.
