@@ -41,7 +41,7 @@ func uniqueDescriptionsWholeLog() eventstore.Processor[bankaccount.Account] {
 				for _, prev := range h.Before() {
 					var p bankaccount.TransactionAcceptedData
 					if prev.EventType == bankaccount.TransactionAccepted && prev.DecodePayload(&p) == nil && p.Desc == tx.Desc {
-						return a, eventstore.RejectWith(bankaccount.ErrDuplicateDesc, "transaction %q already recorded at sequence %d", tx.Desc, prev.Sequence)
+						return a, eventstore.RejectWith(bankaccount.ErrDuplicateDesc, "a transaction with this description was recorded at sequence %d (the description is not repeated here: it may be personal data)", prev.Sequence)
 					}
 				}
 				return ledgerRule(a, ev, out)
@@ -98,9 +98,9 @@ func TestLedgerWithUniqueDescriptionsAppendsThroughRecalculate(t *testing.T) {
 
 	before = render(partition(t, client, table, id))
 	_, err = ledger.Recalculate(ctx, id, change(bankaccount.Transacted("rent", -100)))
-	rejected(t, err, 4, `transaction "rent" already recorded at sequence 2`)
+	rejected(t, err, 4, `a transaction with this description was recorded at sequence 2 (the description is not repeated here: it may be personal data)`)
 	_, err = ledger.Recalculate(ctx, id, change(bankaccount.Transacted("gift", 10), bankaccount.Transacted("gift", 10)))
-	rejected(t, err, 5, `transaction "gift" already recorded at sequence 4`)
+	rejected(t, err, 5, `a transaction with this description was recorded at sequence 4 (the description is not repeated here: it may be personal data)`)
 	if after := render(partition(t, client, table, id)); after != before {
 		t.Fatal("a rejected recalculation changed the partition")
 	}
@@ -156,7 +156,7 @@ func TestLedgerWithUniqueDescriptionsAppendsThroughRecalculate(t *testing.T) {
 		t.Fatalf("plain ledger: %v", err)
 	}
 	_, err = ledger.Recalculate(ctx, id, eventstore.Change{})
-	rejected(t, err, 5, `transaction "rent" already recorded at sequence 2`)
+	rejected(t, err, 5, `a transaction with this description was recorded at sequence 2 (the description is not repeated here: it may be personal data)`)
 }
 
 // TestCommandHandlersOfAHistoryFacetSeeThePast runs commands through
@@ -212,7 +212,7 @@ func TestCommandHandlersOfAHistoryFacetSeeThePast(t *testing.T) {
 		t.Fatalf("rent again, same command id: %+v, %v; want the first answer", res, err)
 	}
 	res, err := transact.Handle(ctx, cmd(bankaccount.RecordTransaction, bankaccount.TransactionAcceptedData{Desc: "rent", Amount: -100}))
-	if err != nil || res.Status != commands.StatusRejected || !errors.Is(res.Err(), bankaccount.ErrDuplicateDesc) || res.Reason != `transaction "rent" already recorded at sequence 2` {
+	if err != nil || res.Status != commands.StatusRejected || !errors.Is(res.Err(), bankaccount.ErrDuplicateDesc) || res.Reason != `a transaction with this description was recorded at sequence 2 (the description is not repeated here: it may be personal data)` {
 		t.Fatalf("a second rent: %+v, %v; want rejected by the history rule", res, err)
 	}
 

@@ -46,8 +46,10 @@ func DescriptionsFold() eventstore.Fold[Descriptions] {
 // UniqueDescriptions returns the ledger's rules (Processor) with one
 // more, which the state alone cannot check: a transaction's description
 // is an idempotency key, so a transaction whose description an earlier
-// transaction of the account already used is refused ("transaction %q
-// already recorded at sequence %d"). It is a fold rule
+// transaction of the account already used is refused ("a transaction with
+// this description was recorded at sequence %d": the reason, stored with
+// the command's answer and published on the replies topic, does not
+// quote the description, which may be personal data). It is a fold rule
 // (DescriptionsFold): commands read the account's latest snapshot and the
 // events after it, not its whole log.
 func UniqueDescriptions() eventstore.Processor[Account] {
@@ -58,7 +60,7 @@ func UniqueDescriptions() eventstore.Processor[Account] {
 // the ledger's transaction rule.
 func applyUniqueTransaction(a Account, tx TransactionAcceptedData, seen Descriptions, out *eventstore.Outbox) (Account, error) {
 	if seq, ok := seen[tx.Desc]; ok {
-		return a, eventstore.RejectWith(ErrDuplicateDesc, "transaction %q already recorded at sequence %d", tx.Desc, seq)
+		return a, eventstore.RejectWith(ErrDuplicateDesc, "a transaction with this description was recorded at sequence %d (the description is not repeated here: it may be personal data)", seq)
 	}
 	return applyTransaction(a, tx, out)
 }
