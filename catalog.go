@@ -141,6 +141,20 @@ func (c *Catalog) Personal() map[string]map[string]privacy.Personal {
 	return out
 }
 
+// PersonalCommands returns its domains' declarations of personal data
+// in command payloads, by aggregate type then command type
+// (commands.Domain.PersonalCommands): what a privacy.Sealer seals for
+// the bus. Empty when no domain declares any.
+func (c *Catalog) PersonalCommands() map[string]map[string]privacy.Personal {
+	out := map[string]map[string]privacy.Personal{}
+	for t, d := range c.domains {
+		if len(d.PersonalCommands) > 0 {
+			out[t] = d.PersonalCommands
+		}
+	}
+	return out
+}
+
 // AddReadModel registers the Postgres read model p as a consumer
 // (ReadModel) under its name, which no other consumer of any kind may
 // hold (a *NameTakenError).

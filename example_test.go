@@ -20,7 +20,8 @@ import (
 func ExampleNewSender() {
 	ctx := context.Background()
 	catalog := eventpipe.Builtin()
-	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: eventpipe.EndpointsFromEnv()}})
+	// With the catalogue, the personal data of the payload travels sealed.
+	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: eventpipe.EndpointsFromEnv(), Catalog: catalog}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package eventpipe
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
+	"github.com/eventpipe/eventpipe/eventstore"
 )
 
 // NewCommand returns a command of commandType for the aggregate id with
@@ -30,11 +32,18 @@ func (c *Catalog) NewCommand(commandType, aggregateID string, payload json.RawMe
 
 // SenderConfig configures NewSender.
 type SenderConfig struct {
-	// Process: the endpoints (the Kafka brokers and the topic prefix;
-	// see Process) and the logger, which receives the Kafka client's
-	// logs (default: none, unlike the other processes). The catalogue is
-	// not used: build the commands with Catalog.NewCommand.
+	// Process: the endpoints (the Kafka brokers and the topic prefix,
+	// and the KMS and keys table when the catalogue's commands carry
+	// personal data; see Process), the catalogue and the logger, which
+	// receives the Kafka client's logs (default: none, unlike the other
+	// processes). When the catalogue declares personal data in command
+	// payloads (commands.Domain.PersonalCommands), the sender seals it
+	// before a command leaves (OpenSealer), unless Sealer is set. Build
+	// the commands with Catalog.NewCommand.
 	Process
+	// Sealer seals the personal data of the commands' payloads (default:
+	// OpenSealer of the catalogue, when it declares any).
+	Sealer eventstore.CommandSealer
 	// ReplyPartition pins the partition of the replies topic the sender
 	// reads its answers on (default: one picked at random on first use;
 	// see bus/kafka.SenderConfig.ReplyPartition and docs/commands.md).
@@ -86,8 +95,16 @@ func NewSender(cfg SenderConfig) (*kafka.Sender, error) {
 	if cfg.Logger != nil {
 		logger = watermill.NewSlogLogger(cfg.Logger)
 	}
+	sealer := cfg.Sealer
+	if sealer == nil && cfg.Catalog != nil && len(cfg.Catalog.PersonalCommands()) > 0 {
+		s, err := OpenSealer(context.Background(), cfg.Endpoints, cfg.Catalog, cfg.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("sender: %w", err)
+		}
+		sealer = s
+	}
 	return kafka.NewSender(kafka.SenderConfig{
 		Brokers: cfg.Endpoints.KafkaBrokers, Security: cfg.Endpoints.Kafka, Topics: bus.Topics{Prefix: cfg.Endpoints.TopicPrefix},
-		ReplyPartition: cfg.ReplyPartition, Signer: cfg.Signer, Logger: logger,
+		ReplyPartition: cfg.ReplyPartition, Signer: cfg.Signer, Sealer: sealer, Logger: logger,
 	})
 }

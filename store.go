@@ -179,17 +179,19 @@ func openStore(ctx context.Context, ep Endpoints, c *Catalog, logger *slog.Logge
 
 // OpenSealer returns the sealer of c's personal data (package privacy,
 // docs/privacy.md) on ep's key store (OpenKeyStore), or nil when no
-// domain of c declares personal data. OpenStore seals with it.
+// domain of c declares personal data in its events or commands.
+// OpenStore seals with it, the command handlers open commands with the
+// store's, NewSender seals commands with it.
 func OpenSealer(ctx context.Context, ep Endpoints, c *Catalog, logger *slog.Logger) (*privacy.Sealer, error) {
-	personal := c.Personal()
-	if len(personal) == 0 {
+	personal, personalCommands := c.Personal(), c.PersonalCommands()
+	if len(personal) == 0 && len(personalCommands) == 0 {
 		return nil, nil
 	}
 	keys, err := OpenKeyStore(ctx, ep, logger)
 	if err != nil {
 		return nil, fmt.Errorf("personal data keys: %w", err)
 	}
-	return privacy.NewSealer(privacy.SealerConfig{Keys: keys, Personal: personal})
+	return privacy.NewSealer(privacy.SealerConfig{Keys: keys, Personal: personal, Commands: personalCommands})
 }
 
 // openerOf is the opener of store's sealed data: its Sealer when it is
@@ -204,14 +206,20 @@ func openerOf(store eventstore.Store) eventstore.Opener {
 }
 
 // OpenAnalytics connects to the analytics table of ep (seed 001's raw
-// events, sessions and aggregations; see package analytics). logger may
-// be nil (slog's default).
+// events, sessions and aggregations; see package analytics). It seals
+// signed-in users' personal fields with the key store of ep
+// (OpenKeyStore), so ep must name a KMS. logger may be nil (slog's
+// default).
 func OpenAnalytics(ctx context.Context, ep Endpoints, logger *slog.Logger) (*analytics.Store, error) {
 	client, err := dynamoclient.New(ctx, dynamoConfig(ep))
 	if err != nil {
 		return nil, err
 	}
-	return analytics.New(analytics.Config{Client: client, Table: ep.AnalyticsTable, Logger: logger})
+	keys, err := OpenKeyStore(ctx, ep, logger)
+	if err != nil {
+		return nil, fmt.Errorf("analytics users' keys: %w", err)
+	}
+	return analytics.New(analytics.Config{Client: client, Table: ep.AnalyticsTable, Keys: keys, Logger: logger})
 }
 
 // OpenKeyStore returns the data subjects' key store of ep (package

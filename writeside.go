@@ -415,8 +415,9 @@ func NewWriteSide(ctx context.Context, cfg WriteSideConfig) (*WriteSide, error) 
 	if len(cfg.CommandKey) == 0 && len(signed.Prefixes) > 0 {
 		cfg.Logger.Warn("no command key: any client can send a command under a saga's command id (set EVENTPIPE_COMMAND_KEY_FILE)", "sagas", cfg.Catalog.SagaNames())
 	}
+	sealer, _ := openerOf(store).(eventstore.CommandSealer)
 	disp, err := commands.NewDispatcher(commands.DispatcherConfig{Registry: handlers, Outcomes: store, Replies: pub, Topics: cfg.topics(),
-		Signed: signed, Keys: cfg.ProducerKeys, RequireSigned: cfg.RequireSignedCommands, Logger: cfg.Logger})
+		Signed: signed, Keys: cfg.ProducerKeys, RequireSigned: cfg.RequireSignedCommands, Sealer: sealer, Logger: cfg.Logger})
 	if err != nil {
 		closePub()
 		return nil, err

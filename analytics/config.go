@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/privacy"
 )
 
 // API is the part of *dynamodb.Client the store uses; tests may wrap it.
@@ -91,6 +92,16 @@ type Config struct {
 	// the backoff jitter; default math/rand/v2's IntN. It is called
 	// concurrently.
 	Rand func(n int) int
+	// Keys, when set, seals a signed-in user's personal fields
+	// (PersonalFields) under the user's key before an event is stored,
+	// and opens them on every read (package privacy): the table, its
+	// stream and the analytics topics then hold them sealed, and
+	// forgetting the user leaves them unreadable (they read as
+	// privacy.ForgottenText). Anonymous events are stored in clear:
+	// they name no subject who could ask to be forgotten. Nil: every
+	// event is stored in clear, and a sealed value is not opened but
+	// fails the read.
+	Keys *privacy.KeyStore
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }

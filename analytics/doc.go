@@ -32,6 +32,12 @@
 // limit measures the bytes that are stored, and the stream's NEW_IMAGE
 // decodes with one json.Unmarshal.
 //
+// With Config.Keys, a signed-in user's url, referrer, userAgent and
+// properties are stored sealed with the user's key (package privacy,
+// docs/privacy.md): each attribute then holds a sealed value ("pii1.…"),
+// bound to the source, the event's id and the field, and the store's
+// reads open them; a forgotten user's read "[forgotten]".
+//
 // A session item holds eventCount (N), entryUrl, exitUrl (S), firstSeenAt,
 // lastSeenAt (S, RFC 3339 UTC), duration (N, seconds), userId (S,
 // optional) and ttl (N); an aggregation item holds events, pageViews,

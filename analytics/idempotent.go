@@ -172,7 +172,7 @@ func (s *Store) write(ctx context.Context, b *batch, results []Result) error {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				created, err := s.putNew(ctx, eventItem(results[i].Event, b.checked[i].props))
+				created, err := s.putNew(ctx, b.items[i])
 				switch {
 				case err != nil:
 					fail(i, err)
@@ -194,7 +194,7 @@ func (s *Store) write(ctx context.Context, b *batch, results []Result) error {
 	if len(plain) > 0 {
 		items := make([]item, len(plain))
 		for j, i := range plain {
-			items[j] = eventItem(results[i].Event, b.checked[i].props)
+			items[j] = b.items[i]
 		}
 		unwritten, err := s.writeItems(ctx, items)
 		for j, i := range plain {

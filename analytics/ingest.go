@@ -100,6 +100,9 @@ func (s *Store) IngestBatch(ctx context.Context, sourceID string, in []EventInpu
 	if err != nil {
 		return nil, fmt.Errorf("ingest %s: %w", sourceID, err)
 	}
+	if b.items, err = s.items(ctx, b, results); err != nil {
+		return nil, fmt.Errorf("ingest %s: %w", sourceID, err)
+	}
 	if err := s.write(ctx, b, results); err != nil {
 		return results, fmt.Errorf("ingest %s: %w", sourceID, err)
 	}
@@ -114,6 +117,26 @@ type batch struct {
 	now      time.Time
 	in       []EventInput
 	checked  []checkedEvent
+	items    []item // the item of each event to write, sealed (nil for a duplicate)
+}
+
+// items makes the item of each event of b to write, its personal fields
+// sealed (Config.Keys). Nothing is written when one fails: an
+// *EventError holds the *privacy.ForgottenError of a forgotten user or
+// the *privacy.KeyError of a KMS failure.
+func (s *Store) items(ctx context.Context, b *batch, results []Result) ([]item, error) {
+	items := make([]item, len(results))
+	for i, r := range results {
+		if r.Status != "" {
+			continue
+		}
+		it, err := s.sealed(ctx, r.Event, b.checked[i].props)
+		if err != nil {
+			return nil, &EventError{Index: i, Err: err}
+		}
+		items[i] = it
+	}
+	return items, nil
 }
 
 // checkedEvent is what check made of an input event.

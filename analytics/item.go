@@ -2,7 +2,6 @@ package analytics
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/internal/ddbattr"
+	"github.com/eventpipe/eventpipe/privacy"
 	"github.com/eventpipe/eventpipe/rollup"
 )
 
@@ -59,10 +59,11 @@ func decodeEvent(it item) (Event, error) {
 		CreatedAt: d.time(AttrCreatedAt),
 		ExpiresAt: d.unix(AttrTTL),
 	}
-	if p := d.s(AttrProperties); p != "" && d.err == nil {
-		dec := json.NewDecoder(strings.NewReader(p))
-		dec.UseNumber()
-		if err := dec.Decode(&e.Properties); err != nil {
+	if p := d.s(AttrProperties); strings.HasPrefix(p, privacy.SealedPrefix) {
+		e.SealedProperties = p
+	} else if p != "" && d.err == nil {
+		var err error
+		if e.Properties, err = decodeProperties(p); err != nil {
 			d.fail(AttrProperties, err.Error())
 		}
 	}

@@ -97,7 +97,7 @@ func (s *Store) SessionEventsPage(ctx context.Context, sourceID, sessionID strin
 	if err := g.Wait(); err != nil {
 		return nil, "", wrap(err)
 	}
-	events, err := decodeAll(slices.Concat(shards...), decodeEvent)
+	events, err := decodeAll(slices.Concat(shards...), s.eventReader(ctx))
 	if err != nil {
 		return nil, "", wrap(err)
 	}
@@ -162,7 +162,7 @@ func (s *Store) shardEvents(ctx context.Context, sourceID string, tune func(*dyn
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	events, err := decodeAll(slices.Concat(shards...), decodeEvent)
+	events, err := decodeAll(slices.Concat(shards...), s.eventReader(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func (s *Store) Session(ctx context.Context, sourceID, sessionID string) (Sessio
 	if len(out.Item) == 0 {
 		return Session{}, false, nil
 	}
-	sess, err := decodeSession(out.Item)
+	sess, err := s.sessionReader(ctx)(out.Item)
 	if err != nil {
 		return Session{}, false, wrap(err)
 	}
@@ -206,7 +206,7 @@ func (s *Store) RecentSessions(ctx context.Context, sourceID string, limit int, 
 		return nil, "", fmt.Errorf("sessions of %s: %w", sourceID, err)
 	}
 	r := keyRange{hashAttr: AttrPK, hash: SourceKey(sourceID), rangeAttr: AttrSK, prefix: SKSessionPrefix, descending: true}
-	return listPage(ctx, s, r, limit, cursor, decodeSession, "sessions of "+sourceID)
+	return listPage(ctx, s, r, limit, cursor, s.sessionReader(ctx), "sessions of "+sourceID)
 }
 
 // UserSessions lists a user's sessions across sources by descending
@@ -217,7 +217,7 @@ func (s *Store) UserSessions(ctx context.Context, userID string, limit int, curs
 		return nil, "", fmt.Errorf("sessions of user %s: %w", userID, err)
 	}
 	r := keyRange{index: IndexByUser, hashAttr: AttrGSI1PK, hash: UserKey(userID), rangeAttr: AttrGSI1SK, prefix: SKSessionPrefix, descending: true}
-	return listPage(ctx, s, r, limit, cursor, decodeSession, "sessions of user "+userID)
+	return listPage(ctx, s, r, limit, cursor, s.sessionReader(ctx), "sessions of user "+userID)
 }
 
 // listPage reads and decodes one page of r.

@@ -51,7 +51,12 @@ type Event struct {
 	URL        string         `json:"url,omitempty"`
 	Referrer   string         `json:"referrer,omitempty"`
 	Properties map[string]any `json:"properties,omitempty"`
-	UserAgent  string         `json:"userAgent,omitempty"`
+	// SealedProperties holds the properties sealed (a signed-in user's,
+	// by a store with Config.Keys) as the table, its stream and the
+	// analytics topics carry them; Properties is then empty. The store's
+	// reads open them into Properties.
+	SealedProperties string `json:"sealedProperties,omitempty"`
+	UserAgent        string `json:"userAgent,omitempty"`
 	// Actor is the authenticated subject that ingested the event
 	// (IngestOptions.Caller); absent when the API had no authentication.
 	Actor string `json:"actor,omitempty"`

@@ -14,6 +14,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/privacy"
 	"github.com/eventpipe/eventpipe/tracing"
 )
 
@@ -123,6 +124,13 @@ type DispatcherConfig struct {
 	Replies message.Publisher
 	// Topics is the topic namespace (default: the default namespace).
 	Topics bus.Topics
+	// Sealer opens the personal fields a sender sealed in a command's
+	// payload before its handler decides (eventstore.CommandSealer;
+	// eventpipe's write side passes its store's privacy.Sealer). A
+	// forgotten subject's command is rejected with
+	// privacy.CodeForgotten, one whose sealed values do not open is
+	// invalid. Nil: payloads are decided as they arrive.
+	Sealer eventstore.CommandSealer
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -236,6 +244,27 @@ func (d *Dispatcher) dispatch(ctx context.Context, cmd Command, record bool) (Re
 			return res, cause
 		}
 		return d.record(ctx, cmd, res, cause)
+	}
+	if d.cfg.Sealer != nil {
+		payload, err := d.cfg.Sealer.OpenCommand(ctx, eventstore.CommandRef{Aggregate: eventstore.Ref{Type: cmd.AggregateType, ID: cmd.AggregateID}, Type: cmd.Type, ID: cmd.ID}, cmd.Payload)
+		var cause error
+		switch {
+		case err == nil:
+			cmd.Payload = payload
+		case errors.Is(err, privacy.ErrForgotten):
+			res.Status, res.Reason, res.Code = StatusRejected, err.Error(), privacy.CodeForgotten
+		case eventstore.IsPermanent(err):
+			res.Status, res.Reason = StatusInvalid, err.Error()
+			cause = &InvalidError{Err: err}
+		default:
+			return res, fmt.Errorf("open the payload of command %s: %w", cmd.ID, err)
+		}
+		if err != nil {
+			if !record {
+				return res, cause
+			}
+			return d.record(ctx, cmd, res, cause)
+		}
 	}
 	res, err := h.Handle(ctx, cmd)
 	var invalid *InvalidError

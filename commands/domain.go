@@ -54,6 +54,11 @@ type Domain struct {
 	// checks that its pointers reach string fields of the payload
 	// (schemas.CheckPersonal, at registration in a catalogue).
 	Personal map[string]privacy.Personal
+	// PersonalCommands declares the personal data of its command types'
+	// payloads, by command type: a sender seals it before the command
+	// travels on the bus, the dispatcher opens it
+	// (eventstore.CommandSealer). Optional; Validate checks each one.
+	PersonalCommands map[string]privacy.Personal
 }
 
 // SnapshotFunc stores the current state of aggregate id (its latest
@@ -102,6 +107,17 @@ func (d Domain) Validate() error {
 		}
 		if err := d.Personal[t].Validate(); err != nil {
 			return fmt.Errorf("commands: domain %s: Personal[%s]: %w", d.AggregateType, t, err)
+		}
+		if d.Personal[t].SubjectIsActor {
+			return bad("Personal", fmt.Sprintf("%s has SubjectIsActor, which only a command's declaration may have", t))
+		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(d.PersonalCommands)) {
+		if !slices.Contains(d.CommandTypes, t) {
+			return bad("PersonalCommands", fmt.Sprintf("%s is not one of CommandTypes", t))
+		}
+		if err := d.PersonalCommands[t].Validate(); err != nil {
+			return fmt.Errorf("commands: domain %s: PersonalCommands[%s]: %w", d.AggregateType, t, err)
 		}
 	}
 	return nil

@@ -65,3 +65,25 @@ func OpenEvents(ctx context.Context, o Opener, events []Envelope) error {
 	}
 	return nil
 }
+
+// CommandRef names a command whose payload a CommandSealer seals or
+// opens: the aggregate it is for, its type and id, and its actor when
+// the handlers will take the actor as verified (a signed command's),
+// else "".
+type CommandRef struct {
+	Aggregate     Ref
+	Type, ID      string
+	VerifiedActor string
+}
+
+// CommandSealer seals the personal fields of a command's payload before
+// a sender publishes it on the bus, and opens them before its handler
+// decides (package privacy's Sealer is one, from the domains'
+// declarations). A payload without declared or sealed personal data is
+// returned as given. A forgotten subject is an error matching
+// privacy.ErrForgotten; a sealed value that does not open, bad input:
+// both permanent. A KMS that fails is not.
+type CommandSealer interface {
+	SealCommand(ctx context.Context, c CommandRef, payload json.RawMessage) (json.RawMessage, error)
+	OpenCommand(ctx context.Context, c CommandRef, payload json.RawMessage) (json.RawMessage, error)
+}

@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventpipe/eventpipe"
+	"github.com/eventpipe/eventpipe/analytics"
 	"github.com/eventpipe/eventpipe/eventstore"
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	"github.com/eventpipe/eventpipe/privacy/subjects"
@@ -37,6 +40,10 @@ type ExportConfig struct {
 	// Search is the search models' cluster (default: from Endpoints,
 	// when the catalogue has search models).
 	Search *esclient.Client
+	// Analytics is the analytics table (default: eventpipe.OpenAnalytics,
+	// when the subject's own key scope exists; a table that does not
+	// exist holds nothing of anyone).
+	Analytics *analytics.Store
 	// Subject is the data subject. Required.
 	Subject string
 	// Actor is who exports (default DefaultActor()); Reason why. Both
@@ -64,17 +71,29 @@ type Export struct {
 	// SearchDocuments are the search models' documents of those
 	// aggregates, by search model.
 	SearchDocuments map[string][]json.RawMessage `json:"search_documents"`
-	Action          OperatorAction               `json:"-"`
+	// Analytics is what the analytics table holds of the subject as a
+	// signed-in user, opened.
+	Analytics AnalyticsExport `json:"analytics"`
+	Action    OperatorAction  `json:"-"`
+}
+
+// AnalyticsExport is a user's analytics: their sessions, newest first,
+// and each session's events by "<source>/<session>".
+type AnalyticsExport struct {
+	Sessions []analytics.Session          `json:"sessions"`
+	Events   map[string][]analytics.Event `json:"events"`
 }
 
 // ExportSubject returns everything held about a data subject (GDPR
 // article 15): the events of the aggregates its keys seal, opened; the
 // rows of the read models that hold their data (projections.Exporter);
-// the search models' documents of them. It is recorded as an operator
-// action: exports read personal data.
+// the search models' documents of them; the analytics sessions of the
+// subject as a signed-in user, and their events, opened. It is recorded
+// as an operator action: exports read personal data.
 func ExportSubject(ctx context.Context, cfg ExportConfig) (Export, error) {
 	out := Export{Subject: cfg.Subject, Events: map[string][]eventstore.Envelope{},
-		ReadModels: map[string]map[string][]json.RawMessage{}, SearchDocuments: map[string][]json.RawMessage{}}
+		ReadModels: map[string]map[string][]json.RawMessage{}, SearchDocuments: map[string][]json.RawMessage{},
+		Analytics: AnalyticsExport{Sessions: []analytics.Session{}, Events: map[string][]analytics.Event{}}}
 	_ = cfg.FillProcess()
 	if err := validProcess(&cfg.Process); err != nil {
 		return out, fmt.Errorf("export: %w", err)
@@ -165,7 +184,47 @@ func exportInto(ctx context.Context, out *Export, cfg ExportConfig, store *ddbst
 			out.ReadModels[name] = rows
 		}
 	}
-	return exportSearch(ctx, out, cfg, ids)
+	if err := exportSearch(ctx, out, cfg, ids); err != nil {
+		return err
+	}
+	if slices.Contains(scopes, subjects.AggregateType+"/"+cfg.Subject) {
+		return exportAnalytics(ctx, out, cfg)
+	}
+	return nil
+}
+
+// exportAnalytics adds the subject's analytics sessions as a user, and
+// their events.
+func exportAnalytics(ctx context.Context, out *Export, cfg ExportConfig) error {
+	st := cfg.Analytics
+	if st == nil {
+		var err error
+		if st, err = eventpipe.OpenAnalytics(ctx, cfg.Endpoints, cfg.Logger); err != nil {
+			return err
+		}
+	}
+	for cursor := ""; ; {
+		page, next, err := st.UserSessions(ctx, cfg.Subject, analytics.MaxPageSize, cursor)
+		var missing *types.ResourceNotFoundException
+		if errors.As(err, &missing) {
+			return nil // no analytics table here
+		}
+		if err != nil {
+			return fmt.Errorf("analytics: %w", err)
+		}
+		out.Analytics.Sessions = append(out.Analytics.Sessions, page...)
+		if cursor = next; cursor == "" {
+			break
+		}
+	}
+	for _, sess := range out.Analytics.Sessions {
+		events, err := st.SessionEvents(ctx, sess.SourceID, sess.SessionID)
+		if err != nil {
+			return fmt.Errorf("analytics: %w", err)
+		}
+		out.Analytics.Events[sess.SourceID+"/"+sess.SessionID] = events
+	}
+	return nil
 }
 
 // exportSearch adds the search models' documents of the aggregates ids.

@@ -36,6 +36,14 @@ type Personal struct {
 	// Fields point at the personal fields. A field absent from a payload
 	// is left absent; one that is null stays null.
 	Fields []string
+	// SubjectIsActor (commands only: commands.Domain.PersonalCommands)
+	// makes the command's actor the subject when the handlers take it as
+	// verified (a signed command's); with OrAggregate, the aggregate's
+	// id when it has none. It names the subject of the key the command's
+	// aggregate gets when the command is the first to seal for it, so
+	// declare the same subject its events will name (a todo's owner is
+	// its verified creator).
+	SubjectIsActor bool
 	// KeyPerSubject seals with one key per subject (scope
 	// "subject/<id>") instead of one per aggregate: for events whose
 	// aggregate is not the subject's (an analytics user's events across
@@ -54,7 +62,11 @@ func (p Personal) Validate() error {
 		return bad("Subject", "is empty with KeyPerSubject: every payload must name its subject")
 	case p.Subject != "" && p.SubjectIsAggregate:
 		return bad("Subject", "is set and SubjectIsAggregate too: pick one")
-	case p.OrAggregate && p.Subject == "":
+	case p.SubjectIsActor && (p.Subject != "" || p.SubjectIsAggregate):
+		return bad("SubjectIsActor", "is set with another subject: pick one")
+	case p.SubjectIsActor && p.KeyPerSubject && !p.OrAggregate:
+		return bad("SubjectIsActor", "is set with KeyPerSubject: a command without a verified actor would have no subject (add OrAggregate, or name the subject in the payload)")
+	case p.OrAggregate && p.Subject == "" && !p.SubjectIsActor:
 		return bad("OrAggregate", "is set without a Subject to fall back from")
 	case p.OrAggregate && p.KeyPerSubject:
 		return bad("OrAggregate", "is set with KeyPerSubject: a key per subject needs the subject in every payload")
@@ -121,13 +133,14 @@ const ForgottenText = "[forgotten]"
 // personal field that is not a string, a *eventstore.ValidationError:
 // nothing is sealed, and the caller writes nothing.
 func SealPayload(ctx context.Context, keys *KeyStore, p Personal, b Binding, payload []byte) ([]byte, error) {
-	return sealPayload(ctx, keys, p, b, payload, false)
+	return sealPayload(ctx, keys, p, b, payload, false, "")
 }
 
 // sealPayload is SealPayload; with orAggregate, a payload that names no
 // subject has its aggregate as subject (used only when the scope has no
-// key yet: an aggregate stored before sealing began).
-func sealPayload(ctx context.Context, keys *KeyStore, p Personal, b Binding, payload []byte, orAggregate bool) ([]byte, error) {
+// key yet: an aggregate stored before sealing began). actor is a
+// command's verified actor (SubjectIsActor).
+func sealPayload(ctx context.Context, keys *KeyStore, p Personal, b Binding, payload []byte, orAggregate bool, actor string) ([]byte, error) {
 	doc, err := decode(payload)
 	if err != nil {
 		return nil, err
@@ -135,6 +148,15 @@ func sealPayload(ctx context.Context, keys *KeyStore, p Personal, b Binding, pay
 	subject, err := subjectOf(p, b, doc)
 	if err != nil {
 		return nil, err
+	}
+	if p.SubjectIsActor {
+		subject = actor
+		if subject == "" && p.OrAggregate {
+			subject = b.AggregateID
+		}
+		if err := validID("subject", subject); err != nil && subject != "" {
+			return nil, err
+		}
 	}
 	if subject == "" && orAggregate && !p.KeyPerSubject {
 		if err := validID("aggregate id", b.AggregateID); err != nil {

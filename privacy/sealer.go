@@ -23,6 +23,10 @@ type SealerConfig struct {
 	// commands.Domain.Personal). An aggregate type without declarations
 	// is never sealed.
 	Personal map[string]map[string]Personal
+	// Commands declares the personal data of command payloads, by
+	// aggregate type then command type (commands.Domain.PersonalCommands):
+	// what SealCommand seals for the bus and OpenCommand opens.
+	Commands map[string]map[string]Personal
 }
 
 // Validate reports the first unusable field.
@@ -44,6 +48,13 @@ func (c SealerConfig) Validate() error {
 				// The aggregate's STATE and snapshots are sealed with its
 				// own key, which a key per subject never makes.
 				return bad(field, "has KeyPerSubject: an aggregate's events are sealed with the aggregate's key (KeyPerSubject is for data outside the event store, such as analytics)")
+			}
+		}
+	}
+	for _, agg := range slices.Sorted(maps.Keys(c.Commands)) {
+		for _, t := range slices.Sorted(maps.Keys(c.Commands[agg])) {
+			if err := c.Commands[agg][t].Validate(); err != nil {
+				return fmt.Errorf("privacy: SealerConfig: Commands[%s][%s]: %w", agg, t, err)
 			}
 		}
 	}
@@ -71,16 +82,20 @@ func (c SealerConfig) Validate() error {
 type Sealer struct {
 	keys     *KeyStore
 	personal map[string]map[string]Personal
+	commands map[string]map[string]Personal
 }
 
-var _ eventstore.Sealer = (*Sealer)(nil)
+var (
+	_ eventstore.Sealer        = (*Sealer)(nil)
+	_ eventstore.CommandSealer = (*Sealer)(nil)
+)
 
 // NewSealer returns a Sealer on cfg.
 func NewSealer(cfg SealerConfig) (*Sealer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Sealer{keys: cfg.Keys, personal: cfg.Personal}, nil
+	return &Sealer{keys: cfg.Keys, personal: cfg.Personal, commands: cfg.Commands}, nil
 }
 
 // Keys returns the key store the sealer seals with.
@@ -108,7 +123,7 @@ func (s *Sealer) SealEvent(ctx context.Context, e eventstore.Envelope) (eventsto
 	if !ok {
 		return e, nil
 	}
-	payload, err := sealPayload(ctx, s.keys, p, EventBinding(e), e.Payload, true)
+	payload, err := sealPayload(ctx, s.keys, p, EventBinding(e), e.Payload, true, "")
 	if err != nil {
 		return e, err
 	}
@@ -230,4 +245,44 @@ func scopesIn(b []byte, into map[string]bool) {
 		}
 		b = b[end:]
 	}
+}
+
+// CommandBinding is what a command's sealed fields are bound to: its
+// aggregate, type and id.
+func CommandBinding(c eventstore.CommandRef) Binding {
+	return Binding{AggregateType: c.Aggregate.Type, AggregateID: c.Aggregate.ID, Item: "command/" + c.Type + "/" + c.ID}
+}
+
+// SealCommand returns payload with the command's declared personal
+// fields sealed with its aggregate's key (or its subject's, with
+// KeyPerSubject), bound to the command, as a sender publishes it. The
+// command that makes the aggregate's key names its subject as its
+// declaration says (Personal.SubjectIsActor: c.VerifiedActor). A
+// forgotten subject is a *ForgottenError; bad input a
+// *eventstore.ValidationError; a KMS failure a *KeyError.
+func (s *Sealer) SealCommand(ctx context.Context, c eventstore.CommandRef, payload json.RawMessage) (json.RawMessage, error) {
+	p, ok := s.commands[c.Aggregate.Type][c.Type]
+	if !ok {
+		return payload, nil
+	}
+	return sealPayload(ctx, s.keys, p, CommandBinding(c), payload, false, c.VerifiedActor)
+}
+
+// OpenCommand reverses SealCommand; a payload without sealed values (a
+// command built in process, or by a producer that does not seal) is
+// returned as given. A forgotten subject's command is a
+// *ForgottenError: its data cannot be read, nor written again.
+func (s *Sealer) OpenCommand(ctx context.Context, c eventstore.CommandRef, payload json.RawMessage) (json.RawMessage, error) {
+	p, ok := s.commands[c.Aggregate.Type][c.Type]
+	if !ok || !bytes.Contains(payload, []byte(SealedPrefix)) {
+		return payload, nil
+	}
+	opened, forgotten, err := OpenPayload(ctx, s.keys, p, CommandBinding(c), payload)
+	if err != nil {
+		return nil, err
+	}
+	if forgotten {
+		return nil, &ForgottenError{Scope: Scope(c.Aggregate)}
+	}
+	return opened, nil
 }

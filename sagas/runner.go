@@ -61,7 +61,9 @@ type Config struct {
 	Upcasters *eventstore.Upcasters
 	// Opener opens the sealed personal data of each event and outbound
 	// payload before the saga sees it (package privacy's Sealer; nil:
-	// none).
+	// none). When it is an eventstore.CommandSealer too (privacy's
+	// Sealer is), the commands the saga sends are sealed with it
+	// (commands.Seal).
 	Opener eventstore.Opener
 	// KafkaInstanceID makes its Kafka subscribers static group members
 	// (see bus/kafka.SubscriberConfig.InstanceID); empty: dynamic.
@@ -616,6 +618,13 @@ func (r *Runner) runOne(ctx context.Context, row outboxRow) error {
 	case outboxCommand:
 		var cmd commands.Command
 		if err := json.Unmarshal(row.body, &cmd); err != nil {
+			return fmt.Errorf("outbox row %d: %w", row.seq, err)
+		}
+		// Sealed as every sender seals: the commands topic never holds
+		// the personal data in clear.
+		sealer, _ := r.cfg.Opener.(eventstore.CommandSealer)
+		cmd, err := commands.Seal(ctx, sealer, cmd, len(r.cfg.CommandKey) > 0)
+		if err != nil {
 			return fmt.Errorf("outbox row %d: %w", row.seq, err)
 		}
 		msg, err := cmd.ToMessage()

@@ -3,35 +3,51 @@ package schemas
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/privacy"
 )
 
-// CheckPersonal checks d's declarations of personal data (d.Personal)
-// against its event types' payloads: each declared event type has a
-// typed definition, and every pointer of its declaration (the subject's
-// and the personal fields') reaches a string field of the payload's JSON
-// shape. The error is a *eventstore.ValidationError naming the domain,
-// the event type and the pointer.
+// CheckPersonal checks d's declarations of personal data (d.Personal,
+// d.PersonalCommands) against its event and command types' payloads:
+// each declared type has a typed definition, and every pointer of its
+// declaration (the subject's and the personal fields') reaches a string
+// field of the payload's JSON shape. The error is a
+// *eventstore.ValidationError naming the domain, the type and the
+// pointer.
 func CheckPersonal(d commands.Domain) error {
-	defs := map[string]eventstore.EventDefinition{}
+	events := map[string]reflect.Type{}
 	for _, e := range d.Events {
-		defs[e.Name()] = e
+		events[e.Name()] = e.PayloadType()
 	}
-	for _, t := range slices.Sorted(maps.Keys(d.Personal)) {
-		p := d.Personal[t]
+	if err := checkDeclared(d.AggregateType, "event", d.Personal, events); err != nil {
+		return err
+	}
+	cmds := map[string]reflect.Type{}
+	for _, c := range d.Commands {
+		cmds[c.Name()] = c.PayloadType()
+	}
+	return checkDeclared(d.AggregateType, "command", d.PersonalCommands, cmds)
+}
+
+// checkDeclared checks the declarations of a domain's event or command
+// types (kind) against their payload types.
+func checkDeclared(aggregateType, kind string, declared map[string]privacy.Personal, payloads map[string]reflect.Type) error {
+	for _, t := range slices.Sorted(maps.Keys(declared)) {
+		p := declared[t]
 		bad := func(field, reason string) error {
-			return fmt.Errorf("schemas: domain %s: personal data of %s: %w", d.AggregateType, t,
+			return fmt.Errorf("schemas: domain %s: personal data of %s: %w", aggregateType, t,
 				&eventstore.ValidationError{Field: field, Reason: reason})
 		}
-		def, ok := defs[t]
+		typ, ok := payloads[t]
 		if !ok {
-			return bad("Personal", "the event type has no typed definition, so its payload's fields cannot be checked")
+			return bad("Personal", "the "+kind+" type has no typed definition, so its payload's fields cannot be checked")
 		}
-		shape := ShapeOf(def.PayloadType())
+		shape := ShapeOf(typ)
 		ptrs := slices.Clone(p.Fields)
 		if p.Subject != "" {
 			ptrs = append(ptrs, p.Subject)
@@ -42,7 +58,7 @@ func CheckPersonal(d commands.Domain) error {
 				return bad(ptr, err.Error())
 			}
 			if kind != KindString {
-				return bad(ptr, fmt.Sprintf("is a %s field of %v, want a string", kind, def.PayloadType()))
+				return bad(ptr, fmt.Sprintf("is a %s field of %v, want a string", kind, typ))
 			}
 		}
 	}

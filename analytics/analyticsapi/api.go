@@ -17,6 +17,7 @@ import (
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/httpapi/auth"
+	"github.com/eventpipe/eventpipe/privacy"
 )
 
 // Config is what the analytics API needs.
@@ -474,8 +475,9 @@ func timeParam(v, name string) (time.Time, error) {
 
 // fail answers err: 400 for a *eventstore.ValidationError (its message
 // prefixed with the event's index when it is about one event of a
-// batch), 422 for a reused idempotency key, 503 otherwise (DynamoDB could
-// not be read or written; logged).
+// batch), 410 for an event of a forgotten user (its personal data cannot
+// be written again), 422 for a reused idempotency key, 503 otherwise
+// (DynamoDB or the KMS could not be read or written; logged).
 func (h *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ve *eventstore.ValidationError
 	if errors.As(err, &ve) {
@@ -484,6 +486,14 @@ func (h *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 			msg = fmt.Sprintf("event %d: %s", ee.Index, msg)
 		}
 		httpapi.WriteError(w, http.StatusBadRequest, "invalid", msg)
+		return
+	}
+	if fe := (*privacy.ForgottenError)(nil); errors.As(err, &fe) {
+		msg := "user " + fe.Subject + " was forgotten: their personal data cannot be stored again"
+		if ee := (*analytics.EventError)(nil); errors.As(err, &ee) {
+			msg = fmt.Sprintf("event %d: %s", ee.Index, msg)
+		}
+		httpapi.WriteError(w, http.StatusGone, "forgotten", msg)
 		return
 	}
 	var reuse *analytics.KeyReuseError

@@ -47,6 +47,11 @@ type SenderConfig struct {
 	// any other reply with its id. Zero: commands go unsigned and their
 	// actor is recorded as claimed.
 	Signer commands.Signer
+	// Sealer seals the personal fields of every command's payload before
+	// it is signed and published (commands.Seal; eventpipe.NewSender
+	// passes the catalogue's privacy.Sealer). Nil: payloads travel as
+	// built.
+	Sealer eventstore.CommandSealer
 	// Logger receives Watermill's logs (default slog's default).
 	Logger watermill.LoggerAdapter
 }
@@ -85,6 +90,7 @@ type Sender struct {
 	topics bus.Topics
 	want   *int32 // SenderConfig.ReplyPartition
 	signer commands.Signer
+	sealer eventstore.CommandSealer
 
 	listenOnce     sync.Once
 	listenStartErr error
@@ -100,7 +106,7 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sender{pub: cfg.Publisher, topics: cfg.Topics, want: cfg.ReplyPartition, signer: cfg.Signer}
+	s := &Sender{pub: cfg.Publisher, topics: cfg.Topics, want: cfg.ReplyPartition, signer: cfg.Signer, sealer: cfg.Sealer}
 	if s.pub == nil {
 		pub, err := NewPublisher(PublisherConfig{Brokers: cfg.Brokers, Security: cfg.Security, Logger: cfg.Logger})
 		if err != nil {
@@ -148,8 +154,12 @@ func (s *Sender) Close() error {
 // Kafka acknowledged it. It traces the publish as a span "send <command
 // type>", a child of ctx's span, whose context the message carries in its
 // metadata (package tracing).
-// With a Signer, the command is signed (SenderConfig.Signer).
+// With a Sealer, its payload's personal fields are sealed first; with a
+// Signer, the command is signed (SenderConfig.Signer).
 func (s *Sender) Send(ctx context.Context, cmd commands.Command) (err error) {
+	if cmd, err = commands.Seal(ctx, s.sealer, cmd, s.signer.Enabled()); err != nil {
+		return err
+	}
 	_, err = s.publish(ctx, cmd, nil)
 	return err
 }
@@ -188,6 +198,10 @@ func (s *Sender) publish(ctx context.Context, cmd commands.Command, md message.M
 // read: a sender's reading grows with its own commands, not with all.
 func (s *Sender) SendAndWait(ctx context.Context, cmd commands.Command) (commands.Result, error) {
 	if err := s.listen(); err != nil {
+		return commands.Result{}, err
+	}
+	cmd, err := commands.Seal(ctx, s.sealer, cmd, s.signer.Enabled())
+	if err != nil {
 		return commands.Result{}, err
 	}
 	var accept func(commands.Result) bool

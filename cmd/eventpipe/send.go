@@ -54,7 +54,7 @@ for this command and ignores any other reply with its id.`,
 			if err != nil {
 				return err
 			}
-			sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: ep}, Signer: signer})
+			sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: ep, Catalog: catalog}, Signer: signer})
 			if err != nil {
 				return err
 			}

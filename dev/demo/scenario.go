@@ -67,7 +67,7 @@ func newScenario(ctx context.Context, cfg Config) (*scenario, error) {
 	if err != nil {
 		return nil, err
 	}
-	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: cfg.Endpoints}, Signer: signer})
+	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: cfg.Endpoints, Catalog: catalog}, Signer: signer})
 	if err != nil {
 		return nil, err
 	}

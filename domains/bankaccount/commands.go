@@ -34,6 +34,7 @@ type CloseAccountData struct {
 func Domain() commands.Domain {
 	d := commands.FacetDomain(AggregateType, Processor(), deciders()...)
 	d.Personal = Personal
+	d.PersonalCommands = PersonalCommands
 	return d
 }
 
@@ -43,6 +44,14 @@ func Domain() commands.Domain {
 var Personal = map[string]privacy.Personal{
 	OwnerRenamed:        {SubjectIsAggregate: true, Fields: []string{"/ownerFirst", "/ownerLast"}},
 	TransactionAccepted: {SubjectIsAggregate: true, Fields: []string{"/desc"}},
+}
+
+// PersonalCommands is the personal data of the ledger's command
+// payloads, sealed on the bus: the holder's name and a transaction's
+// description, as their events hold them, whose subject is the account.
+var PersonalCommands = map[string]privacy.Personal{
+	RenameOwner:       {SubjectIsAggregate: true, Fields: []string{"/ownerFirst", "/ownerLast"}},
+	RecordTransaction: {SubjectIsAggregate: true, Fields: []string{"/desc"}},
 }
 
 // deciders returns the ledger's decision per command type.

@@ -71,5 +71,6 @@ func applyUniqueTransaction(a Account, tx TransactionAcceptedData, seen Descript
 func UniqueDescriptionsDomain() commands.Domain {
 	d := commands.FacetDomain(AggregateType, UniqueDescriptions(), deciders()...)
 	d.Personal = Personal
+	d.PersonalCommands = PersonalCommands
 	return d
 }

@@ -31,6 +31,7 @@ func Domain() commands.Domain {
 		commands.OnCommand(DeleteTodoCommand, decideDelete),
 	)
 	d.Personal = Personal
+	d.PersonalCommands = PersonalCommands
 	return d
 }
 
@@ -41,6 +42,15 @@ func Domain() commands.Domain {
 var Personal = map[string]privacy.Personal{
 	TodoCreated: {Subject: "/owner", OrAggregate: true, Fields: []string{"/title", "/message"}},
 	TodoUpdated: {Fields: []string{"/title", "/message"}},
+}
+
+// PersonalCommands is the personal data of the todo commands' payloads,
+// sealed on the bus: the title and message. A todo's key is made for its
+// owner, the creator when verified (a signed command's actor, as
+// OwnerOf), else the todo itself, as its TodoCreated will name it.
+var PersonalCommands = map[string]privacy.Personal{
+	CreateTodo: {SubjectIsActor: true, OrAggregate: true, Fields: []string{"/title", "/message"}},
+	UpdateTodo: {SubjectIsActor: true, OrAggregate: true, Fields: []string{"/title", "/message"}},
 }
 
 // NewFacet returns the todo facet on store (reads of a todo's STATE, as

@@ -58,7 +58,7 @@ func quickstart(ctx context.Context) error {
 		return err
 	}
 	// A command onto the bus; `eventpipe serve` handles it once and answers.
-	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: ep}})
+	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: ep, Catalog: catalog}})
 	if err != nil {
 		return err
 	}

@@ -99,7 +99,7 @@ func run(args []string) error {
 
 // send creates n todos and updates each of them, waiting for every answer.
 func send(ctx context.Context, catalog *eventpipe.Catalog, ep eventpipe.Endpoints, prefix string, n, updates int) error {
-	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: ep, Logger: slog.New(slog.DiscardHandler)}})
+	sender, err := eventpipe.NewSender(eventpipe.SenderConfig{Process: eventpipe.Process{Endpoints: ep, Catalog: catalog, Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		return err
 	}

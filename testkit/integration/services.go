@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,6 +17,8 @@ import (
 	"github.com/eventpipe/eventpipe/internal/dynamoclient"
 	"github.com/eventpipe/eventpipe/internal/kmsclient"
 	"github.com/eventpipe/eventpipe/internal/probe"
+	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	"github.com/eventpipe/eventpipe/privacy"
 	"github.com/eventpipe/eventpipe/projections/elastic/esclient"
 )
 
@@ -197,4 +200,29 @@ func Elasticsearch(tb testing.TB) *esclient.Client {
 		tb.Fatalf("elasticsearch client of %s: %v", ep.Elasticsearch, err)
 	}
 	return es
+}
+
+// KeyStore returns a data subjects' key store (package privacy) on a
+// keys table of tb's own on the environment's DynamoDB, deleted when tb
+// ends, with a KMS key of tb's own on the environment's KMS. Its tests
+// can forget subjects without touching anyone else's keys.
+func KeyStore(tb testing.TB) *privacy.KeyStore {
+	tb.Helper()
+	ctx := context.Background()
+	db := DynamoDB(tb)
+	table := UniqueName(tb, "keys")
+	if err := migrations.CreateSubjectKeysTable(ctx, db, table); err != nil {
+		tb.Fatalf("create the keys table %s: %v", table, err)
+	}
+	tb.Cleanup(func() { DeleteTable(tb, db, table) })
+	k := KMS(tb)
+	key, err := k.CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String(tb.Name())})
+	if err != nil {
+		tb.Fatalf("create a KMS key: %v", err)
+	}
+	keys, err := privacy.NewKeyStore(privacy.KeyStoreConfig{DB: db, Table: table, KMS: privacy.AWSKMS{Client: k}, KeyID: aws.ToString(key.KeyMetadata.Arn)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return keys
 }
