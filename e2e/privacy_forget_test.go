@@ -39,8 +39,7 @@ import (
 // Postgres schema as text: what a pg_dump of it would hold.
 func schemaDump(t *testing.T, db *pgxpool.Pool) string {
 	t.Helper()
-	ctx := context.Background()
-	rows, err := db.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`)
+	rows, err := db.Query(context.Background(), `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,9 +47,15 @@ func schemaDump(t *testing.T, db *pgxpool.Pool) string {
 	if err != nil || len(tables) < 5 {
 		t.Fatalf("tables of the schema: %v, %v", tables, err)
 	}
+	return tableRows(t, db, tables...)
+}
+
+// tableRows is every row of tables, each as text, in order.
+func tableRows(t *testing.T, db *pgxpool.Pool, tables ...string) string {
+	t.Helper()
 	var b strings.Builder
 	for _, table := range tables {
-		rows, err := db.Query(ctx, `SELECT t::text FROM `+pgx.Identifier{table}.Sanitize()+` t`)
+		rows, err := db.Query(context.Background(), `SELECT t::text FROM `+pgx.Identifier{table}.Sanitize()+` t ORDER BY 1`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +63,7 @@ func schemaDump(t *testing.T, db *pgxpool.Pool) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&b, "%s: %s\n", table, strings.Join(texts, "\n"))
+		fmt.Fprintf(&b, "%s:\n%s\n", table, strings.Join(texts, "\n"))
 	}
 	return b.String()
 }
