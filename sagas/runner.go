@@ -19,6 +19,7 @@ import (
 	"github.com/eventpipe/eventpipe/bus/kafka"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/eventstore"
+	"github.com/eventpipe/eventpipe/privacy"
 	"github.com/eventpipe/eventpipe/tracing"
 )
 
@@ -623,10 +624,17 @@ func (r *Runner) runOne(ctx context.Context, row outboxRow) error {
 		// Sealed as every sender seals: the commands topic never holds
 		// the personal data in clear.
 		sealer, _ := r.cfg.Opener.(eventstore.CommandSealer)
-		cmd, err := commands.Seal(ctx, sealer, cmd, len(r.cfg.CommandKey) > 0)
+		sealed, err := commands.Seal(ctx, sealer, cmd, len(r.cfg.CommandKey) > 0)
+		if errors.Is(err, privacy.ErrForgotten) {
+			// It can never be sent: its aggregate's subject was forgotten.
+			// The saga gets the answer the handlers would give.
+			return r.answer(ctx, Cancellation{CommandID: cmd.ID, AggregateType: cmd.AggregateType, AggregateID: cmd.AggregateID,
+				Reason: err.Error(), CorrelationID: cmd.CorrelationID, Code: privacy.CodeForgotten})
+		}
 		if err != nil {
 			return fmt.Errorf("outbox row %d: %w", row.seq, err)
 		}
+		cmd = sealed
 		msg, err := cmd.ToMessage()
 		if err != nil {
 			return fmt.Errorf("outbox row %d: %w", row.seq, err)
@@ -646,40 +654,46 @@ func (r *Runner) runOne(ctx context.Context, row outboxRow) error {
 		if err := json.Unmarshal(row.body, &c); err != nil {
 			return fmt.Errorf("outbox row %d: %w", row.seq, err)
 		}
-		res, err := r.cancel(ctx, c)
-		if err != nil {
-			return err
-		}
-		if len(r.cfg.CommandKey) > 0 {
-			sig, err := r.commandSignature(ctx, c.CommandID)
-			if err != nil {
-				return fmt.Errorf("sign the answer of cancelled %s: %w", c.CommandID, err)
-			}
-			res.Signature = commands.SignResult(r.cfg.CommandKey, sig, res)
-		}
-		msg, err := res.ToMessage(c.CorrelationID)
-		if err != nil {
-			return err
-		}
-		if err := r.cfg.Publisher.Publish(ReplyTopic(r.cfg.Topics, r.saga.name), msg); err != nil {
-			return fmt.Errorf("publish the answer of cancelled %s: %w", c.CommandID, err)
-		}
-		r.effects.WithLabelValues("cancel").Inc()
-		return nil
+		return r.answer(ctx, c)
 	}
 	return fmt.Errorf("outbox row %d: unknown kind %q", row.seq, row.kind)
+}
+
+// answer refuses the command c cancels (Runner.cancel) and publishes its
+// answer on the saga's replies topic, signed as the handlers sign.
+func (r *Runner) answer(ctx context.Context, c Cancellation) error {
+	res, err := r.cancel(ctx, c)
+	if err != nil {
+		return err
+	}
+	if len(r.cfg.CommandKey) > 0 {
+		sig, err := r.commandSignature(ctx, c.CommandID)
+		if err != nil {
+			return fmt.Errorf("sign the answer of cancelled %s: %w", c.CommandID, err)
+		}
+		res.Signature = commands.SignResult(r.cfg.CommandKey, sig, res)
+	}
+	msg, err := res.ToMessage(c.CorrelationID)
+	if err != nil {
+		return err
+	}
+	if err := r.cfg.Publisher.Publish(ReplyTopic(r.cfg.Topics, r.saga.name), msg); err != nil {
+		return fmt.Errorf("publish the answer of cancelled %s: %w", c.CommandID, err)
+	}
+	r.effects.WithLabelValues("cancel").Inc()
+	return nil
 }
 
 // cancel records c's refusal unless the command was answered before, and
 // returns the command's answer: the refusal, or the earlier answer.
 func (r *Runner) cancel(ctx context.Context, c Cancellation) (commands.Result, error) {
 	ref := eventstore.Ref{Type: c.AggregateType, ID: c.AggregateID}
-	res := commands.Result{CommandID: c.CommandID, AggregateType: ref.Type, AggregateID: ref.ID, Status: commands.StatusRejected, Reason: c.Reason}
-	prior, err := r.cfg.Outcomes.RecordRefusal(ctx, ref, c.CommandID, eventstore.Refusal{Status: string(commands.StatusRejected), Reason: c.Reason})
+	res := commands.Result{CommandID: c.CommandID, AggregateType: ref.Type, AggregateID: ref.ID, Status: commands.StatusRejected, Reason: c.Reason, Code: c.Code}
+	prior, err := r.cfg.Outcomes.RecordRefusal(ctx, ref, c.CommandID, eventstore.Refusal{Status: string(commands.StatusRejected), Reason: c.Reason, Code: c.Code})
 	var refused *eventstore.RefusedCommandError
 	switch {
 	case errors.As(err, &refused):
-		res.Status, res.Reason, res.Version, res.Duplicate = commands.Status(refused.Refusal.Status), refused.Refusal.Reason, refused.Refusal.Version, true
+		res.Status, res.Reason, res.Code, res.Version, res.Duplicate = commands.Status(refused.Refusal.Status), refused.Refusal.Reason, refused.Refusal.Code, refused.Refusal.Version, true
 	case err != nil:
 		return res, fmt.Errorf("cancel %s: %w", c.CommandID, err)
 	case prior.Duplicate:

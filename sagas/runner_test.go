@@ -2,8 +2,10 @@ package sagas_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/eventpipe/eventpipe/bus"
 	"github.com/eventpipe/eventpipe/bus/kafka"
+	"github.com/eventpipe/eventpipe/bus/kafka/kafkatest"
 	"github.com/eventpipe/eventpipe/commands"
 	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/domains/bankaccount"
@@ -23,6 +26,7 @@ import (
 	ddbstore "github.com/eventpipe/eventpipe/eventstore/dynamodb"
 	migrate "github.com/eventpipe/eventpipe/migrations/dynamodb"
 	pgmigrate "github.com/eventpipe/eventpipe/migrations/postgres"
+	"github.com/eventpipe/eventpipe/privacy"
 	"github.com/eventpipe/eventpipe/sagas"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
@@ -491,5 +495,47 @@ func TestASagaIgnoresAReplyToACommandItDidNotSend(t *testing.T) {
 	r.answer(genuine)
 	if in := r.instance("i1", func(in sagas.Instance) bool { return in.Outcome != "" }); in.Outcome != string(commands.StatusAccepted) || in.Version != 2 {
 		t.Errorf("outcome %q version %d, want accepted at 2 (the answer signed for the saga's command)", in.Outcome, in.Version)
+	}
+}
+
+// forgottenSubjects is an Opener and CommandSealer for whom every
+// aggregate's subject was forgotten: no command can be sealed.
+type forgottenSubjects struct{}
+
+func (forgottenSubjects) OpenEvent(_ context.Context, e eventstore.Envelope) (eventstore.Envelope, error) {
+	return e, nil
+}
+
+func (forgottenSubjects) OpenOutbound(_ context.Context, o eventstore.OutboundRecord) (eventstore.OutboundRecord, error) {
+	return o, nil
+}
+
+func (forgottenSubjects) SealCommand(_ context.Context, c eventstore.CommandRef, _ json.RawMessage) (json.RawMessage, error) {
+	return nil, &privacy.ForgottenError{Scope: privacy.Scope(c.Aggregate)}
+}
+
+func (forgottenSubjects) OpenCommand(_ context.Context, _ eventstore.CommandRef, p json.RawMessage) (json.RawMessage, error) {
+	return p, nil
+}
+
+// TestACommandWhoseSubjectWasForgottenIsAnsweredRejected: a command the
+// runner cannot seal because its aggregate's subject was forgotten is
+// never published; the saga gets the answer the handlers would give,
+// rejected with privacy.forgotten, recorded in the store under its id.
+func TestACommandWhoseSubjectWasForgottenIsAnsweredRejected(t *testing.T) {
+	r := newRig(t)
+	r.run(pingSaga(time.Hour), nil, func(c *sagas.Config) { c.Opener = forgottenSubjects{} })
+	r.ping("i1", ulid.Make().String())
+	in := r.instance("i1", func(in sagas.Instance) bool { return in.Outcome != "" })
+	if in.Outcome != string(commands.StatusRejected) || !strings.Contains(string(in.State), "forgotten") {
+		t.Errorf("i1: outcome %q, state %s; want rejected as forgotten", in.Outcome, in.State)
+	}
+	var refused *eventstore.RefusedCommandError
+	_, err := r.store.CommandResult(context.Background(), eventstore.Ref{Type: bankaccount.AggregateType, ID: "i1"}, "ping.i1.open")
+	if !errors.As(err, &refused) || refused.Refusal.Code != privacy.CodeForgotten {
+		t.Fatalf("the store's answer to ping.i1.open: %v, want a refusal with %s", err, privacy.CodeForgotten)
+	}
+	if dump := kafkatest.TopicsDump(t, testenv.KafkaBrokers(t), r.topics.Commands(bankaccount.AggregateType)); dump != "" {
+		t.Errorf("the command was published:\n%s", dump)
 	}
 }

@@ -259,6 +259,10 @@ type Cancellation struct {
 	AggregateID   string `json:"aggregate_id"`
 	Reason        string `json:"reason"`
 	CorrelationID string `json:"correlation_id,omitempty"`
+	// Code is the refusal's code: none for a saga's own cancellation,
+	// privacy.CodeForgotten for a command the Runner could not send
+	// because its aggregate's subject was forgotten.
+	Code eventstore.Code `json:"code,omitempty"`
 }
 
 // NewEffects returns the Effects the Runner gives Handle for an input of
