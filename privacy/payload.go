@@ -234,6 +234,30 @@ func OpenPayload(ctx context.Context, keys *KeyStore, p Personal, b Binding, pay
 	return out, forgotten, err
 }
 
+// isSealed reports whether every personal field of p that payload holds
+// (a string) is a sealed value already.
+func isSealed(p Personal, payload []byte) (bool, error) {
+	if !bytes.Contains(payload, []byte(SealedPrefix)) {
+		return false, nil
+	}
+	doc, err := decode(payload)
+	if err != nil {
+		return false, err
+	}
+	for _, field := range p.Fields {
+		_, _, v, ok := lookup(doc, field)
+		if !ok || v == nil {
+			continue
+		}
+		if s, isString := v.(string); !isString {
+			return false, nil
+		} else if _, _, err := parse(s); err != nil {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // subjectOf is the payload's subject: the aggregate's id, the Subject
 // field's value, or "" when the declaration names a field the payload
 // lacks and the key is per aggregate (KeyForSealing then needs the key

@@ -257,13 +257,18 @@ func CommandBinding(c eventstore.CommandRef) Binding {
 // fields sealed with its aggregate's key (or its subject's, with
 // KeyPerSubject), bound to the command, as a sender publishes it. The
 // command that makes the aggregate's key names its subject as its
-// declaration says (Personal.SubjectIsActor: c.VerifiedActor). A
-// forgotten subject is a *ForgottenError; bad input a
-// *eventstore.ValidationError; a KMS failure a *KeyError.
+// declaration says (Personal.SubjectIsActor: c.VerifiedActor). A payload
+// whose personal fields are sealed already is returned as given (a
+// command sealed when it was recorded, sent again). A forgotten subject
+// is a *ForgottenError; bad input a *eventstore.ValidationError; a KMS
+// failure a *KeyError.
 func (s *Sealer) SealCommand(ctx context.Context, c eventstore.CommandRef, payload json.RawMessage) (json.RawMessage, error) {
 	p, ok := s.commands[c.Aggregate.Type][c.Type]
 	if !ok {
 		return payload, nil
+	}
+	if sealed, err := isSealed(p, payload); err != nil || sealed {
+		return payload, err
 	}
 	return sealPayload(ctx, s.keys, p, CommandBinding(c), payload, false, c.VerifiedActor)
 }

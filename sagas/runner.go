@@ -1,11 +1,13 @@
 package sagas
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -418,7 +420,31 @@ func (r *Runner) commandSignature(ctx context.Context, commandID string) (string
 	if err := json.Unmarshal(body, &cmd); err != nil {
 		return "", fmt.Errorf("saga command %s: %w", commandID, err)
 	}
+	cmd, err = sortedPayload(cmd)
+	if err != nil {
+		return "", fmt.Errorf("saga command %s: %w", commandID, err)
+	}
 	return commands.SignCommand(r.cfg.CommandKey, cmd, ReplyTopic(r.cfg.Topics, r.saga.name)), nil
+}
+
+// sortedPayload returns cmd with its payload's object keys in sorted
+// order (numbers as written). A command's signature covers its payload's
+// bytes, and the saga's tables (jsonb) give a stored command back with
+// its keys in their own order: a command is sent, and its signature
+// computed again to check an answer, from this one form.
+func sortedPayload(cmd commands.Command) (commands.Command, error) {
+	dec := json.NewDecoder(bytes.NewReader(cmd.Payload))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return cmd, fmt.Errorf("payload: %w", err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return cmd, fmt.Errorf("payload: %w", err)
+	}
+	cmd.Payload = b
+	return cmd, nil
 }
 
 // outboxRow is an effect waiting to run.
@@ -552,7 +578,12 @@ func (r *Runner) writeTimeouts(ctx context.Context, tx pgx.Tx, instance string, 
 	return nil
 }
 
-// queue writes fx's commands and cancels to the outbox, in order.
+// queue writes fx's commands and cancels to the outbox, in order. Each
+// command is sealed first (commands.Seal, with the Opener when it is an
+// eventstore.CommandSealer), so that the outbox, saga_commands and every
+// send of it hold the same sealed bytes, signed alike; a command whose
+// aggregate's subject was forgotten is queued as its own refusal
+// (Cancellation with privacy.CodeForgotten) instead.
 func (r *Runner) queue(ctx context.Context, tx pgx.Tx, instance string, fx *Effects) ([]outboxRow, error) {
 	var rows []outboxRow
 	add := func(kind string, v any) error {
@@ -568,7 +599,19 @@ func (r *Runner) queue(ctx context.Context, tx pgx.Tx, instance string, fx *Effe
 		rows = append(rows, row)
 		return nil
 	}
+	sealer, _ := r.cfg.Opener.(eventstore.CommandSealer)
+	var refused []Cancellation // the commands that cannot be sealed for a forgotten subject
 	for _, cmd := range fx.sends {
+		sealed, err := commands.Seal(ctx, sealer, cmd, len(r.cfg.CommandKey) > 0)
+		if errors.Is(err, privacy.ErrForgotten) {
+			refused = append(refused, Cancellation{CommandID: cmd.ID, AggregateType: cmd.AggregateType, AggregateID: cmd.AggregateID,
+				Reason: err.Error(), CorrelationID: cmd.CorrelationID, Code: privacy.CodeForgotten})
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		cmd = sealed
 		if err := add(outboxCommand, cmd); err != nil {
 			return nil, err
 		}
@@ -579,7 +622,7 @@ func (r *Runner) queue(ctx context.Context, tx pgx.Tx, instance string, fx *Effe
 			return nil, err
 		}
 	}
-	for _, c := range fx.cancels {
+	for _, c := range append(slices.Clone(fx.cancels), refused...) {
 		if err := add(outboxCancel, c); err != nil {
 			return nil, err
 		}
@@ -621,8 +664,8 @@ func (r *Runner) runOne(ctx context.Context, row outboxRow) error {
 		if err := json.Unmarshal(row.body, &cmd); err != nil {
 			return fmt.Errorf("outbox row %d: %w", row.seq, err)
 		}
-		// Sealed as every sender seals: the commands topic never holds
-		// the personal data in clear.
+		// Sealed when it was queued; a row queued before sealing began
+		// is sealed now, as every sender seals.
 		sealer, _ := r.cfg.Opener.(eventstore.CommandSealer)
 		sealed, err := commands.Seal(ctx, sealer, cmd, len(r.cfg.CommandKey) > 0)
 		if errors.Is(err, privacy.ErrForgotten) {
@@ -634,7 +677,9 @@ func (r *Runner) runOne(ctx context.Context, row outboxRow) error {
 		if err != nil {
 			return fmt.Errorf("outbox row %d: %w", row.seq, err)
 		}
-		cmd = sealed
+		if cmd, err = sortedPayload(sealed); err != nil {
+			return fmt.Errorf("outbox row %d: %w", row.seq, err)
+		}
 		msg, err := cmd.ToMessage()
 		if err != nil {
 			return fmt.Errorf("outbox row %d: %w", row.seq, err)

@@ -260,7 +260,7 @@ func (r *TransferRig) StartSaga() {
 	// A static group member (one saga child runs at a time): a child
 	// started after a kill takes back the partitions at once.
 	cmd.Env = append(os.Environ(), envSagaChild+"="+r.Timeout.String(), endpoints.EnvKafkaInstanceID+"=saga-child",
-		endpoints.EnvEventsTable+"="+r.EP.EventsTable, endpoints.EnvTopicPrefix+"="+r.EP.TopicPrefix,
+		endpoints.EnvEventsTable+"="+r.EP.EventsTable, endpoints.EnvKeysTable+"="+r.EP.KeysTable, endpoints.EnvTopicPrefix+"="+r.EP.TopicPrefix,
 		endpoints.EnvPostgres+"="+r.EP.Postgres, endpoints.EnvLeasesTable+"="+r.EP.LeasesTable, "EVENTPIPE_LOG_LEVEL=warn")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
