@@ -414,7 +414,7 @@ func TestAnalyticsKilledServeStoresAndCountsRetriedBatchesOnce(t *testing.T) {
 		return append(os.Environ(), envAnalyticsChild+"="+mode, "EVENTPIPE_LOG_LEVEL=warn",
 			endpoints.EnvDynamoDB+"="+dynamo, endpoints.EnvHTTPAddr+"="+r.ep.HTTPAddr,
 			endpoints.EnvEventsTable+"="+r.ep.EventsTable, endpoints.EnvAnalyticsTable+"="+r.ep.AnalyticsTable,
-			endpoints.EnvTopicPrefix+"="+r.ep.TopicPrefix)
+			endpoints.EnvKeysTable+"="+r.ep.KeysTable, endpoints.EnvTopicPrefix+"="+r.ep.TopicPrefix)
 	}
 	start := func(mode, dynamo string) *exec.Cmd {
 		cmd := exec.Command(os.Args[0])

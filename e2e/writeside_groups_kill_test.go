@@ -237,7 +237,7 @@ func (p *serveProcs) start(name string) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envServeChild+"="+p.group,
 		endpoints.EnvKafkaBrokers+"="+strings.Join(p.ep.KafkaBrokers, ","),
-		endpoints.EnvEventsTable+"="+p.ep.EventsTable, endpoints.EnvTopicPrefix+"="+p.ep.TopicPrefix,
+		endpoints.EnvEventsTable+"="+p.ep.EventsTable, endpoints.EnvKeysTable+"="+p.ep.KeysTable, endpoints.EnvTopicPrefix+"="+p.ep.TopicPrefix,
 		"EVENTPIPE_LOG_LEVEL=warn")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {

@@ -110,7 +110,7 @@ func startHTTPChild(t *testing.T, ep endpoints.Endpoints, addr, killKey string) 
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envHTTPChild+"="+testenv.UniqueName(t, "g"),
-		endpoints.EnvEventsTable+"="+ep.EventsTable, endpoints.EnvTopicPrefix+"="+ep.TopicPrefix,
+		endpoints.EnvEventsTable+"="+ep.EventsTable, endpoints.EnvKeysTable+"="+ep.KeysTable, endpoints.EnvTopicPrefix+"="+ep.TopicPrefix,
 		endpoints.EnvHTTPAddr+"="+addr, envHTTPKillKey+"="+killKey, "EVENTPIPE_LOG_LEVEL=warn")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
