@@ -22,6 +22,8 @@ import (
 	"github.com/eventpipe/eventpipe/httpapi"
 	"github.com/eventpipe/eventpipe/httpapi/auth"
 	migrations "github.com/eventpipe/eventpipe/migrations/dynamodb"
+	"github.com/eventpipe/eventpipe/privacy"
+	"github.com/eventpipe/eventpipe/testkit/integration"
 )
 
 // api is a test server with the analytics API on a fresh table.
@@ -37,6 +39,13 @@ type api struct {
 // authenticated subject.
 func newAPI(t *testing.T, table string) *api {
 	t.Helper()
+	return newAPIWith(t, table, nil)
+}
+
+// newAPIWith is newAPI with keys sealing the users' personal fields
+// (nil: none).
+func newAPIWith(t *testing.T, table string, keys *privacy.KeyStore) *api {
+	t.Helper()
 	db := testenv.DynamoDB(t)
 	if table == "" {
 		table = testenv.UniqueName(t, "analytics")
@@ -45,7 +54,7 @@ func newAPI(t *testing.T, table string) *api {
 		}
 		t.Cleanup(func() { testenv.DeleteTable(t, db, table) })
 	}
-	store, err := analytics.New(analytics.Config{Client: db, Table: table})
+	store, err := analytics.New(analytics.Config{Client: db, Table: table, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,5 +284,38 @@ func TestDynamoDBFailuresAnswer503(t *testing.T) {
 		if status != http.StatusServiceUnavailable || !strings.Contains(body, "unavailable") {
 			t.Errorf("%s %s: %d %s, want 503", req[0], req[1], status, body)
 		}
+	}
+}
+
+// TestAForgottenUsersEventsAreGoneAndRefused: with keys, a signed-in
+// user's event reads back clear; once the user is forgotten it reads
+// "[forgotten]", and a new event of theirs is answered 410 Gone with
+// nothing stored, while another user's is still taken.
+func TestAForgottenUsersEventsAreGoneAndRefused(t *testing.T) {
+	keys := integration.KeyStore(t)
+	a := newAPIWith(t, "", keys)
+	if status, body := a.do("POST", "/sources/site/events", `{"type":"page_view","sessionId":"s1","userId":"u1","url":"/u1-private-page"}`, nil); status != http.StatusCreated {
+		t.Fatalf("POST: %d %s", status, body)
+	}
+	var evs analyticsapi.Events
+	if status, body := a.do("GET", "/sources/site/sessions/s1/events", "", &evs); status != http.StatusOK || len(evs.Events) != 1 || evs.Events[0].URL != "/u1-private-page" {
+		t.Fatalf("the session's events: %d %s", status, body)
+	}
+	if _, err := keys.Forget(context.Background(), "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := a.do("GET", "/sources/site/sessions/s1/events", "", &evs); status != http.StatusOK || len(evs.Events) != 1 || evs.Events[0].URL != privacy.ForgottenText {
+		t.Fatalf("the session's events after the forget: %d %s", status, body)
+	}
+	before := a.count()
+	status, body := a.do("POST", "/sources/site/events", `{"events":[{"type":"page_view","sessionId":"s3","userId":"u2","url":"/u2"},{"type":"page_view","sessionId":"s2","userId":"u1","url":"/again"}]}`, nil)
+	if status != http.StatusGone || !strings.Contains(body, `"forgotten"`) || !strings.Contains(body, "event 1") {
+		t.Fatalf("POST for a forgotten user: %d %s, want 410 naming event 1", status, body)
+	}
+	if after := a.count(); after != before {
+		t.Fatalf("the refused batch stored %d items", after-before)
+	}
+	if status, body := a.do("POST", "/sources/site/events", `{"type":"page_view","sessionId":"s3","userId":"u2","url":"/u2"}`, nil); status != http.StatusCreated {
+		t.Fatalf("POST for another user: %d %s", status, body)
 	}
 }
