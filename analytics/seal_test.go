@@ -12,29 +12,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/eventpipe/eventpipe/analytics"
+	"github.com/eventpipe/eventpipe/dev/testenv"
 	"github.com/eventpipe/eventpipe/eventstore"
 	"github.com/eventpipe/eventpipe/privacy"
 	"github.com/eventpipe/eventpipe/testkit/integration"
 )
-
-// scanText is every item of the table as text, for a byte search.
-func scanText(tb testing.TB, db *ddb.Client, table string) string {
-	tb.Helper()
-	var b strings.Builder
-	p := ddb.NewScanPaginator(db, &ddb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-	for p.HasMorePages() {
-		out, err := p.NextPage(context.Background())
-		if err != nil {
-			tb.Fatalf("scan: %v", err)
-		}
-		for _, it := range out.Items {
-			for name, v := range it {
-				fmt.Fprintf(&b, "%s=%v\n", name, v)
-			}
-		}
-	}
-	return b.String()
-}
 
 // personalInput is an event of user (anonymous when empty) whose every
 // personal field holds a value naming tag.
@@ -69,7 +51,7 @@ func TestSealingAnalyticsStoreKeepsUsersFieldsSealedAndForgets(t *testing.T) {
 	if ingested[0].URL != "https://shop.example/annval/basket" {
 		t.Fatalf("the ingested event is answered as %q, want the clear url", ingested[0].URL)
 	}
-	stored := scanText(t, db, table)
+	stored := testenv.TableDump(t, db, table)
 	for _, tag := range []string{"annval", "bobval"} {
 		for _, v := range personalValues(tag) {
 			if strings.Contains(stored, v) {

@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -53,60 +50,6 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// attrText writes a DynamoDB attribute value as text: strings, numbers
-// and binaries as they are stored.
-func attrText(b *strings.Builder, v ddbtypes.AttributeValue) {
-	switch v := v.(type) {
-	case *ddbtypes.AttributeValueMemberS:
-		b.WriteString(v.Value)
-	case *ddbtypes.AttributeValueMemberN:
-		b.WriteString(v.Value)
-	case *ddbtypes.AttributeValueMemberB:
-		b.Write(v.Value)
-	case *ddbtypes.AttributeValueMemberSS:
-		b.WriteString(strings.Join(v.Value, ","))
-	case *ddbtypes.AttributeValueMemberNS:
-		b.WriteString(strings.Join(v.Value, ","))
-	case *ddbtypes.AttributeValueMemberBS:
-		b.Write(bytes.Join(v.Value, []byte(",")))
-	case *ddbtypes.AttributeValueMemberM:
-		for k, e := range v.Value {
-			b.WriteString(k + "=")
-			attrText(b, e)
-			b.WriteString(";")
-		}
-	case *ddbtypes.AttributeValueMemberL:
-		for _, e := range v.Value {
-			attrText(b, e)
-			b.WriteString(";")
-		}
-	case *ddbtypes.AttributeValueMemberBOOL:
-		fmt.Fprint(b, v.Value)
-	}
-}
-
-// tableDump is every item of a DynamoDB table as text.
-func tableDump(t *testing.T, db *dynamodb.Client, table string) string {
-	t.Helper()
-	var b strings.Builder
-	p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-	for p.HasMorePages() {
-		out, err := p.NextPage(context.Background())
-		if err != nil {
-			t.Fatalf("scan %s: %v", table, err)
-		}
-		for _, it := range out.Items {
-			for k, v := range it {
-				b.WriteString(k + "=")
-				attrText(&b, v)
-				b.WriteString(" ")
-			}
-			b.WriteString("\n")
-		}
-	}
-	return b.String()
 }
 
 // indicesDump is every document of every index whose name begins with
@@ -358,10 +301,10 @@ func TestForgettingASubjectLeavesNoneOfItsValuesAnywhere(t *testing.T) {
 		"the search indices":  indicesDump(t, es, ep.TopicPrefix),
 		"the Kafka topics":    kafkatest.TopicsDump(t, ep.KafkaBrokers, ep.TopicPrefix),
 		"the processes' logs": logs.String(),
-		"the events table":    tableDump(t, ddb, ep.EventsTable),
-		"the analytics table": tableDump(t, ddb, ep.AnalyticsTable),
-		"the keys table":      tableDump(t, ddb, ep.KeysTable),
-		"the leases table":    tableDump(t, ddb, ep.LeasesTable),
+		"the events table":    testenv.TableDump(t, ddb, ep.EventsTable),
+		"the analytics table": testenv.TableDump(t, ddb, ep.AnalyticsTable),
+		"the keys table":      testenv.TableDump(t, ddb, ep.KeysTable),
+		"the leases table":    testenv.TableDump(t, ddb, ep.LeasesTable),
 	}
 	if !strings.Contains(places["the processes' logs"], `"msg":"relay started"`) {
 		t.Fatal("the processes' logs were not captured")
