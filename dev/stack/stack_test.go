@@ -138,9 +138,14 @@ func TestUpIsIdempotentAndDownUpKeepsData(t *testing.T) {
 	checkPostgresTLSRole(t, s)
 
 	// DynamoDB Local's stream tables got the indexes that keep writes fast.
-	if out, err := exec.Command("sqlite3", filepath.Join(s.Dir(), "data", "dynamodb", "shared-local-instance.db"), ".indexes us").CombinedOutput(); err != nil ||
-		!strings.Contains(string(out), "eventpipe_us_stream_shard_seq") {
-		t.Errorf("DynamoDB Local's us table lacks our indexes: %s %v", out, err)
+	indexes, err := exec.Command("sqlite3", filepath.Join(s.Dir(), "data", "dynamodb", "shared-local-instance.db"), ".indexes").CombinedOutput()
+	if err != nil {
+		t.Errorf("list DynamoDB Local's indexes: %s %v", indexes, err)
+	}
+	for _, name := range []string{"eventpipe_us_stream_shard_seq", "eventpipe_us_shard_seq", "eventpipe_us_stream_seq", "eventpipe_sm_table", "eventpipe_ss_stream"} {
+		if !strings.Contains(string(indexes), name) {
+			t.Errorf("DynamoDB Local's database lacks the index %s: %s", name, indexes)
+		}
 	}
 
 	// Write something into each service.
