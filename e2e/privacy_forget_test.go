@@ -386,6 +386,7 @@ func consumeChild(ctx context.Context, names []string) error {
 // (the facts are redelivered; a scrub is idempotent), and the kills are
 // shown to have landed with scrubs still to do.
 func TestScrubSurvivesKilledConsumers(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const subjectsN, todosEach = 60, 2
 	ctx := context.Background()
 	ep := integration.Isolate(t)

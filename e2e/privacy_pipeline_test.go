@@ -111,6 +111,7 @@ func (s pipelineSubject) values() []string {
 // and search model after the forget gives the same scrubbed rows; and
 // commands and analytics events for the forgotten subject are refused.
 func TestForgettingASubjectLeavesNoneOfItsValuesAnywhere(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	ctx := context.Background()
 	ep := integration.Isolate(t)
 	var logs lockedBuffer

@@ -36,6 +36,7 @@ import (
 // keeps its own leases in the shared table, and the metrics of both are
 // told apart by their stream label.
 func TestAnalyticsRelayCarriesRawEventsBesideTheEventsRelay(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	e := newEnv(t)
 	ctx := context.Background()
 	ep := e.ep

@@ -128,6 +128,7 @@ func awaitEvents(t *testing.T, e *env, rr *runningRelay, topic string, want map[
 // the relay must keep running and publish the first events, and go on
 // publishing later ones.
 func TestRelayOnAFreshTableKeepsRunningAndPublishesTheFirstEvents(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	e := newEnv(t)
 	cfg := e.relayConfig(t, "w1")
 	streams := newWatchedStreams(cfg.Streams)
@@ -188,6 +189,7 @@ func (s *trimmedHorizonStreams) GetShardIterator(ctx context.Context, in *dynamo
 // three times is retried with back-off, and its events are published; a
 // TRIM_HORIZON start is never past anything, so it never stops the relay.
 func TestTrimmedAnswerToTrimHorizonWithoutCheckpointIsRetried(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	e := newEnv(t)
 	want := map[string]int64{"a": 3}
 	e.appendTicks(t, eventstore.Ref{Type: "tick", ID: "a"}, 0, 3)

@@ -108,6 +108,7 @@ func TestRelayPublishesEventsAndOutboxAndSkipsTheRest(t *testing.T) {
 // between good events: it lands on poison.relay with its raw image and
 // the reason, and the events after it are still published.
 func TestUndecodableRecordGoesToPoisonAndTheShardMovesOn(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	e := newEnv(t)
 	ref := eventstore.Ref{Type: "tick", ID: "good"}
 	e.appendTicks(t, ref, 0, 2)
@@ -141,6 +142,7 @@ func TestUndecodableRecordGoesToPoisonAndTheShardMovesOn(t *testing.T) {
 // every event reaches Kafka, and per aggregate the sequences arrive in
 // order (a repeat is the only exception allowed).
 func TestTwoRelayProcessesDeliverTenThousandEventsInOrder(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const aggregates, perAggregate, perAppend, writers = 100, 100, 10, 10
 	e := newEnv(t)
 	startRelayChild(t, e, "proc-a", 1000)
@@ -189,6 +191,7 @@ func appendConcurrently(t *testing.T, e *env, aggregates, perAggregate, perAppen
 // most one batch per kill, and the survivor took over the dead holder's
 // shard after the lease timeout.
 func TestKilledRelaysLoseNothing(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const aggregates, perAggregate, perAppend, writers, batch, minKills = 40, 100, 2, 8, 100, 10
 	const total = aggregates * perAggregate
 	e := newEnv(t)

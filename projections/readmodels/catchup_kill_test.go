@@ -107,6 +107,7 @@ func (w *world) storeAccounts(t *testing.T, n, perAccount int) map[string][]even
 // transactions equal what its stored events give, each event applied
 // once (apply_count = version).
 func TestKilledCatchUpResumesAndEndsEqualToTheStore(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const accounts, perAccount, kills = 125, 39, 3
 	const total = accounts * (1 + perAccount)
 	began := time.Now()

@@ -33,6 +33,7 @@ func history(s *store.Store) projections.HistoryPage {
 // row, with every event applied once: no gap at the hand-over, no double
 // effect.
 func TestNewProjectionCatchesUpFromTheStoreThenFollowsLive(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const accounts, perAccount, live = 200, 50, 100
 	ctx := context.Background()
 	w := newWorld(t)

@@ -128,6 +128,7 @@ func runModelChildIfRequested(what, env, schemaEnv string, model func(spec strin
 // events, each event applied once (apply_count = version = position), and
 // the catch-up counted exactly the 8,000 account events.
 func TestAReadModelThatGainsATypeCatchesUpItsHistoryWhileItStaysLive(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const accounts, perAccount, kills = 200, 39, 2
 	const total = accounts * (1 + perAccount)
 	w := newWorld(t)

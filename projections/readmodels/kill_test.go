@@ -84,6 +84,7 @@ func runConsumeChildIfRequested() {
 // account equals its replay and every event was applied exactly once
 // (apply_count = version = position).
 func TestKilledConsumerAppliesEveryEventOnce(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const accounts, perAccount, kills = 101, 98, 10
 	w := newWorld(t)
 	topics := bus.Topics{Prefix: testenv.UniqueName(t, "ns") + "."}

@@ -56,6 +56,7 @@ func (w *world) replayConfig(t *testing.T) projections.ReplayConfig {
 // model equals a from-scratch replay row by row, every event applied
 // once.
 func TestReplaySwapsInARebuiltModelWhileCommandsKeepArriving(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const accounts = 40
 	ctx := context.Background()
 	w := newWorld(t)

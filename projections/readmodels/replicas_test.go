@@ -24,6 +24,7 @@ import (
 // cursor and the count never go back, and the start never moves. In the
 // end the catch-up is done and the model equals the store.
 func TestTwoReplicasCatchingUpNeverMoveTheCursorBack(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const accounts, perAccount = 150, 39
 	ctx := context.Background()
 	w := newWorld(t)

@@ -119,6 +119,7 @@ func runVersionChildIfRequested() {
 // After the swap every row was built by version 2, equals its stored
 // events, each applied once, and the model's recorded version is 2.
 func TestAReadModelWhoseVersionChangesIsRebuiltBesideTheLiveOne(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	testRebuildBesideTheLiveOne(t, balances{version: 1, transactions: true, gen: 1}, balances{version: 2, transactions: true, gen: 2})
 }
 
@@ -131,6 +132,7 @@ func TestAReadModelWhoseVersionChangesIsRebuiltBesideTheLiveOne(t *testing.T) {
 // TestAReadModelWhoseVersionChangesIsRebuiltBesideTheLiveOne hold; live
 // accounts keep being opened (events of the other type) all along.
 func TestAReadModelThatGainsAnEventTypeOfATypeItReadIsRebuilt(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	testRebuildBesideTheLiveOne(t, balances{version: 1, transactions: false, gen: 1}, balances{version: 1, transactions: true, gen: 2})
 }
 

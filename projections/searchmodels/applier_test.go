@@ -18,6 +18,7 @@ import (
 // application, with the dropped events repaired from the store and the
 // duplicates refused.
 func TestDuplicateShuffledAndDroppedDeliveryEndsAtTheHighestSequence(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	w := newWorld(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))

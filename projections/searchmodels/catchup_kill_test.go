@@ -108,6 +108,7 @@ func (w *world) catchUpDoc(index, alias string) searchCatchUp {
 // started on the live topics, and every document equals a from-scratch
 // application of the stored events, version included.
 func TestKilledSearchCatchUpResumesAndEndsEqualToTheStore(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const todos, updates, kills = 125, 39, 3
 	const total = todos * (1 + updates)
 	began := time.Now()

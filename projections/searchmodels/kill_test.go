@@ -114,6 +114,7 @@ func versionSum(t testing.TB, es *esclient.Client, alias string, ids []string) i
 // loudly). The catch-up from the store, killed mid-way, is
 // TestKilledSearchCatchUpResumesAndEndsEqualToTheStore.
 func TestKilledSearchConsumerEndsEqualToTheReplay(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const todos, perTodo, kills = 100, 100, 6
 	w := newWorld(t)
 	p := searchmodels.TodoSearch{}
@@ -185,6 +186,7 @@ func TestKilledSearchConsumerEndsEqualToTheReplay(t *testing.T) {
 // acknowledged Apply, and that re-applying everything ends equal to a
 // from-scratch application.
 func TestKilledElasticsearchServerLosesNoAcknowledgedWrite(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	w := newWorld(t)
 	ctx := context.Background()
 	dir := t.TempDir()

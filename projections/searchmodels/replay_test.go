@@ -29,6 +29,7 @@ import (
 // equal to a from-scratch application of everything stored; the old index
 // is gone.
 func TestReplayUnderLiveTrafficNeverShowsAnEmptyIndex(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	w := newWorld(t)
 	ctx := context.Background()
 	p := searchmodels.TodoSearch{}

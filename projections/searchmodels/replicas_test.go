@@ -24,6 +24,7 @@ import (
 // count never go back, "done" is never undone, and the start never moves.
 // In the end the catch-up is done and the documents equal the store.
 func TestTwoSearchReplicasCatchingUpNeverMoveTheCursorBack(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const todos, updates = 100, 39
 	w := newWorld(t)
 	all, _ := w.storeTodos(todos, updates)

@@ -113,6 +113,7 @@ func runVersionChildIfRequested() {
 // equals a from-scratch application of the stored events, and the
 // model's recorded version is 2.
 func TestASearchModelWhoseVersionChangesIsRebuiltBesideTheLiveOne(t *testing.T) {
+	t.Parallel() // slow, and independent: tables, topics and groups of its own
 	const todos, updates, kills = 125, 39, 2
 	const total = todos * (1 + updates)
 	ctx := context.Background()
